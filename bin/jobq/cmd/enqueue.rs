@@ -1,0 +1,51 @@
+//! `jobq enqueue`.
+
+use anyhow::{Context, Result, anyhow};
+use chrono::{DateTime, NaiveDateTime, Utc};
+use jobq::NewJob;
+
+use super::Env;
+use crate::args::EnqueueArgs;
+
+pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
+    let mut job = NewJob::new(&args.kind);
+    if let Some(p) = &args.payload {
+        job = job.payload_json(p).context("invalid --payload")?;
+    }
+    if let Some(q) = args.queue {
+        job = job.queue(q);
+    }
+    if let Some(p) = args.priority {
+        job = job.priority(p);
+    }
+    if let Some(t) = &args.run_at {
+        job = job.run_at(parse_time(t)?);
+    }
+    if let Some(d) = args.run_in {
+        job = job.run_in(d);
+    }
+    if let Some(n) = args.max_attempts {
+        job = job.max_attempts(n);
+    }
+    if let Some(t) = args.timeout {
+        job = job.timeout(t);
+    }
+    let pool = env.migrated_pool(1).await?;
+    let id = jobq::enqueue(&pool, &job).await?;
+    println!("{id}");
+    Ok(())
+}
+
+fn parse_time(s: &str) -> Result<DateTime<Utc>> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(s) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    for fmt in ["%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S"] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(s, fmt) {
+            return Ok(t.and_utc());
+        }
+    }
+    Err(anyhow!(
+        "invalid --run-at {s:?}: use RFC 3339 (2026-05-01T12:00:00Z) or \"YYYY-MM-DD HH:MM:SS\" (UTC)"
+    ))
+}

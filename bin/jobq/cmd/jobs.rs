@@ -1,0 +1,91 @@
+//! `jobq jobs list|show|retry|cancel`.
+
+use anyhow::Result;
+use jobq::db::admin;
+use jobq::{JobFilter, JobRecord, State};
+
+use super::Env;
+use crate::args::JobsCommand;
+
+pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
+    let pool = env.migrated_pool(1).await?;
+    match cmd {
+        JobsCommand::List(a) => {
+            let filter = JobFilter {
+                state: a.state.as_deref().map(str::parse::<State>).transpose()?,
+                queue: a.queue,
+                kind: a.kind,
+                limit: a.limit,
+            };
+            let jobs = admin::list_jobs(&pool, &filter).await?;
+            print_list(&jobs);
+        }
+        JobsCommand::Show { id } => print_one(&admin::get_job(&pool, id).await?),
+        JobsCommand::Retry { id } => {
+            admin::retry_job(&pool, id).await?;
+            println!("job {id} is queued to run now");
+        }
+        JobsCommand::Cancel { id } => {
+            admin::cancel_job(&pool, id).await?;
+            println!("job {id} is cancelled");
+        }
+    }
+    Ok(())
+}
+
+fn print_list(jobs: &[JobRecord]) {
+    println!(
+        "{:>10} {:<9} {:<12} {:<24} {:>8} {:<26} LAST ERROR",
+        "ID", "STATE", "QUEUE", "KIND", "ATTEMPTS", "RUN AT (UTC)"
+    );
+    for j in jobs {
+        let err = j
+            .last_error
+            .as_deref()
+            .map(|e| e.lines().next().unwrap_or("").chars().take(60).collect::<String>())
+            .unwrap_or_default();
+        println!(
+            "{:>10} {:<9} {:<12} {:<24} {:>8} {:<26} {}",
+            j.id,
+            j.state,
+            j.queue,
+            j.kind,
+            format!("{}/{}", j.attempts, j.max_attempts),
+            j.run_at.format("%Y-%m-%d %H:%M:%S%.3f"),
+            err
+        );
+    }
+    if jobs.is_empty() {
+        println!("(no jobs)");
+    }
+}
+
+fn print_one(j: &JobRecord) {
+    let t = |v: Option<chrono::DateTime<chrono::Utc>>| {
+        v.map_or_else(|| "-".to_string(), |t| t.format("%Y-%m-%d %H:%M:%S%.6f UTC").to_string())
+    };
+    println!("id:           {}", j.id);
+    println!("state:        {}", j.state);
+    println!("queue:        {}", j.queue);
+    println!("kind:         {}", j.kind);
+    println!("priority:     {}", j.priority);
+    println!("attempts:     {} of {}", j.attempts, j.max_attempts);
+    println!(
+        "timeout:      {}",
+        j.timeout_secs.map_or("-".to_string(), |s| format!("{s}s"))
+    );
+    println!("run at:       {}", t(Some(j.run_at)));
+    println!("created at:   {}", t(Some(j.created_at)));
+    println!("claimed at:   {}", t(j.claimed_at));
+    println!("started at:   {}", t(j.started_at));
+    println!("finished at:  {}", t(j.finished_at));
+    println!("claim:        {}", j.claim.as_deref().unwrap_or("-"));
+    let payload = serde_json::from_str::<serde_json::Value>(&j.payload)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or_else(|_| j.payload.clone());
+    println!("payload:      {}", payload.replace('\n', "\n              "));
+    match &j.last_error {
+        Some(e) => println!("last error:   {}", e.replace('\n', "\n              ")),
+        None => println!("last error:   -"),
+    }
+}

@@ -1,0 +1,91 @@
+//! One module per subcommand: arguments in, library call, output out.
+
+mod enqueue;
+mod jobs;
+mod stats;
+mod worker;
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use jobq::config::Config;
+use jobq::db::{self, ConnectConfig};
+use sqlx::MySqlPool;
+
+use crate::args::{Cli, Command, DEFAULT_DATABASE_URL};
+
+/// What every command needs: the config file (if any) and where the database is.
+pub struct Env {
+    pub config: Config,
+    pub config_path: Option<PathBuf>,
+    pub url: String,
+}
+
+impl Env {
+    fn load(cli: &Cli) -> Result<Env> {
+        let config_path = Config::locate(cli.config.as_deref());
+        let config = match &config_path {
+            Some(p) => Config::load(p)?,
+            None => Config::default(),
+        };
+        let url = cli
+            .database_url
+            .clone()
+            .filter(|s| !s.is_empty())
+            .or_else(|| std::env::var("DATABASE_URL").ok().filter(|s| !s.is_empty()))
+            .or_else(|| config.database_url.clone())
+            .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string());
+        Ok(Env {
+            config,
+            config_path,
+            url,
+        })
+    }
+
+    /// Connects with a pool of `max` connections.
+    pub async fn pool(&self, max: u32) -> Result<MySqlPool> {
+        Ok(db::connect(&ConnectConfig::new(&self.url).max_connections(max)).await?)
+    }
+
+    /// Connects and checks that the schema is current.
+    pub async fn migrated_pool(&self, max: u32) -> Result<MySqlPool> {
+        let pool = self.pool(max).await?;
+        db::migrate::ensure_migrated(&pool).await?;
+        Ok(pool)
+    }
+}
+
+pub async fn run(cli: Cli) -> Result<()> {
+    let env = Env::load(&cli)?;
+    match cli.command {
+        Command::Migrate => {
+            let pool = env.pool(2).await?;
+            let report = db::migrate::migrate(&pool)
+                .await
+                .context("migration failed")?;
+            if report.applied.is_empty() {
+                println!("schema is up to date (version {})", report.version);
+            } else {
+                println!(
+                    "applied migration(s) {:?}; schema is at version {}",
+                    report.applied, report.version
+                );
+            }
+            Ok(())
+        }
+        Command::Worker(args) => worker::run(&env, args).await,
+        Command::Enqueue(args) => enqueue::run(&env, args).await,
+        Command::Stats => stats::run(&env).await,
+        Command::Jobs(cmd) => jobs::run(&env, cmd).await,
+        Command::Prune(args) => {
+            let pool = env.migrated_pool(2).await?;
+            let retention = args.retention.unwrap_or_else(|| env.config.retention());
+            let n = db::prune::prune_finished(&pool, retention).await?;
+            println!(
+                "deleted {n} finished job(s) older than {}",
+                humantime::format_duration(retention)
+            );
+            Ok(())
+        }
+    }
+}

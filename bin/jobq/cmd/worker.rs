@@ -1,0 +1,71 @@
+//! `jobq worker`.
+
+use anyhow::{Result, bail};
+use jobq::{Handlers, Mode, Worker, WorkerConfig, retry::RetryPolicy, shutdown};
+
+use super::Env;
+use crate::args::WorkerArgs;
+
+pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
+    let file = &env.config.worker;
+    let defaults = WorkerConfig::default();
+    let cfg = WorkerConfig {
+        queues: if !args.queues.is_empty() {
+            args.queues
+        } else {
+            file.queues.clone().unwrap_or(defaults.queues)
+        },
+        concurrency: args
+            .concurrency
+            .or(file.concurrency)
+            .unwrap_or(defaults.concurrency),
+        batch_size: args
+            .batch_size
+            .or(file.batch_size)
+            .unwrap_or(defaults.batch_size),
+        mode: if args.forever {
+            Mode::Forever
+        } else {
+            Mode::Drain
+        },
+        poll_interval: args
+            .poll_interval
+            .or(file.poll_interval.map(|d| d.0))
+            .unwrap_or(defaults.poll_interval),
+        shutdown_grace: args
+            .shutdown_grace
+            .or(file.shutdown_grace.map(|d| d.0))
+            .unwrap_or(defaults.shutdown_grace),
+        default_timeout: args
+            .default_timeout
+            .or(file.default_timeout.map(|d| d.0))
+            .unwrap_or(defaults.default_timeout),
+        heartbeat_interval: file
+            .heartbeat_interval
+            .map_or(defaults.heartbeat_interval, |d| d.0),
+        retry: RetryPolicy {
+            base: env.config.retry.base.map_or(RetryPolicy::DEFAULT_BASE, |d| d.0),
+            cap: env.config.retry.cap.map_or(RetryPolicy::DEFAULT_CAP, |d| d.0),
+        },
+        ..defaults
+    };
+    if env.config.handlers.is_empty() {
+        match &env.config_path {
+            Some(p) => bail!(
+                "{} defines no handlers; add a [handlers.KIND] section with `command` or `sql`",
+                p.display()
+            ),
+            None => bail!(
+                "no config file: pass --config jobq.toml (or set JOBQ_CONFIG) with [handlers.KIND] sections"
+            ),
+        }
+    }
+    let shutdown = shutdown::on_signals()?;
+    // Claims and finishes share the pool with SQL handlers, which hold a connection while they run.
+    let pool = env.migrated_pool(cfg.concurrency + 4).await?;
+    let handlers = Handlers::from_config(&env.config, &pool)?;
+    let worker = Worker::new(pool.clone(), handlers, cfg)?;
+    worker.run(shutdown).await?;
+    pool.close().await;
+    Ok(())
+}

@@ -1,0 +1,24 @@
+-- jobq schema 2: the registry of live jobq processes (workers, reapers, supervisors, schedulers).
+--
+-- A process inserts its row before it claims anything, refreshes heartbeat_at while it lives and deletes
+-- the row on a clean exit. The row is what the reaper checks a claim token against: connection_id is
+-- the claimant's current anchor session (it can change when that session is re-established, while the
+-- token stays), server_id and server_epoch tell which server incarnation that id belongs to (connection ids
+-- start again from 1 when the server restarts), and host and pid let a reaper on the same host check the
+-- process itself.
+CREATE TABLE IF NOT EXISTS jobq_processes (
+  token          VARCHAR(191) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  role           ENUM('worker','reaper','supervisor','scheduler')
+                   CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  host           VARCHAR(255) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  pid            INT UNSIGNED NOT NULL,
+  connection_id  BIGINT UNSIGNED NOT NULL,
+  server_id      BIGINT UNSIGNED NOT NULL,
+  server_epoch   BIGINT NOT NULL,
+  queues         VARCHAR(1024) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
+  version        VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  started_at     TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  heartbeat_at   TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (token),
+  KEY heartbeat (heartbeat_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4

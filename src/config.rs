@@ -1,0 +1,352 @@
+//! The configuration file, `jobq.toml`.
+//!
+//! Every key is optional. Unknown keys are errors (a misspelt `concurency` must not silently leave the
+//! default in place), and the whole file is validated before anything touches the database.
+//!
+//! ```toml
+//! database_url = "mysql://jobq:jobq@127.0.0.1:3306/app"
+//!
+//! [worker]
+//! queues = ["default", "mail"]   # claimed in this order
+//! concurrency = 10               # jobs run at once per worker process
+//! batch_size = 10                # most rows one claim takes
+//! poll_interval = "1s"           # longest idle wait between polls
+//! shutdown_grace = "30s"         # how long running jobs get to finish on SIGTERM
+//! default_timeout = "30m"        # run-time limit for jobs with no timeout of their own
+//!
+//! [retry]
+//! base = "2s"                    # first backoff; doubles per attempt, with jitter
+//! cap = "1h"                     # longest backoff
+//!
+//! [prune]
+//! retention = "7d"               # finished jobs are kept this long
+//!
+//! [handlers.resize]              # a command: payload on stdin, exit 0 = done
+//! command = ["/usr/local/bin/resize", "--fast"]
+//! timeout = "5m"
+//! env = { IMAGE_DIR = "/srv/images" }
+//!
+//! [handlers.rollup]              # an SQL statement, parameters bound from payload fields
+//! sql = "CALL rollup(?, ?)"
+//! params = ["day", "region"]
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::db::enqueue::validate_name;
+use crate::error::{Error, Result};
+
+/// A duration written the human way: `"500ms"`, `"30s"`, `"5m"`, `"7d"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(&s)
+            .map(HumanDuration)
+            .map_err(|e| serde::de::Error::custom(format!("invalid duration {s:?}: {e}")))
+    }
+}
+
+/// The parsed file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Used when neither `--database-url` nor `JOBQ_DATABASE_URL`/`DATABASE_URL` is set.
+    pub database_url: Option<String>,
+    /// Worker settings; command-line flags override them.
+    #[serde(default)]
+    pub worker: WorkerSection,
+    /// Retry backoff.
+    #[serde(default)]
+    pub retry: RetrySection,
+    /// Pruning of finished jobs.
+    #[serde(default)]
+    pub prune: PruneSection,
+    /// Handlers by job kind.
+    #[serde(default)]
+    pub handlers: BTreeMap<String, HandlerConfig>,
+}
+
+/// `[worker]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkerSection {
+    /// Queues to claim from, in order.
+    pub queues: Option<Vec<String>>,
+    /// Jobs run at once.
+    pub concurrency: Option<u32>,
+    /// Most rows per claim.
+    pub batch_size: Option<u32>,
+    /// Longest idle wait between polls.
+    pub poll_interval: Option<HumanDuration>,
+    /// Time running jobs get on shutdown.
+    pub shutdown_grace: Option<HumanDuration>,
+    /// Run-time limit of jobs with none of their own.
+    pub default_timeout: Option<HumanDuration>,
+    /// How often the worker refreshes its registry row.
+    pub heartbeat_interval: Option<HumanDuration>,
+}
+
+/// `[retry]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySection {
+    /// First backoff.
+    pub base: Option<HumanDuration>,
+    /// Longest backoff.
+    pub cap: Option<HumanDuration>,
+}
+
+/// `[prune]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PruneSection {
+    /// How long finished jobs are kept (default 7 days).
+    pub retention: Option<HumanDuration>,
+}
+
+/// `[handlers.KIND]`: exactly one of `command` or `sql`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HandlerConfig {
+    /// Program and arguments; the payload goes to its stdin.
+    pub command: Option<Vec<String>>,
+    /// Extra environment for the command.
+    pub env: Option<BTreeMap<String, String>>,
+    /// One SQL statement with `?` placeholders.
+    pub sql: Option<String>,
+    /// Payload fields bound to the placeholders, in order.
+    pub params: Option<Vec<String>>,
+    /// Run-time limit for jobs of this kind that set none themselves.
+    pub timeout: Option<HumanDuration>,
+}
+
+/// A handler definition after validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandlerSpec {
+    /// Run a program.
+    Command {
+        /// Program and arguments.
+        argv: Vec<String>,
+        /// Extra environment.
+        env: BTreeMap<String, String>,
+    },
+    /// Run one SQL statement.
+    Sql {
+        /// The statement.
+        sql: String,
+        /// Payload fields for its placeholders.
+        params: Vec<String>,
+    },
+}
+
+/// Default retention of finished jobs: 7 days.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+impl Config {
+    /// Reads and validates a file. Errors name the file, and the line and key where TOML allows.
+    pub fn load(path: &Path) -> Result<Config> {
+        let err = |message: String| Error::Config {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+        let cfg: Config = toml::from_str(&text).map_err(|e| err(e.to_string().trim().to_string()))?;
+        cfg.validate().map_err(err)?;
+        Ok(cfg)
+    }
+
+    /// Finds the file to read: `explicit` (from `--config` or `JOBQ_CONFIG`) if given, else `jobq.toml` in
+    /// the current directory if there is one.
+    pub fn locate(explicit: Option<&Path>) -> Option<PathBuf> {
+        match explicit {
+            Some(p) => Some(p.to_path_buf()),
+            None => {
+                let p = PathBuf::from("jobq.toml");
+                p.exists().then_some(p)
+            }
+        }
+    }
+
+    fn validate(&self) -> std::result::Result<(), String> {
+        let w = &self.worker;
+        if let Some(queues) = &w.queues {
+            if queues.is_empty() {
+                return Err("worker.queues: list at least one queue".into());
+            }
+            for q in queues {
+                validate_name("queue", q, 64).map_err(|e| format!("worker.queues: {e}"))?;
+            }
+        }
+        if w.concurrency == Some(0) {
+            return Err("worker.concurrency must be at least 1".into());
+        }
+        if w.batch_size == Some(0) {
+            return Err("worker.batch_size must be at least 1".into());
+        }
+        for (kind, h) in &self.handlers {
+            validate_name("kind", kind, 128).map_err(|e| format!("handlers.{kind}: {e}"))?;
+            h.spec().map_err(|e| format!("handlers.{kind}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Validated handler specs with their per-kind timeouts.
+    pub fn handler_specs(&self) -> Vec<(String, HandlerSpec, Option<Duration>)> {
+        self.handlers
+            .iter()
+            .filter_map(|(kind, h)| {
+                h.spec()
+                    .ok()
+                    .map(|spec| (kind.clone(), spec, h.timeout.map(|t| t.0)))
+            })
+            .collect()
+    }
+
+    /// Retention of finished jobs.
+    pub fn retention(&self) -> Duration {
+        self.prune.retention.map_or(DEFAULT_RETENTION, |d| d.0)
+    }
+}
+
+impl HandlerConfig {
+    /// Checks that the entry is one complete handler and turns it into a spec.
+    pub fn spec(&self) -> std::result::Result<HandlerSpec, String> {
+        match (&self.command, &self.sql) {
+            (Some(_), Some(_)) => Err("set either `command` or `sql`, not both".into()),
+            (None, None) => Err("set `command` (a program) or `sql` (a statement)".into()),
+            (Some(argv), None) => {
+                if self.params.is_some() {
+                    return Err("`params` belongs to `sql` handlers; a command reads the payload on stdin".into());
+                }
+                if argv.is_empty() || argv[0].is_empty() {
+                    return Err("`command` must name a program: command = [\"prog\", \"arg\"]".into());
+                }
+                Ok(HandlerSpec::Command {
+                    argv: argv.clone(),
+                    env: self.env.clone().unwrap_or_default(),
+                })
+            }
+            (None, Some(sql)) => {
+                if self.env.is_some() {
+                    return Err("`env` belongs to `command` handlers".into());
+                }
+                let params = self.params.clone().unwrap_or_default();
+                let placeholders = count_placeholders(sql);
+                if placeholders != params.len() {
+                    return Err(format!(
+                        "`sql` has {placeholders} `?` placeholder(s) but `params` names {} field(s)",
+                        params.len()
+                    ));
+                }
+                if sql.trim().trim_end_matches(';').contains(';') {
+                    return Err("`sql` must be one statement; wrap several in a procedure and CALL it".into());
+                }
+                Ok(HandlerSpec::Sql {
+                    sql: sql.trim().trim_end_matches(';').to_string(),
+                    params,
+                })
+            }
+        }
+    }
+}
+
+/// Counts `?` outside quoted strings and backquoted names.
+fn count_placeholders(sql: &str) -> usize {
+    let mut n = 0;
+    let mut quote: Option<char> = None;
+    let mut chars = sql.chars();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some(q) if c == '\\' && q != '`' => {
+                chars.next();
+            }
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None if matches!(c, '\'' | '"' | '`') => quote = Some(c),
+            None if c == '?' => n += 1,
+            None => {}
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> std::result::Result<Config, String> {
+        let dir = std::env::temp_dir().join(format!("jobq-cfg-{}", rand::random::<u64>()));
+        std::fs::write(&dir, text).unwrap();
+        let r = Config::load(&dir).map_err(|e| e.to_string());
+        std::fs::remove_file(&dir).ok();
+        r
+    }
+
+    #[test]
+    fn full_example_parses() {
+        let c = parse(
+            r#"
+database_url = "mysql://u:p@h:3306/db"
+[worker]
+queues = ["default", "mail"]
+concurrency = 4
+poll_interval = "250ms"
+[retry]
+base = "1s"
+[prune]
+retention = "2d"
+[handlers.resize]
+command = ["convert", "-"]
+timeout = "5m"
+env = { A = "1" }
+[handlers.rollup]
+sql = "CALL rollup(?, ?)"
+params = ["day", "region"]
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.worker.concurrency, Some(4));
+        assert_eq!(c.retention(), Duration::from_secs(2 * 86400));
+        let specs = c.handler_specs();
+        assert_eq!(specs.len(), 2);
+        assert_eq!(specs[0].0, "resize");
+        assert_eq!(specs[1].2, None);
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = parse("[worker]\nconcurency = 3\n").unwrap_err();
+        assert!(e.contains("concurency"), "{e}");
+        let e = parse("[handlers.x]\ncommand = [\"a\"]\nargs = []\n").unwrap_err();
+        assert!(e.contains("args"), "{e}");
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let e = parse("[worker]\npoll_interval = \"soon\"\n").unwrap_err();
+        assert!(e.contains("invalid duration \"soon\""), "{e}");
+        let e = parse("[handlers.x]\nsql = \"CALL p(?, ?)\"\nparams = [\"a\"]\n").unwrap_err();
+        assert!(e.contains("handlers.x") && e.contains("2 `?`"), "{e}");
+        let e = parse("[handlers.x]\nsql = \"DO 1\"\ncommand = [\"true\"]\n").unwrap_err();
+        assert!(e.contains("not both"), "{e}");
+        let e = parse("[handlers.x]\n").unwrap_err();
+        assert!(e.contains("set `command`"), "{e}");
+        let e = parse("[handlers.\"bad kind\"]\ncommand = [\"true\"]\n").unwrap_err();
+        assert!(e.contains("bad kind"), "{e}");
+        let e = parse("[worker]\nconcurrency = 0\n").unwrap_err();
+        assert!(e.contains("worker.concurrency"), "{e}");
+    }
+
+    #[test]
+    fn placeholders_inside_strings_do_not_count() {
+        assert_eq!(count_placeholders("SELECT '?', \"?\", `?`, ?"), 1);
+        assert_eq!(count_placeholders("SELECT 'it\\'s ?', ?"), 1);
+    }
+}

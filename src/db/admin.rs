@@ -1,0 +1,218 @@
+//! Operator queries: listing, inspecting, retrying and cancelling jobs, and queue statistics.
+
+use chrono::{DateTime, Utc};
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
+
+use crate::db::row::text;
+
+use crate::error::{Error, Result};
+use crate::job::{JobRecord, State};
+
+const JOB_COLUMNS: &str = "id, queue, kind, payload, priority, run_at, state, attempts, max_attempts, \
+     timeout_secs, last_error, claim, claimed_at, created_at, started_at, finished_at";
+
+/// Filters for [`list_jobs`].
+#[derive(Debug, Clone, Default)]
+pub struct JobFilter {
+    /// Only this state.
+    pub state: Option<State>,
+    /// Only this queue.
+    pub queue: Option<String>,
+    /// Only this kind.
+    pub kind: Option<String>,
+    /// At most this many rows (newest first).
+    pub limit: u32,
+}
+
+/// Jobs matching `filter`, newest first.
+pub async fn list_jobs(pool: &MySqlPool, filter: &JobFilter) -> Result<Vec<JobRecord>> {
+    let mut q = QueryBuilder::<MySql>::new(format!("SELECT {JOB_COLUMNS} FROM job_queue WHERE 1=1"));
+    if let Some(s) = filter.state {
+        q.push(" AND state = ").push_bind(s.as_str());
+    }
+    if let Some(queue) = &filter.queue {
+        q.push(" AND queue = ").push_bind(queue.as_str());
+    }
+    if let Some(kind) = &filter.kind {
+        q.push(" AND kind = ").push_bind(kind.as_str());
+    }
+    q.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit.max(1));
+    Ok(q.build_query_as().fetch_all(pool).await?)
+}
+
+/// One job by id.
+pub async fn get_job(pool: &MySqlPool, id: u64) -> Result<JobRecord> {
+    sqlx::query_as(&format!("SELECT {JOB_COLUMNS} FROM job_queue WHERE id = ?"))
+        .bind(id)
+        .fetch_optional(pool)
+        .await?
+        .ok_or(Error::JobNotFound(id))
+}
+
+/// Makes a finished, dead, cancelled or waiting job runnable now. A dead job at its attempt limit gets one
+/// more attempt.
+pub async fn retry_job(pool: &MySqlPool, id: u64) -> Result<()> {
+    let done = sqlx::query(
+        "UPDATE job_queue SET state = 'queued', run_at = NOW(6), finished_at = NULL, \
+         max_attempts = GREATEST(max_attempts, attempts + 1) \
+         WHERE id = ? AND state IN ('done', 'retry', 'dead', 'cancelled')",
+    )
+    .bind(id)
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 1 {
+        return Ok(());
+    }
+    let job = get_job(pool, id).await?;
+    Err(Error::JobState {
+        id,
+        state: job.state.to_string(),
+        reason: match job.state {
+            State::Queued => "it is already waiting to run",
+            _ => "only done, retry, dead and cancelled jobs can be retried",
+        },
+    })
+}
+
+/// Cancels a job that has not started: it will never run.
+pub async fn cancel_job(pool: &MySqlPool, id: u64) -> Result<()> {
+    let done = sqlx::query(
+        "UPDATE job_queue SET state = 'cancelled', finished_at = NOW(6), \
+         last_error = COALESCE(last_error, 'cancelled by operator') \
+         WHERE id = ? AND state IN ('queued', 'retry')",
+    )
+    .bind(id)
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 1 {
+        return Ok(());
+    }
+    let job = get_job(pool, id).await?;
+    Err(Error::JobState {
+        id,
+        state: job.state.to_string(),
+        reason: match job.state {
+            State::Running => "it is already running; it can be cancelled only before it starts",
+            _ => "it has already finished",
+        },
+    })
+}
+
+/// Count of jobs in one queue and state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueCount {
+    /// Queue name.
+    pub queue: String,
+    /// State.
+    pub state: String,
+    /// Number of jobs.
+    pub count: i64,
+}
+
+/// The oldest due job of a queue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueLag {
+    /// Queue name.
+    pub queue: String,
+    /// Jobs due now.
+    pub due: i64,
+    /// How long the oldest due job has waited, in seconds.
+    pub oldest_due_secs: f64,
+}
+
+/// A row of the process registry.
+#[derive(Debug, Clone)]
+pub struct ProcessRow {
+    /// Claim token.
+    pub token: String,
+    /// worker, reaper, supervisor or scheduler.
+    pub role: String,
+    /// Host name.
+    pub host: String,
+    /// Process id.
+    pub pid: u32,
+    /// Queues it serves (workers).
+    pub queues: String,
+    /// jobq version.
+    pub version: String,
+    /// When it started.
+    pub started_at: DateTime<Utc>,
+    /// Its last heartbeat.
+    pub heartbeat_at: DateTime<Utc>,
+}
+
+impl<'r> sqlx::FromRow<'r, MySqlRow> for QueueCount {
+    fn from_row(row: &'r MySqlRow) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            queue: text(row, "queue")?,
+            state: text(row, "state")?,
+            count: row.try_get("count")?,
+        })
+    }
+}
+
+impl<'r> sqlx::FromRow<'r, MySqlRow> for QueueLag {
+    fn from_row(row: &'r MySqlRow) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            queue: text(row, "queue")?,
+            due: row.try_get("due")?,
+            oldest_due_secs: row.try_get("oldest_due_secs")?,
+        })
+    }
+}
+
+impl<'r> sqlx::FromRow<'r, MySqlRow> for ProcessRow {
+    fn from_row(row: &'r MySqlRow) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            token: text(row, "token")?,
+            role: text(row, "role")?,
+            host: text(row, "host")?,
+            pid: row.try_get("pid")?,
+            queues: text(row, "queues")?,
+            version: text(row, "version")?,
+            started_at: row.try_get("started_at")?,
+            heartbeat_at: row.try_get("heartbeat_at")?,
+        })
+    }
+}
+
+/// Everything `jobq stats` shows.
+#[derive(Debug, Clone)]
+pub struct Stats {
+    /// Jobs per queue and state.
+    pub counts: Vec<QueueCount>,
+    /// Due jobs and their wait per queue.
+    pub lag: Vec<QueueLag>,
+    /// Registered processes.
+    pub processes: Vec<ProcessRow>,
+}
+
+/// Queue statistics.
+pub async fn stats(pool: &MySqlPool) -> Result<Stats> {
+    let counts = sqlx::query_as(
+        "SELECT queue, state, COUNT(*) AS count FROM job_queue \
+         GROUP BY queue, state ORDER BY queue, state",
+    )
+    .fetch_all(pool)
+    .await?;
+    let lag = sqlx::query_as(
+        "SELECT ready_queue AS queue, COUNT(*) AS due, \
+         CAST(TIMESTAMPDIFF(MICROSECOND, MIN(run_at), NOW(6)) / 1e6 AS DOUBLE) AS oldest_due_secs \
+         FROM job_queue FORCE INDEX (claim_order) \
+         WHERE ready_queue IS NOT NULL AND run_at <= NOW(6) GROUP BY ready_queue ORDER BY ready_queue",
+    )
+    .fetch_all(pool)
+    .await?;
+    let processes = sqlx::query_as(
+        "SELECT token, role, host, pid, queues, version, started_at, heartbeat_at \
+         FROM jobq_processes ORDER BY role, started_at",
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(Stats {
+        counts,
+        lag,
+        processes,
+    })
+}

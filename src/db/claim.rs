@@ -1,0 +1,148 @@
+//! Claiming due jobs. Every statement that stamps a claim token on a ready row lives here.
+//!
+//! A claim is one short transaction on the claim index:
+//!
+//! 1. `SELECT … FOR UPDATE SKIP LOCKED` the first `n` due rows of one queue, in claim order
+//!    (priority, run_at, id). SKIP LOCKED lets concurrent claimers pass each other instead of queueing
+//!    behind the same first rows; the total ORDER BY means every claimer walks rows in the same order.
+//! 2. `UPDATE … WHERE id IN (…)` on exactly those rows, by primary key: stamp the token, count the
+//!    attempt, mark them running.
+//! 3. COMMIT.
+//!
+//! Why not a single `UPDATE … ORDER BY … LIMIT n`: concurrent claimers of that form all lock the same
+//! first ready row and wait for each other (measured on MariaDB 10.11: mean time per 100-row claim grew
+//! from ~4 ms with 1 claimer to ~35 ms with 8), and it needs a second statement to read back what it took.
+//! SKIP LOCKED needs MariaDB 10.6+ or MySQL 8.0.1+.
+
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
+
+use crate::db::retry_transient;
+use crate::error::Result;
+use crate::db::row::text;
+
+/// A row this worker has just claimed.
+#[derive(Debug, Clone)]
+pub struct ClaimedJob {
+    /// Row id.
+    pub id: u64,
+    /// Queue it came from.
+    pub queue: String,
+    /// Kind, which picks the handler.
+    pub kind: String,
+    /// JSON payload text.
+    pub payload: String,
+    /// Attempts before this claim; this attempt is `attempts + 1` (see [`ClaimedJob::attempt`]).
+    pub(crate) attempts: u16,
+    /// Attempts allowed.
+    pub max_attempts: u16,
+    /// Per-job timeout in seconds, if the row sets one.
+    pub timeout_secs: Option<u32>,
+}
+
+impl<'r> sqlx::FromRow<'r, MySqlRow> for ClaimedJob {
+    fn from_row(row: &'r MySqlRow) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            id: row.try_get("id")?,
+            queue: text(row, "queue")?,
+            kind: text(row, "kind")?,
+            payload: text(row, "payload")?,
+            attempts: row.try_get("attempts")?,
+            max_attempts: row.try_get("max_attempts")?,
+            timeout_secs: row.try_get("timeout_secs")?,
+        })
+    }
+}
+
+impl ClaimedJob {
+    /// The number of this attempt, starting at 1: the value the row's `attempts` has while it runs, and
+    /// half of the fence that a finish must match.
+    pub fn attempt(&self) -> u16 {
+        self.attempts + 1
+    }
+}
+
+/// Deadlocks and lock timeouts are retried this many times in all before the error reaches the worker.
+const TRIES: u32 = 8;
+
+/// Claims up to `limit` due jobs of `queue` whose kind is in `kinds`, stamping `token` on them.
+pub async fn claim_batch(
+    pool: &MySqlPool,
+    token: &str,
+    queue: &str,
+    kinds: &[String],
+    limit: u32,
+) -> Result<Vec<ClaimedJob>> {
+    if limit == 0 || kinds.is_empty() {
+        return Ok(Vec::new());
+    }
+    retry_transient("claim", TRIES, || claim_once(pool, token, queue, kinds, limit)).await
+}
+
+async fn claim_once(
+    pool: &MySqlPool,
+    token: &str,
+    queue: &str,
+    kinds: &[String],
+    limit: u32,
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    // FORCE INDEX: the plan must never become a table scan, also on a freshly bulk-loaded table whose
+    // statistics have not caught up yet.
+    let mut select = QueryBuilder::<MySql>::new(
+        "SELECT id, queue, kind, payload, attempts, max_attempts, timeout_secs \
+         FROM job_queue FORCE INDEX (claim_order) \
+         WHERE ready_queue = ",
+    );
+    select.push_bind(queue);
+    select.push(" AND run_at <= NOW(6) AND kind IN (");
+    push_list(&mut select, kinds);
+    select.push(") ORDER BY priority, run_at, id LIMIT ");
+    select.push_bind(limit);
+    select.push(" FOR UPDATE SKIP LOCKED");
+    let jobs: Vec<ClaimedJob> = select.build_query_as().fetch_all(&mut *tx).await?;
+    if jobs.is_empty() {
+        tx.rollback().await?;
+        return Ok(jobs);
+    }
+    let mut update = QueryBuilder::<MySql>::new(
+        "UPDATE job_queue SET state = 'running', claim = ",
+    );
+    update.push_bind(token);
+    update.push(
+        ", claimed_at = NOW(6), started_at = NOW(6), finished_at = NULL, attempts = attempts + 1 \
+         WHERE id IN (",
+    );
+    let mut ids = update.separated(", ");
+    for j in &jobs {
+        ids.push_bind(j.id);
+    }
+    update.push(")");
+    update.build().execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(jobs)
+}
+
+/// True when at least one job of these queues and kinds is due. One indexed, non-locking query: this is
+/// all an idle worker sends between claims.
+pub async fn any_due(pool: &MySqlPool, queues: &[String], kinds: &[String]) -> Result<bool> {
+    let found = retry_transient("probe", 3, || async {
+        let mut q = QueryBuilder::<MySql>::new(
+            "SELECT 1 FROM job_queue FORCE INDEX (claim_order) WHERE ready_queue IN (",
+        );
+        push_list(&mut q, queues);
+        q.push(") AND run_at <= NOW(6) AND kind IN (");
+        push_list(&mut q, kinds);
+        q.push(") LIMIT 1");
+        q.build_query_scalar::<i32>().fetch_optional(pool).await
+    })
+    .await?;
+    Ok(found.is_some())
+}
+
+fn push_list<'a>(q: &mut QueryBuilder<'a, MySql>, items: &'a [String]) {
+    let mut list = q.separated(", ");
+    for item in items {
+        list.push_bind(item.as_str());
+    }
+}

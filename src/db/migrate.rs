@@ -1,0 +1,195 @@
+//! The schema migrator.
+//!
+//! jobq keeps its own bookkeeping table (`jobq_schema_migrations`) instead of using sqlx's migrator,
+//! because jobq lives in the application's database: an application that itself uses sqlx migrations
+//! would find jobq's versions mixed into its `_sqlx_migrations` table and refuse to start.
+//!
+//! Migrations are forward-only and each file holds one DDL statement where it can: MySQL commits DDL
+//! implicitly, so a file with several statements could be left half applied. Every statement is written to
+//! be safe to run again (`IF NOT EXISTS`), so a migration interrupted between its DDL and its bookkeeping
+//! row is simply applied again. A `GET_LOCK` serialises concurrent `jobq migrate` runs.
+
+use sqlx::{Executor, MySqlPool};
+use tracing::info;
+
+use crate::error::{Error, Result};
+
+/// One schema step, embedded in the binary from `migrations/`.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// The version, from the file name's number.
+    pub version: i64,
+    /// The file name.
+    pub name: &'static str,
+    /// The SQL text.
+    pub sql: &'static str,
+}
+
+/// Every migration this build knows, in order.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_job_queue.sql",
+        sql: include_str!("../../migrations/0001_job_queue.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_processes.sql",
+        sql: include_str!("../../migrations/0002_processes.sql"),
+    },
+];
+
+/// The schema version this build needs.
+pub fn latest_version() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+const LOCK_NAME: &str = "jobq_migrate";
+
+// language=MySQL
+const CREATE_BOOKKEEPING: &str = r#"
+CREATE TABLE IF NOT EXISTS jobq_schema_migrations (
+  version    BIGINT NOT NULL PRIMARY KEY,
+  name       VARCHAR(255) NOT NULL,
+  applied_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"#;
+
+/// What `migrate` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MigrateReport {
+    /// Versions applied by this call.
+    pub applied: Vec<i64>,
+    /// The version the database is at now.
+    pub version: i64,
+}
+
+/// Applies every migration the database does not have yet. Safe to run any number of times, also
+/// from several processes at once.
+pub async fn migrate(pool: &MySqlPool) -> Result<MigrateReport> {
+    let mut conn = pool.acquire().await?;
+    // GET_LOCK belongs to the session, so the whole run stays on this one connection.
+    let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 60)")
+        .bind(LOCK_NAME)
+        .fetch_one(&mut *conn)
+        .await?;
+    if got != Some(1) {
+        return Err(Error::InvalidArgument(
+            "another `jobq migrate` has held the migration lock for 60 s; try again".into(),
+        ));
+    }
+    let result = apply_pending(&mut conn).await;
+    let _ = sqlx::query("DO RELEASE_LOCK(?)")
+        .bind(LOCK_NAME)
+        .execute(&mut *conn)
+        .await;
+    result
+}
+
+async fn apply_pending(conn: &mut sqlx::MySqlConnection) -> Result<MigrateReport> {
+    conn.execute(CREATE_BOOKKEEPING).await?;
+    let done: Vec<i64> = sqlx::query_scalar("SELECT version FROM jobq_schema_migrations")
+        .fetch_all(&mut *conn)
+        .await?;
+    let mut report = MigrateReport::default();
+    for m in MIGRATIONS {
+        if done.contains(&m.version) {
+            continue;
+        }
+        for stmt in statements(m.sql) {
+            conn.execute(stmt.as_str()).await?;
+        }
+        sqlx::query("INSERT INTO jobq_schema_migrations (version, name) VALUES (?, ?)")
+            .bind(m.version)
+            .bind(m.name)
+            .execute(&mut *conn)
+            .await?;
+        info!(version = m.version, name = m.name, "applied migration");
+        report.applied.push(m.version);
+    }
+    report.version = done
+        .iter()
+        .copied()
+        .chain(report.applied.iter().copied())
+        .max()
+        .unwrap_or(0);
+    Ok(report)
+}
+
+/// Splits a migration file into statements: `;` at the end of a line ends one, and lines starting with
+/// `--` are comments. Our migrations hold no procedures, so nothing more is needed.
+fn statements(sql: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for line in sql.lines() {
+        if line.trim_start().starts_with("--") {
+            continue;
+        }
+        let trimmed = line.trim_end();
+        if let Some(body) = trimmed.strip_suffix(';') {
+            cur.push_str(body);
+            out.push(std::mem::take(&mut cur));
+        } else {
+            cur.push_str(line);
+            cur.push('\n');
+        }
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur);
+    }
+    out.retain(|s| !s.trim().is_empty());
+    out
+}
+
+/// The schema version the database is at, or `None` when jobq was never migrated there.
+pub async fn current_version(pool: &MySqlPool) -> Result<Option<i64>> {
+    match sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(version) FROM jobq_schema_migrations")
+        .fetch_one(pool)
+        .await
+    {
+        Ok(v) => Ok(v),
+        Err(e) if crate::db::error_number(&e) == Some(crate::db::codes::NO_SUCH_TABLE) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Fails with a message that says to run `jobq migrate` unless the schema is exactly what this build
+/// needs. Every command but `migrate` calls it before touching the queue.
+pub async fn ensure_migrated(pool: &MySqlPool) -> Result<()> {
+    let need = latest_version();
+    let found = current_version(pool).await?;
+    match found {
+        Some(v) if v == need => Ok(()),
+        Some(v) if v > need => Err(Error::SchemaTooNew {
+            database: crate::db::current_database(pool).await?,
+            found: v,
+            known: need,
+        }),
+        _ => Err(Error::NotMigrated {
+            database: crate::db::current_database(pool).await?,
+            found,
+            need,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_statements_and_skips_comments() {
+        let s = statements("-- c1\nCREATE TABLE a (x INT);\n-- c2\nCREATE TABLE b (\n y INT\n);\n");
+        assert_eq!(s.len(), 2);
+        assert!(s[0].starts_with("CREATE TABLE a"));
+        assert!(s[1].contains("y INT"));
+    }
+
+    #[test]
+    fn versions_are_increasing_and_match_file_names() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1);
+            assert!(m.name.starts_with(&format!("{:04}_", m.version)));
+            assert!(!statements(m.sql).is_empty());
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! Connections and the SQL that jobq runs. Every statement lives in a submodule of this one, one file per
+//! concern, so there is one place to look for each table's queries.
+
+pub mod admin;
+pub mod claim;
+pub mod enqueue;
+pub mod finish;
+pub mod migrate;
+pub mod prune;
+pub mod registry;
+pub(crate) mod row;
+
+use std::future::Future;
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions};
+use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
+
+use crate::error::{Error, Result};
+
+pub use sqlx::MySqlPool as Pool;
+
+/// MySQL and MariaDB server error numbers jobq reacts to.
+pub(crate) mod codes {
+    /// `ER_LOCK_WAIT_TIMEOUT`.
+    pub(crate) const LOCK_WAIT_TIMEOUT: u16 = 1205;
+    /// `ER_LOCK_DEADLOCK`.
+    pub(crate) const DEADLOCK: u16 = 1213;
+    /// `ER_SERVER_SHUTDOWN`: the server is going down.
+    pub(crate) const SERVER_SHUTDOWN: u16 = 1053;
+    /// `ER_CONNECTION_KILLED` (MariaDB) / `ER_QUERY_INTERRUPTED` (1317): our statement was killed.
+    pub(crate) const CONNECTION_KILLED: u16 = 1927;
+    pub(crate) const QUERY_INTERRUPTED: u16 = 1317;
+    /// `ER_ACCESS_DENIED_ERROR`.
+    pub(crate) const ACCESS_DENIED: u16 = 1045;
+    /// `ER_ACCESS_DENIED_NO_PASSWORD_ERROR`: e.g. root that may only log in through the unix socket.
+    pub(crate) const ACCESS_DENIED_NO_PASSWORD: u16 = 1698;
+    /// `ER_BAD_DB_ERROR`: unknown database.
+    pub(crate) const BAD_DB: u16 = 1049;
+    /// `ER_NO_SUCH_TABLE`.
+    pub(crate) const NO_SUCH_TABLE: u16 = 1146;
+}
+
+/// The server error number of a database error, if it is one.
+pub(crate) fn error_number(e: &sqlx::Error) -> Option<u16> {
+    e.as_database_error()
+        .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
+        .map(|m| m.number())
+}
+
+/// Deadlocks, lock-wait timeouts and lost connections: the statement (or its whole transaction) can be
+/// tried again as it is.
+pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(_) => matches!(
+            error_number(e),
+            Some(
+                codes::DEADLOCK
+                    | codes::LOCK_WAIT_TIMEOUT
+                    | codes::SERVER_SHUTDOWN
+                    | codes::CONNECTION_KILLED
+                    | codes::QUERY_INTERRUPTED
+            )
+        ),
+        _ => false,
+    }
+}
+
+/// Statements run on every connection jobq opens, whatever the pool.
+///
+/// * `time_zone`: sqlx already sends `+00:00`; it is repeated here so the invariant does not depend on a
+///   driver default. TIMESTAMP columns are shown and compared in this zone.
+/// * READ COMMITTED: no gap locks, so a claim and a fenced finish cannot deadlock on the token index the
+///   way they do under REPEATABLE READ, and a locking read sees rows committed since the transaction began.
+/// * A short lock wait: the claim path never waits (SKIP LOCKED), and a finish that waits more than a few
+///   seconds is better retried than stuck.
+const SESSION_SETUP: [&str; 2] = [
+    "SET time_zone = '+00:00', SESSION innodb_lock_wait_timeout = 10",
+    // Its own statement: MariaDB 10.x names the variable tx_isolation, MySQL 8 transaction_isolation.
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+];
+
+async fn setup_session(conn: &mut sqlx::MySqlConnection) -> Result<(), sqlx::Error> {
+    for stmt in SESSION_SETUP {
+        conn.execute(stmt).await?;
+    }
+    Ok(())
+}
+
+/// How to reach the database: a URL plus pool sizing.
+#[derive(Debug, Clone)]
+pub struct ConnectConfig {
+    /// `mysql://user:password@host:port/database`.
+    pub url: String,
+    /// Most connections the pool opens.
+    pub max_connections: u32,
+    /// How long to wait for a connection before giving up.
+    pub acquire_timeout: Duration,
+}
+
+impl ConnectConfig {
+    /// A config for `url` with a small pool, fit for admin commands.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            max_connections: 4,
+            acquire_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Sets the pool's maximum size.
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// Parses the URL and pins jobq's session settings.
+    pub(crate) fn options(&self) -> Result<MySqlConnectOptions> {
+        parse_url(&self.url)
+    }
+}
+
+/// Parses a `mysql://` URL into connect options, with a message naming what is wrong.
+pub(crate) fn parse_url(url: &str) -> Result<MySqlConnectOptions> {
+    if !(url.starts_with("mysql://") || url.starts_with("mariadb://")) {
+        return Err(Error::InvalidUrl {
+            url: redact_url(url),
+            reason: "expected mysql://user:password@host:port/database".into(),
+        });
+    }
+    let url = url.replacen("mariadb://", "mysql://", 1);
+    let opts = MySqlConnectOptions::from_str(&url).map_err(|e| Error::InvalidUrl {
+        url: redact_url(&url),
+        reason: e.to_string(),
+    })?;
+    if opts.get_database().is_none_or(str::is_empty) {
+        return Err(Error::InvalidUrl {
+            url: redact_url(&url),
+            reason: "no database name: add /DATABASE at the end".into(),
+        });
+    }
+    Ok(opts.timezone(Some("+00:00".to_string())))
+}
+
+/// The URL with its password replaced by `***`, for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let Some((creds, host)) = rest.rsplit_once('@') else {
+        return url.to_string();
+    };
+    match creds.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+/// Opens a pool after checking, with one plain connection, that the server answers and takes the login,
+/// so the usual failures become messages that say what is wrong (bad URL, unreachable server, bad login,
+/// unknown database) at once instead of after the pool's acquire timeout.
+pub async fn connect(cfg: &ConnectConfig) -> Result<MySqlPool> {
+    let opts = cfg.options()?;
+    let probe = tokio::time::timeout(cfg.acquire_timeout, async {
+        let mut conn = opts.connect().await?;
+        setup_session(&mut conn).await?;
+        conn.close().await
+    })
+    .await;
+    match probe {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return Err(connect_error(&cfg.url, e)),
+        Err(_) => {
+            return Err(Error::Connect {
+                url: redact_url(&cfg.url),
+                reason: format!(
+                    "server unreachable (no answer within {} s)",
+                    cfg.acquire_timeout.as_secs()
+                ),
+            });
+        }
+    }
+    let pool = MySqlPoolOptions::new()
+        .max_connections(cfg.max_connections)
+        .min_connections(0)
+        .acquire_timeout(cfg.acquire_timeout)
+        .after_connect(|conn, _meta| Box::pin(setup_session(conn)))
+        .connect_lazy_with(opts);
+    Ok(pool)
+}
+
+/// Opens one connection outside any pool, with the same session setup. Used for anchor sessions, whose
+/// connection id must stay the same for as long as they live.
+pub(crate) async fn open_anchor(opts: &MySqlConnectOptions) -> Result<sqlx::MySqlConnection> {
+    let mut conn = opts.connect().await?;
+    setup_session(&mut conn).await?;
+    Ok(conn)
+}
+
+fn connect_error(url: &str, e: sqlx::Error) -> Error {
+    let url = redact_url(url);
+    let reason = match (&e, error_number(&e)) {
+        (_, Some(codes::ACCESS_DENIED | codes::ACCESS_DENIED_NO_PASSWORD)) => format!("access denied: {}", db_message(&e)),
+        (_, Some(codes::BAD_DB)) => format!(
+            "{}; create it first (CREATE DATABASE ...)",
+            db_message(&e)
+        ),
+        (sqlx::Error::Io(io), _) => format!("server unreachable ({io})"),
+        (sqlx::Error::PoolTimedOut, _) => "server unreachable (timed out)".to_string(),
+        (sqlx::Error::Configuration(c), _) => {
+            return Error::InvalidUrl {
+                url,
+                reason: c.to_string(),
+            };
+        }
+        _ => e.to_string(),
+    };
+    Error::Connect { url, reason }
+}
+
+fn db_message(e: &sqlx::Error) -> String {
+    e.as_database_error()
+        .map(|d| d.message().to_string())
+        .unwrap_or_else(|| e.to_string())
+}
+
+/// Runs `op` again on transient errors (deadlock, lock wait timeout, lost connection), with a short
+/// jittered pause, up to `tries` times in all. Deadlocks are part of life for InnoDB under concurrency;
+/// the caller never sees one unless it repeats `tries` times.
+pub(crate) async fn retry_transient<T, F, Fut>(what: &str, tries: u32, mut op: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, sqlx::Error>>,
+{
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        match op().await {
+            Ok(v) => return Ok(v),
+            Err(e) if attempt < tries && is_transient(&e) => {
+                let base_ms = 5u64 << attempt.min(8);
+                let pause = Duration::from_millis(base_ms / 2 + rand::random_range(0..=base_ms / 2));
+                tracing::debug!(error = %e, attempt, what, "transient database error; retrying");
+                tokio::time::sleep(pause).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The name of the database the pool is connected to.
+pub async fn current_database(pool: &MySqlPool) -> Result<String> {
+    let name: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
+        .fetch_one(pool)
+        .await?;
+    Ok(name.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_password() {
+        assert_eq!(
+            redact_url("mysql://u:secret@h:3306/db"),
+            "mysql://u:***@h:3306/db"
+        );
+        assert_eq!(redact_url("mysql://u@h/db"), "mysql://u@h/db");
+        assert_eq!(redact_url("nonsense"), "nonsense");
+    }
+
+    #[test]
+    fn rejects_urls_with_a_reason() {
+        let e = parse_url("postgres://x/y").unwrap_err().to_string();
+        assert!(e.contains("expected mysql://"), "{e}");
+        let e = parse_url("mysql://root@127.0.0.1:3306").unwrap_err().to_string();
+        assert!(e.contains("no database name"), "{e}");
+        assert!(parse_url("mysql://root@127.0.0.1:3306/test").is_ok());
+        assert!(parse_url("mariadb://root@127.0.0.1:3306/test").is_ok());
+    }
+}

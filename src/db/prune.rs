@@ -1,0 +1,41 @@
+//! Deleting finished jobs past their retention, in small batches so no statement holds many locks or
+//! runs long.
+
+use std::time::Duration;
+
+use sqlx::MySqlPool;
+
+use crate::db::retry_transient;
+use crate::error::Result;
+
+/// Rows per DELETE.
+pub const PRUNE_BATCH: u32 = 1000;
+
+/// Deletes done, dead and cancelled jobs that finished more than `retention` ago. Returns how many
+/// rows were deleted. Walks the `finished (state, finished_at)` index one state at a time.
+pub async fn prune_finished(pool: &MySqlPool, retention: Duration) -> Result<u64> {
+    let secs = retention.as_secs_f64();
+    let mut total = 0;
+    for state in ["done", "dead", "cancelled"] {
+        loop {
+            let n = retry_transient("prune", 5, || async {
+                sqlx::query(
+                    "DELETE FROM job_queue WHERE state = ? \
+                     AND finished_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?",
+                )
+                .bind(state)
+                .bind((secs * 1e6) as i64)
+                .bind(PRUNE_BATCH)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+            })
+            .await?;
+            total += n;
+            if n < u64::from(PRUNE_BATCH) {
+                break;
+            }
+        }
+    }
+    Ok(total)
+}

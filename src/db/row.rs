@@ -1,0 +1,27 @@
+//! Reading text columns.
+//!
+//! jobq's identifier columns are `ascii_bin` and MariaDB's JSON is `utf8mb4_bin`; the server marks
+//! columns with a binary collation as binary, and sqlx then refuses to decode them as `String`. Every text
+//! column is therefore read as bytes and checked to be UTF-8 here, in one place.
+
+use sqlx::Row;
+use sqlx::mysql::MySqlRow;
+
+/// A text column that must not be NULL.
+pub(crate) fn text(row: &MySqlRow, col: &str) -> Result<String, sqlx::Error> {
+    let bytes: Vec<u8> = row.try_get(col)?;
+    utf8(col, bytes)
+}
+
+/// A text column that may be NULL.
+pub(crate) fn opt_text(row: &MySqlRow, col: &str) -> Result<Option<String>, sqlx::Error> {
+    let bytes: Option<Vec<u8>> = row.try_get(col)?;
+    bytes.map(|b| utf8(col, b)).transpose()
+}
+
+fn utf8(col: &str, bytes: Vec<u8>) -> Result<String, sqlx::Error> {
+    String::from_utf8(bytes).map_err(|e| sqlx::Error::ColumnDecode {
+        index: col.to_string(),
+        source: Box::new(e),
+    })
+}

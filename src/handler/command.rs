@@ -1,0 +1,189 @@
+//! Command handlers: run a configured program for each job.
+//!
+//! The job's payload is written to the program's stdin; `JOBQ_JOB_ID`, `JOBQ_KIND`, `JOBQ_QUEUE`,
+//! `JOBQ_ATTEMPT`, `JOBQ_MAX_ATTEMPTS` and `JOBQ_CLAIM` are in its environment. Exit status 0 finishes
+//! the job; any other status, a signal or a timeout fails it, with the tail of stderr as the error. Its stdout is the worker's stdout.
+//!
+//! The program runs in a process group of its own, so that stopping it (timeout, cancel, shutdown) stops
+//! everything it started: SIGTERM to the group, then SIGKILL after a grace period. The group is also
+//! killed when the program exits, so a stray background child cannot keep the job's pipes open.
+
+use std::collections::BTreeMap;
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+
+use super::{BoxFuture, Handler, JobContext, JobError};
+
+/// How much of the end of stderr is kept for `last_error`.
+const STDERR_TAIL: usize = 4096;
+
+/// Time between SIGTERM and SIGKILL when a command has to stop.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs one program per job.
+#[derive(Debug, Clone)]
+pub struct CommandHandler {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    argv: Vec<String>,
+    env: BTreeMap<String, String>,
+    kill_grace: Duration,
+}
+
+impl CommandHandler {
+    /// A handler that runs `argv` with `env` added to the worker's environment.
+    pub fn new(argv: Vec<String>, env: BTreeMap<String, String>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                argv,
+                env,
+                kill_grace: DEFAULT_KILL_GRACE,
+            }),
+        }
+    }
+}
+
+impl Handler for CommandHandler {
+    fn call(&self, job: JobContext) -> BoxFuture<Result<(), JobError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move { inner.run(job).await })
+    }
+}
+
+/// Kills the process group when dropped unless disarmed: if the worker drops the job's future (a hard
+/// stop), the program must not live on.
+struct GroupGuard {
+    pgid: Option<Pid>,
+}
+
+impl GroupGuard {
+    fn signal(&self, sig: Signal) {
+        if let Some(pgid) = self.pgid {
+            // ESRCH means the group is already gone, which is what we want.
+            let _ = killpg(pgid, sig);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.signal(Signal::SIGKILL);
+    }
+}
+
+impl Inner {
+    async fn run(&self, job: JobContext) -> Result<(), JobError> {
+        let program = &self.argv[0];
+        let mut cmd = Command::new(program);
+        cmd.args(&self.argv[1..])
+            .envs(&self.env)
+            .env("JOBQ_JOB_ID", job.id.to_string())
+            .env("JOBQ_KIND", &job.kind)
+            .env("JOBQ_QUEUE", &job.queue)
+            .env("JOBQ_ATTEMPT", job.attempt.to_string())
+            .env("JOBQ_MAX_ATTEMPTS", job.max_attempts.to_string())
+            .env("JOBQ_CLAIM", &job.claim)
+            .stdin(Stdio::piped())
+            // stdout goes where the worker's goes (a terminal, the journal): it is the job's output, not
+            // its error report. stderr is captured for last_error.
+            .stdout(Stdio::inherit())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| JobError::retry(format!("cannot start {program:?}: {e}")))?;
+        let guard = GroupGuard {
+            pgid: child.id().map(|id| Pid::from_raw(id as i32)),
+        };
+
+        // Feed stdin from its own task: a program that does not read its input must not block us, and
+        // one that exits early (EPIPE) is not an error of ours.
+        let mut stdin = child.stdin.take();
+        let payload = job.payload.clone();
+        let feeder = tokio::spawn(async move {
+            if let Some(stdin) = stdin.as_mut() {
+                let _ = stdin.write_all(payload.as_bytes()).await;
+                let _ = stdin.shutdown().await;
+            }
+        });
+        let stderr = tokio::spawn(read_tail(child.stderr.take()));
+
+        let status = tokio::select! {
+            status = child.wait() => status,
+            () = job.cancel.cancelled() => {
+                guard.signal(Signal::SIGTERM);
+                match tokio::time::timeout(self.kill_grace, child.wait()).await {
+                    Ok(status) => status,
+                    Err(_) => {
+                        guard.signal(Signal::SIGKILL);
+                        child.wait().await
+                    }
+                }
+            }
+        };
+        // Whatever the leader did, nothing of the group outlives the job.
+        drop(guard);
+        feeder.abort();
+        let status =
+            status.map_err(|e| JobError::retry(format!("waiting for {program:?} failed: {e}")))?;
+        let err_tail = stderr.await.unwrap_or_default();
+        if status.success() {
+            return Ok(());
+        }
+        let detail = err_tail;
+        Err(JobError::retry(format!(
+            "{program} {}{}{}",
+            describe(status),
+            if detail.trim().is_empty() { "" } else { ": " },
+            detail.trim_end()
+        )))
+    }
+}
+
+fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(code) = status.code() {
+        return format!("exited with status {code}");
+    }
+    match status.signal() {
+        Some(sig) => match Signal::try_from(sig) {
+            Ok(s) => format!("was killed by signal {sig} ({})", s.as_str()),
+            Err(_) => format!("was killed by signal {sig}"),
+        },
+        None => "ended abnormally".to_string(),
+    }
+}
+
+/// Reads a pipe to its end and keeps the last [`STDERR_TAIL`] bytes, as text.
+async fn read_tail<R: AsyncRead + Unpin>(pipe: Option<R>) -> String {
+    let Some(mut pipe) = pipe else {
+        return String::new();
+    };
+    let mut tail: Vec<u8> = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > 2 * STDERR_TAIL {
+                    tail.drain(..tail.len() - STDERR_TAIL);
+                }
+            }
+        }
+    }
+    if tail.len() > STDERR_TAIL {
+        tail.drain(..tail.len() - STDERR_TAIL);
+    }
+    String::from_utf8_lossy(&tail).into_owned()
+}

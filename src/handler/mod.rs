@@ -1,0 +1,248 @@
+//! Handlers: what runs a job of a given kind.
+//!
+//! A handler gets a [`JobContext`] and returns `Ok(())` (the job is done) or a [`JobError`] (it failed and
+//! is retried with backoff, or is dead at once if the error is fatal). The stock binary builds command and
+//! SQL handlers from `jobq.toml`; library users register async functions by kind.
+//!
+//! The context carries the claim token and attempt number: a handler whose side effects must not be
+//! applied twice can fence them with the same pair the worker uses to finish the job.
+
+pub mod command;
+pub mod sql;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, HandlerSpec};
+use crate::db::enqueue::validate_name;
+use crate::error::Result;
+
+/// A boxed, sendable future: what a [`Handler`] returns.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// What a handler knows about the job it runs.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    /// Row id.
+    pub id: u64,
+    /// Job kind.
+    pub kind: String,
+    /// Queue it came from.
+    pub queue: String,
+    /// This attempt, starting at 1.
+    pub attempt: u16,
+    /// Attempts allowed.
+    pub max_attempts: u16,
+    /// The claim token on the row while this attempt runs. Together with `attempt` it fences side
+    /// effects: `UPDATE … WHERE id = ? AND claim = ? AND attempts = ?` in the handler's own transaction
+    /// changes nothing if the claim has been lost.
+    pub claim: String,
+    pub(crate) payload: String,
+    pub(crate) cancel: CancellationToken,
+}
+
+impl JobContext {
+    /// The payload as JSON text, exactly as stored.
+    pub fn payload_str(&self) -> &str {
+        &self.payload
+    }
+
+    /// The payload decoded into `T`. A payload of the wrong shape fails the job for good (retrying
+    /// cannot change it).
+    pub fn payload<T: DeserializeOwned>(&self) -> Result<T, JobError> {
+        serde_json::from_str(&self.payload).map_err(|e| {
+            JobError::fatal(format!("payload does not fit {}: {e}", std::any::type_name::<T>()))
+        })
+    }
+
+    /// Resolves when the job should stop: its timeout passed, the worker is shutting down for good, or an
+    /// operator cancelled it. Long handlers should select on it and return promptly.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// True once [`JobContext::cancelled`] has resolved.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// The cancellation token itself, to hand to code that takes one.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// A context for tests and examples that call a handler directly.
+    pub fn for_test(kind: &str, payload: &str) -> Self {
+        Self {
+            id: 1,
+            kind: kind.into(),
+            queue: "default".into(),
+            attempt: 1,
+            max_attempts: 1,
+            claim: "test".into(),
+            payload: payload.into(),
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+/// A failed attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobError {
+    message: String,
+    fatal: bool,
+}
+
+impl JobError {
+    /// A failure worth retrying (the default): the job runs again after a backoff, until max_attempts.
+    pub fn retry(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            fatal: false,
+        }
+    }
+
+    /// A failure retrying cannot fix: the job is dead at once.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            fatal: true,
+        }
+    }
+
+    /// The message kept in `last_error`.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// True when the job must not be retried.
+    pub fn is_fatal(&self) -> bool {
+        self.fatal
+    }
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Any error converts into a retryable [`JobError`], so handlers can use `?`.
+impl<E: std::error::Error> From<E> for JobError {
+    fn from(e: E) -> Self {
+        JobError::retry(e.to_string())
+    }
+}
+
+/// Runs jobs of one kind. Implemented for every `Fn(JobContext) -> impl Future<Output = Result<(), JobError>>`.
+pub trait Handler: Send + Sync + 'static {
+    /// Runs one attempt.
+    fn call(&self, job: JobContext) -> BoxFuture<Result<(), JobError>>;
+}
+
+impl<F, Fut> Handler for F
+where
+    F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), JobError>> + Send + 'static,
+{
+    fn call(&self, job: JobContext) -> BoxFuture<Result<(), JobError>> {
+        Box::pin(self(job))
+    }
+}
+
+/// A registered handler and its default run-time limit.
+#[derive(Clone)]
+pub(crate) struct Entry {
+    pub(crate) handler: Arc<dyn Handler>,
+    pub(crate) timeout: Option<Duration>,
+}
+
+/// Handlers by kind. A worker claims only the kinds registered here; jobs of other kinds wait for a worker
+/// that has a handler for them.
+#[derive(Clone, Default)]
+pub struct Handlers {
+    map: BTreeMap<String, Entry>,
+}
+
+impl fmt::Debug for Handlers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Handlers")
+            .field("kinds", &self.kinds())
+            .finish()
+    }
+}
+
+impl Handlers {
+    /// No handlers yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers `handler` for `kind`, replacing any earlier one.
+    ///
+    /// # Errors
+    /// When `kind` is not a valid kind name (ASCII letters, digits and `_ - . : /`, at most 128).
+    pub fn register(self, kind: &str, handler: impl Handler) -> Result<Self> {
+        self.register_with_timeout(kind, handler, None)
+    }
+
+    /// Registers `handler` with a run-time limit for jobs of this kind that set none themselves.
+    pub fn register_with_timeout(
+        mut self,
+        kind: &str,
+        handler: impl Handler,
+        timeout: Option<Duration>,
+    ) -> Result<Self> {
+        validate_name("kind", kind, 128)?;
+        self.map.insert(
+            kind.to_string(),
+            Entry {
+                handler: Arc::new(handler),
+                timeout,
+            },
+        );
+        Ok(self)
+    }
+
+    /// The command and SQL handlers that `config` defines. Rows never carry code: the program or
+    /// statement comes from this file only, and a row's payload is passed as data.
+    pub fn from_config(config: &Config, pool: &sqlx::MySqlPool) -> Result<Self> {
+        let mut handlers = Handlers::new();
+        for (kind, spec, timeout) in config.handler_specs() {
+            handlers = match spec {
+                HandlerSpec::Command { argv, env } => handlers.register_with_timeout(
+                    &kind,
+                    command::CommandHandler::new(argv, env),
+                    timeout,
+                )?,
+                HandlerSpec::Sql { sql, params } => handlers.register_with_timeout(
+                    &kind,
+                    sql::SqlHandler::new(pool.clone(), sql, params),
+                    timeout,
+                )?,
+            };
+        }
+        Ok(handlers)
+    }
+
+    /// The registered kinds, sorted.
+    pub fn kinds(&self) -> Vec<String> {
+        self.map.keys().cloned().collect()
+    }
+
+    /// True when no handler is registered.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub(crate) fn get(&self, kind: &str) -> Option<&Entry> {
+        self.map.get(kind)
+    }
+}

@@ -1,0 +1,157 @@
+//! Jobs as rows: their states and the columns workers and admins read.
+
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Utc};
+
+use sqlx::Row;
+use sqlx::mysql::MySqlRow;
+
+use crate::db::row::{opt_text, text};
+use crate::error::Error;
+
+/// The life of a job. The strings are what the `state` column stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum State {
+    /// Waiting to run once `run_at` has passed.
+    Queued,
+    /// Claimed by a worker, whose token is in `claim`.
+    Running,
+    /// Finished successfully.
+    Done,
+    /// Failed; waiting for `run_at` to try again.
+    Retry,
+    /// Failed `max_attempts` times (or failed in a way that retrying cannot fix); kept with its last error.
+    Dead,
+    /// Cancelled by an operator before it finished.
+    Cancelled,
+}
+
+impl State {
+    /// Every state, in life order.
+    pub const ALL: [State; 6] = [
+        State::Queued,
+        State::Running,
+        State::Done,
+        State::Retry,
+        State::Dead,
+        State::Cancelled,
+    ];
+
+    /// The value stored in the `state` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Queued => "queued",
+            State::Running => "running",
+            State::Done => "done",
+            State::Retry => "retry",
+            State::Dead => "dead",
+            State::Cancelled => "cancelled",
+        }
+    }
+
+    /// True for states a job never leaves on its own.
+    pub fn is_final(self) -> bool {
+        matches!(self, State::Done | State::Dead | State::Cancelled)
+    }
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl FromStr for State {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        State::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "unknown state {s:?}; expected one of queued, running, done, retry, dead, cancelled"
+                ))
+            })
+    }
+}
+
+/// A job as an admin sees it: every column of its row.
+#[derive(Debug, Clone)]
+pub struct JobRecord {
+    /// Row id.
+    pub id: u64,
+    /// Queue name.
+    pub queue: String,
+    /// Job kind, which picks the handler.
+    pub kind: String,
+    /// JSON payload, as stored.
+    pub payload: String,
+    /// Smaller runs first.
+    pub priority: i16,
+    /// When the job becomes due.
+    pub run_at: DateTime<Utc>,
+    /// Current state.
+    pub state: State,
+    /// Attempts started so far.
+    pub attempts: u16,
+    /// Attempts allowed before the job is dead.
+    pub max_attempts: u16,
+    /// Per-job timeout in seconds, if set.
+    pub timeout_secs: Option<u32>,
+    /// The error of the last failed attempt.
+    pub last_error: Option<String>,
+    /// The claim token of the worker running it.
+    pub claim: Option<String>,
+    /// When it was claimed.
+    pub claimed_at: Option<DateTime<Utc>>,
+    /// When it was inserted.
+    pub created_at: DateTime<Utc>,
+    /// When its last attempt started.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When it reached done, dead or cancelled.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl<'r> sqlx::FromRow<'r, MySqlRow> for JobRecord {
+    fn from_row(row: &'r MySqlRow) -> Result<Self, sqlx::Error> {
+        let state = text(row, "state")?;
+        Ok(Self {
+            id: row.try_get("id")?,
+            queue: text(row, "queue")?,
+            kind: text(row, "kind")?,
+            payload: text(row, "payload")?,
+            priority: row.try_get("priority")?,
+            run_at: row.try_get("run_at")?,
+            state: state.parse().map_err(|e: Error| sqlx::Error::ColumnDecode {
+                index: "state".into(),
+                source: Box::new(e),
+            })?,
+            attempts: row.try_get("attempts")?,
+            max_attempts: row.try_get("max_attempts")?,
+            timeout_secs: row.try_get("timeout_secs")?,
+            last_error: opt_text(row, "last_error")?,
+            claim: opt_text(row, "claim")?,
+            claimed_at: row.try_get("claimed_at")?,
+            created_at: row.try_get("created_at")?,
+            started_at: row.try_get("started_at")?,
+            finished_at: row.try_get("finished_at")?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_round_trip() {
+        for s in State::ALL {
+            assert_eq!(s.as_str().parse::<State>().unwrap(), s);
+        }
+        let e = "finished".parse::<State>().unwrap_err().to_string();
+        assert!(e.contains("\"finished\"") && e.contains("queued"), "{e}");
+    }
+}

@@ -1,0 +1,121 @@
+//! A process's anchor session: the one database connection whose life stands for the process's life.
+//!
+//! The claim token names this connection. The process registers itself on it, holds a named lock on it
+//! (`GET_LOCK`, released by the server the moment the session ends, and `IS_USED_LOCK` tells which
+//! connection holds it) and refreshes its heartbeat through it. If the connection is lost while the
+//! process lives, the heartbeat opens a new one, takes the lock again and records the new connection id
+//! in the registry; the token stays the same.
+
+use std::time::Duration;
+
+use sqlx::mysql::MySqlConnectOptions;
+use sqlx::{Connection, MySqlConnection, MySqlPool};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use crate::db::{self, registry};
+use crate::db::registry::Role;
+use crate::error::Result;
+use crate::token::{ClaimToken, ServerIdentity};
+
+/// A registered process's anchor session.
+#[derive(Debug)]
+pub struct Session {
+    opts: MySqlConnectOptions,
+    conn: Option<MySqlConnection>,
+    token: ClaimToken,
+    role: Role,
+    queues: Vec<String>,
+    connection_id: u64,
+    server: ServerIdentity,
+}
+
+/// The name of the lock a claimant holds on its anchor session. MySQL limits lock names to 64
+/// characters, so it is derived from the token's unique parts rather than the whole token.
+pub fn lock_name(token: &ClaimToken) -> String {
+    format!("jobq:{:016x}:{}", token.nonce, token.connection_id)
+}
+
+impl Session {
+    /// Opens an anchor connection, draws the token, takes the lock and registers the process.
+    pub async fn open(pool: &MySqlPool, role: Role, queues: &[String]) -> Result<Session> {
+        let opts = (*pool.connect_options()).clone();
+        let mut conn = db::open_anchor(&opts).await?;
+        let (connection_id, server) = registry::session_identity(&mut conn).await?;
+        let token = ClaimToken::new(connection_id, server);
+        take_lock(&mut conn, &token).await?;
+        registry::register(&mut conn, &token, role, queues).await?;
+        Ok(Session {
+            opts,
+            conn: Some(conn),
+            token,
+            role,
+            queues: queues.to_vec(),
+            connection_id,
+            server,
+        })
+    }
+
+    /// This process's claim token.
+    pub fn token(&self) -> &ClaimToken {
+        &self.token
+    }
+
+    /// Refreshes the heartbeat every `interval` until `stop` is cancelled, re-establishing the session if
+    /// it is lost. Returns the session for [`Session::close`].
+    pub async fn heartbeat(mut self, interval: Duration, stop: CancellationToken) -> Session {
+        loop {
+            tokio::select! {
+                biased;
+                () = stop.cancelled() => return self,
+                () = tokio::time::sleep(interval) => {}
+            }
+            if let Err(e) = self.beat_once().await {
+                warn!(error = %e, claim = %self.token, "heartbeat failed; will reconnect on the next beat");
+                self.conn = None;
+            }
+        }
+    }
+
+    async fn beat_once(&mut self) -> Result<()> {
+        if self.conn.is_none() {
+            let mut conn = db::open_anchor(&self.opts).await?;
+            let (connection_id, server) = registry::session_identity(&mut conn).await?;
+            take_lock(&mut conn, &self.token).await?;
+            self.connection_id = connection_id;
+            self.server = server;
+            self.conn = Some(conn);
+            warn!(claim = %self.token, connection_id, "anchor session re-established");
+        }
+        let conn = self.conn.as_mut().expect("set above");
+        let alive = registry::heartbeat(conn, &self.token, self.connection_id, self.server).await?;
+        if !alive {
+            warn!(claim = %self.token, "registry row was removed; registering again");
+            registry::register(conn, &self.token, self.role, &self.queues).await?;
+            registry::heartbeat(conn, &self.token, self.connection_id, self.server).await?;
+        }
+        debug!(claim = %self.token, "heartbeat");
+        Ok(())
+    }
+
+    /// Deregisters and closes the anchor session (which also releases the lock).
+    pub async fn close(mut self, pool: &MySqlPool) {
+        if let Err(e) = registry::deregister(pool, &self.token).await {
+            warn!(error = %e, claim = %self.token, "could not remove registry row; the reaper will");
+        }
+        if let Some(conn) = self.conn.take() {
+            let _ = conn.close().await;
+        }
+    }
+}
+
+async fn take_lock(conn: &mut MySqlConnection, token: &ClaimToken) -> Result<()> {
+    let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+        .bind(lock_name(token))
+        .fetch_one(&mut *conn)
+        .await?;
+    if got != Some(1) {
+        warn!(claim = %token, "anchor lock is held by another session");
+    }
+    Ok(())
+}

@@ -1,0 +1,161 @@
+//! Running one claimed job: its handler under a timeout, then the fenced finish.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::task::JoinError;
+use tracing::{debug, error, warn};
+
+use super::Shared;
+use crate::db::claim::ClaimedJob;
+use crate::db::finish::{Finish, finish};
+use crate::handler::{JobContext, JobError};
+
+/// Why the handler stopped.
+enum Ended {
+    Returned(Result<Result<(), JobError>, JoinError>),
+    TimedOut(Duration),
+    HardStop,
+}
+
+/// Runs `job` and records its outcome. The permit is the job's slot; it is given back when the job's
+/// row has been finished, so a draining worker's next claim sees the slot free.
+pub(super) async fn run_job(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphorePermit) {
+    let attempt = job.attempt();
+    let outcome = if shared.hard_stop.is_cancelled() {
+        // Claimed but never started: give it back as it was.
+        Finish::Release
+    } else {
+        let ended = run_handler(&shared, &job).await;
+        decide(&shared, &job, ended)
+    };
+    record(&shared, &job, attempt, &outcome).await;
+    drop(permit);
+    shared.job_ended.notify_one();
+}
+
+async fn run_handler(shared: &Shared, job: &ClaimedJob) -> Ended {
+    let Some(entry) = shared.handlers.get(&job.kind) else {
+        // Unreachable in practice: claims only ask for registered kinds.
+        return Ended::Returned(Ok(Err(JobError::retry(format!(
+            "no handler for kind {:?} in this worker",
+            job.kind
+        )))));
+    };
+    let timeout = job
+        .timeout_secs
+        .map(|s| Duration::from_secs(u64::from(s)))
+        .or(entry.timeout)
+        .unwrap_or(shared.cfg.default_timeout);
+    let cancel = shared.hard_stop.child_token();
+    let ctx = JobContext {
+        id: job.id,
+        kind: job.kind.clone(),
+        queue: job.queue.clone(),
+        attempt: job.attempt(),
+        max_attempts: job.max_attempts,
+        claim: shared.token.clone(),
+        payload: job.payload.clone(),
+        cancel: cancel.clone(),
+    };
+    debug!(job_id = job.id, kind = %job.kind, attempt = job.attempt(), "job started");
+    // The handler runs in a task of its own so that a panic fails the job instead of the worker.
+    let mut task = tokio::spawn(entry.handler.call(ctx));
+    let ended = tokio::select! {
+        r = &mut task => return Ended::Returned(r),
+        () = tokio::time::sleep(timeout) => Ended::TimedOut(timeout),
+        () = shared.hard_stop.cancelled() => Ended::HardStop,
+    };
+    cancel.cancel();
+    if tokio::time::timeout(shared.cfg.cancel_grace, &mut task)
+        .await
+        .is_err()
+    {
+        warn!(job_id = job.id, kind = %job.kind, "handler did not stop when told to; abandoning its task");
+        task.abort();
+    }
+    ended
+}
+
+/// Turns how the handler ended into what happens to the row.
+fn decide(shared: &Shared, job: &ClaimedJob, ended: Ended) -> Finish {
+    let attempt = job.attempt();
+    let (message, fatal) = match ended {
+        Ended::Returned(Ok(Ok(()))) => return Finish::Done,
+        Ended::Returned(Ok(Err(e))) => (e.message().to_string(), e.is_fatal()),
+        Ended::Returned(Err(join)) => (panic_message(join), false),
+        Ended::TimedOut(t) => (
+            format!("timed out after {}", humantime::format_duration(t)),
+            false,
+        ),
+        Ended::HardStop => {
+            return Finish::Interrupted {
+                reason: "interrupted: the worker shut down before the job finished".into(),
+            };
+        }
+    };
+    if fatal || attempt >= job.max_attempts {
+        Finish::Dead { error: message }
+    } else {
+        Finish::Retry {
+            delay: shared.cfg.retry.next_delay(attempt),
+            error: message,
+        }
+    }
+}
+
+fn panic_message(join: JoinError) -> String {
+    if join.is_cancelled() {
+        return "handler task was cancelled".into();
+    }
+    let payload = join.into_panic();
+    let text = payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".into());
+    format!("handler panicked: {text}")
+}
+
+async fn record(shared: &Shared, job: &ClaimedJob, attempt: u16, outcome: &Finish) {
+    let c = &shared.counters;
+    match finish(&shared.pool, job.id, &shared.token, attempt, outcome).await {
+        Ok(true) => {
+            let counter = match outcome {
+                Finish::Done => {
+                    debug!(job_id = job.id, kind = %job.kind, attempt, "job done");
+                    &c.done
+                }
+                Finish::Retry { delay, error } => {
+                    warn!(job_id = job.id, kind = %job.kind, attempt, retry_in = %humantime::format_duration(round(*delay)), error = %error, "job failed; will retry");
+                    &c.retried
+                }
+                Finish::Dead { error } => {
+                    error!(job_id = job.id, kind = %job.kind, attempt, error = %error, "job failed for good; it is dead");
+                    &c.dead
+                }
+                Finish::Cancelled { .. } => &c.dead,
+                Finish::Release | Finish::Interrupted { .. } => {
+                    debug!(job_id = job.id, kind = %job.kind, "job handed back");
+                    &c.released
+                }
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(false) => {
+            c.lost.fetch_add(1, Ordering::Relaxed);
+            warn!(job_id = job.id, kind = %job.kind, attempt, claim = %shared.token,
+                  "claim lost: the row no longer carries this worker's token and attempt; leaving it alone");
+        }
+        Err(e) => {
+            error!(job_id = job.id, kind = %job.kind, attempt, error = %e,
+                   "could not record the job's outcome; the row stays claimed and will be recovered");
+        }
+    }
+}
+
+fn round(d: Duration) -> Duration {
+    Duration::from_millis(d.as_millis() as u64)
+}

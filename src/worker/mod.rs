@@ -1,0 +1,378 @@
+//! The worker: claims due jobs, runs them with their handlers, and finishes them under its claim token.
+//!
+//! Two modes:
+//! * [`Mode::Drain`] (the default of `jobq worker`): claim and run until nothing due is left, then return.
+//!   A crontab line `* * * * * jobq worker` thus starts as many workers as the backlog keeps busy.
+//! * [`Mode::Forever`]: keep polling. After a claim that found work the next claim follows at once; after
+//!   an empty one the worker waits, doubling the wait from [`WorkerConfig::DEFAULT_MIN_POLL`] up to
+//!   `poll_interval`, and while idle it only sends one indexed, non-locking probe per wait.
+//!
+//! A worker never holds claimed rows it is not running: each claim takes at most as many rows as it has
+//! free slots (`concurrency`), so an idle worker elsewhere is never starved by one that hoards.
+//!
+//! Shutdown is in two steps: when `shutdown` is cancelled the worker stops claiming and lets running jobs
+//! finish for up to `shutdown_grace`; then it tells the rest to stop, and hands their rows back as
+//! runnable (the attempt counts). It removes its registry row and returns.
+
+mod execute;
+
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sqlx::MySqlPool;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::db::claim;
+use crate::db::enqueue::validate_name;
+use crate::db::registry::Role;
+use crate::error::{Error, Result};
+use crate::handler::Handlers;
+use crate::retry::RetryPolicy;
+
+use crate::session::Session;
+
+/// When a worker stops on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Return once nothing due is left (cron mode).
+    #[default]
+    Drain,
+    /// Poll until shut down.
+    Forever,
+}
+
+/// Worker settings. `Default` gives the documented defaults.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Queues to claim from, in order: a claim fills up from the first queue before it looks at the next.
+    pub queues: Vec<String>,
+    /// Jobs run at once.
+    pub concurrency: u32,
+    /// Most rows taken by one claim (never more than the free slots).
+    pub batch_size: u32,
+    /// Drain or forever.
+    pub mode: Mode,
+    /// Longest wait between polls when idle.
+    pub poll_interval: Duration,
+    /// Time running jobs get to finish after shutdown is requested.
+    pub shutdown_grace: Duration,
+    /// Run-time limit for jobs that set none and whose handler sets none.
+    pub default_timeout: Duration,
+    /// Time a handler gets to return after it is told to stop (timeout or hard shutdown) before its
+    /// task is dropped.
+    pub cancel_grace: Duration,
+    /// How often the worker refreshes its registry row.
+    pub heartbeat_interval: Duration,
+    /// Retry backoff.
+    pub retry: RetryPolicy,
+}
+
+impl WorkerConfig {
+    /// Default `concurrency`: 10.
+    pub const DEFAULT_CONCURRENCY: u32 = 10;
+    /// Default `batch_size`: 10.
+    pub const DEFAULT_BATCH_SIZE: u32 = 10;
+    /// Default `poll_interval`: 1 s, so an INSERT into an idle queue starts within a second.
+    pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+    /// The first idle wait; it doubles up to `poll_interval`.
+    pub const DEFAULT_MIN_POLL: Duration = Duration::from_millis(50);
+    /// Default `shutdown_grace`: 30 s.
+    pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+    /// Default `default_timeout`: 30 min.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+    /// Default `cancel_grace`: 10 s (a command gets SIGTERM, then SIGKILL after 5 s).
+    pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(10);
+    /// Default `heartbeat_interval`: 5 s.
+    pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+
+    fn validate(&self) -> Result<()> {
+        if self.queues.is_empty() {
+            return Err(Error::InvalidArgument(
+                "worker needs at least one queue".into(),
+            ));
+        }
+        for q in &self.queues {
+            validate_name("queue", q, 64)?;
+        }
+        if self.concurrency == 0 || self.batch_size == 0 {
+            return Err(Error::InvalidArgument(
+                "worker concurrency and batch size must be at least 1".into(),
+            ));
+        }
+        if self.poll_interval.is_zero() || self.heartbeat_interval.is_zero() {
+            return Err(Error::InvalidArgument(
+                "worker poll and heartbeat intervals must be above zero".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            queues: vec!["default".into()],
+            concurrency: Self::DEFAULT_CONCURRENCY,
+            batch_size: Self::DEFAULT_BATCH_SIZE,
+            mode: Mode::Drain,
+            poll_interval: Self::DEFAULT_POLL_INTERVAL,
+            shutdown_grace: Self::DEFAULT_SHUTDOWN_GRACE,
+            default_timeout: Self::DEFAULT_TIMEOUT,
+            cancel_grace: Self::DEFAULT_CANCEL_GRACE,
+            heartbeat_interval: Self::DEFAULT_HEARTBEAT,
+            retry: RetryPolicy::default(),
+        }
+    }
+}
+
+/// Counts of what a worker did, returned when it stops.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Rows claimed.
+    pub claimed: u64,
+    /// Jobs finished done.
+    pub done: u64,
+    /// Jobs failed and scheduled for another attempt.
+    pub retried: u64,
+    /// Jobs that ended dead.
+    pub dead: u64,
+    /// Jobs handed back on shutdown.
+    pub released: u64,
+    /// Finishes refused by the fence: the row had been taken away from this worker.
+    pub lost: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    claimed: AtomicU64,
+    done: AtomicU64,
+    retried: AtomicU64,
+    dead: AtomicU64,
+    released: AtomicU64,
+    lost: AtomicU64,
+}
+
+impl Counters {
+    fn report(&self) -> WorkerReport {
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        WorkerReport {
+            claimed: g(&self.claimed),
+            done: g(&self.done),
+            retried: g(&self.retried),
+            dead: g(&self.dead),
+            released: g(&self.released),
+            lost: g(&self.lost),
+        }
+    }
+}
+
+/// Claims and runs jobs. See the module docs.
+#[derive(Debug)]
+pub struct Worker {
+    pool: MySqlPool,
+    handlers: Arc<Handlers>,
+    cfg: WorkerConfig,
+}
+
+/// What every job task of one worker shares.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) pool: MySqlPool,
+    pub(crate) handlers: Arc<Handlers>,
+    pub(crate) cfg: WorkerConfig,
+    pub(crate) token: String,
+    pub(crate) counters: Counters,
+    /// Signalled each time a job task ends, so a draining worker can claim again.
+    pub(crate) job_ended: Notify,
+    /// Cancelled when the shutdown grace is over: running jobs must stop.
+    pub(crate) hard_stop: CancellationToken,
+}
+
+impl Worker {
+    /// A worker running `handlers` on `pool`.
+    ///
+    /// # Errors
+    /// When the settings are out of range or no handler is registered.
+    pub fn new(pool: MySqlPool, handlers: Handlers, cfg: WorkerConfig) -> Result<Self> {
+        cfg.validate()?;
+        if handlers.is_empty() {
+            return Err(Error::InvalidArgument(
+                "worker has no handlers: register at least one kind (or add [handlers.KIND] to jobq.toml)"
+                    .into(),
+            ));
+        }
+        Ok(Self {
+            pool,
+            handlers: Arc::new(handlers),
+            cfg,
+        })
+    }
+
+    /// Runs until drained ([`Mode::Drain`]) or until `shutdown` is cancelled and running jobs are
+    /// finished or handed back.
+    ///
+    /// # Errors
+    /// When the worker cannot register (database unreachable, not migrated), or, in drain mode, when a
+    /// claim keeps failing. Errors of single jobs are never returned: they end up in the job's row.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<WorkerReport> {
+        crate::db::migrate::ensure_migrated(&self.pool).await?;
+        let session = Session::open(&self.pool, Role::Worker, &self.cfg.queues).await?;
+        let token = session.token().to_string();
+        let beat_stop = CancellationToken::new();
+        let beat = tokio::spawn(session.heartbeat(self.cfg.heartbeat_interval, beat_stop.clone()));
+        info!(claim = %token, queues = ?self.cfg.queues, kinds = ?self.handlers.kinds(),
+              concurrency = self.cfg.concurrency, mode = ?self.cfg.mode, "worker started");
+
+        let shared = Arc::new(Shared {
+            pool: self.pool.clone(),
+            handlers: self.handlers.clone(),
+            cfg: self.cfg.clone(),
+            token,
+            counters: Counters::default(),
+            job_ended: Notify::new(),
+            hard_stop: CancellationToken::new(),
+        });
+        let tracker = TaskTracker::new();
+        let result = fetch_loop(&shared, &tracker, &shutdown).await;
+
+        tracker.close();
+        if !tracker.is_empty() {
+            info!(running = tracker.len(), grace = ?shared.cfg.shutdown_grace, "waiting for running jobs");
+        }
+        if tokio::time::timeout(shared.cfg.shutdown_grace, tracker.wait())
+            .await
+            .is_err()
+        {
+            warn!(running = tracker.len(), "shutdown grace is over; stopping running jobs and handing them back");
+            shared.hard_stop.cancel();
+            tracker.wait().await;
+        }
+        beat_stop.cancel();
+        let session = beat.await.map_err(|e| Error::Io {
+            context: "heartbeat task".into(),
+            source: std::io::Error::other(e),
+        })?;
+        session.close(&self.pool).await;
+        let report = shared.counters.report();
+        info!(?report, "worker stopped");
+        result.map(|()| report)
+    }
+}
+
+/// Claims while there is room and work; returns when drained or told to stop.
+async fn fetch_loop(
+    shared: &Arc<Shared>,
+    tracker: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<()> {
+    let cfg = &shared.cfg;
+    let slots = Arc::new(Semaphore::new(cfg.concurrency as usize));
+    let kinds = shared.handlers.kinds();
+    let mut idle_wait = WorkerConfig::DEFAULT_MIN_POLL.min(cfg.poll_interval);
+    let mut error_wait = Duration::from_millis(100);
+    let mut probing = false;
+
+    loop {
+        let first = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return Ok(()),
+            p = slots.clone().acquire_owned() => p.expect("semaphore is never closed"),
+        };
+        let mut permits = vec![first];
+        while permits.len() < cfg.batch_size as usize {
+            match slots.clone().try_acquire_owned() {
+                Ok(p) => permits.push(p),
+                Err(_) => break,
+            }
+        }
+
+        let claimed = match claim_some(shared, &kinds, permits.len() as u32, probing).await {
+            Ok(jobs) => {
+                error_wait = Duration::from_millis(100);
+                jobs
+            }
+            Err(e) if cfg.mode == Mode::Forever || e.is_transient() => {
+                drop(permits);
+                warn!(error = %e, retry_in = ?error_wait, "claim failed");
+                if sleep_or_stop(error_wait, shutdown).await {
+                    return Ok(());
+                }
+                error_wait = (error_wait * 2).min(Duration::from_secs(30));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+
+        if claimed.is_empty() {
+            drop(permits);
+            match cfg.mode {
+                Mode::Drain => {
+                    if slots.available_permits() == cfg.concurrency as usize {
+                        debug!("nothing due; drained");
+                        return Ok(());
+                    }
+                    // Jobs are still running: they may enqueue more, so look again when one ends.
+                    tokio::select! {
+                        biased;
+                        () = shutdown.cancelled() => return Ok(()),
+                        () = shared.job_ended.notified() => {}
+                    }
+                }
+                Mode::Forever => {
+                    probing = true;
+                    if sleep_or_stop(idle_wait, shutdown).await {
+                        return Ok(());
+                    }
+                    idle_wait = (idle_wait * 2).min(cfg.poll_interval);
+                }
+            }
+            continue;
+        }
+
+        probing = false;
+        idle_wait = WorkerConfig::DEFAULT_MIN_POLL.min(cfg.poll_interval);
+        shared
+            .counters
+            .claimed
+            .fetch_add(claimed.len() as u64, Ordering::Relaxed);
+        for (job, permit) in claimed.into_iter().zip(permits) {
+            tracker.spawn(execute::run_job(shared.clone(), job, permit));
+        }
+    }
+}
+
+/// One claim across the worker's queues, in order. While idle it first sends the cheap probe and claims
+/// only if the probe saw something due.
+async fn claim_some(
+    shared: &Shared,
+    kinds: &[String],
+    limit: u32,
+    probing: bool,
+) -> Result<Vec<claim::ClaimedJob>> {
+    if probing && !claim::any_due(&shared.pool, &shared.cfg.queues, kinds).await? {
+        return Ok(Vec::new());
+    }
+    let mut jobs = Vec::new();
+    for queue in &shared.cfg.queues {
+        let want = limit - jobs.len() as u32;
+        if want == 0 {
+            break;
+        }
+        jobs.extend(claim::claim_batch(&shared.pool, &shared.token, queue, kinds, want).await?);
+    }
+    Ok(jobs)
+}
+
+/// Sleeps, or returns true early if `stop` is cancelled.
+async fn sleep_or_stop(d: Duration, stop: &CancellationToken) -> bool {
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => true,
+        () = tokio::time::sleep(d) => false,
+    }
+}
