@@ -157,7 +157,8 @@ impl Config {
             message,
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
-        let cfg: Config = toml::from_str(&text).map_err(|e| err(e.to_string().trim().to_string()))?;
+        let cfg: Config =
+            toml::from_str(&text).map_err(|e| err(e.to_string().trim().to_string()))?;
         cfg.validate().map_err(err)?;
         Ok(cfg)
     }
@@ -223,10 +224,15 @@ impl HandlerConfig {
             (None, None) => Err("set `command` (a program) or `sql` (a statement)".into()),
             (Some(argv), None) => {
                 if self.params.is_some() {
-                    return Err("`params` belongs to `sql` handlers; a command reads the payload on stdin".into());
+                    return Err(
+                        "`params` belongs to `sql` handlers; a command reads the payload on stdin"
+                            .into(),
+                    );
                 }
                 if argv.is_empty() || argv[0].is_empty() {
-                    return Err("`command` must name a program: command = [\"prog\", \"arg\"]".into());
+                    return Err(
+                        "`command` must name a program: command = [\"prog\", \"arg\"]".into(),
+                    );
                 }
                 Ok(HandlerSpec::Command {
                     argv: argv.clone(),
@@ -246,7 +252,10 @@ impl HandlerConfig {
                     ));
                 }
                 if sql.trim().trim_end_matches(';').contains(';') {
-                    return Err("`sql` must be one statement; wrap several in a procedure and CALL it".into());
+                    return Err(
+                        "`sql` must be one statement; wrap several in a procedure and CALL it"
+                            .into(),
+                    );
                 }
                 Ok(HandlerSpec::Sql {
                     sql: sql.trim().trim_end_matches(';').to_string(),

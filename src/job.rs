@@ -125,10 +125,12 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for JobRecord {
             payload: text(row, "payload")?,
             priority: row.try_get("priority")?,
             run_at: row.try_get("run_at")?,
-            state: state.parse().map_err(|e: Error| sqlx::Error::ColumnDecode {
-                index: "state".into(),
-                source: Box::new(e),
-            })?,
+            state: state
+                .parse()
+                .map_err(|e: Error| sqlx::Error::ColumnDecode {
+                    index: "state".into(),
+                    source: Box::new(e),
+                })?,
             attempts: row.try_get("attempts")?,
             max_attempts: row.try_get("max_attempts")?,
             timeout_secs: row.try_get("timeout_secs")?,

@@ -13,8 +13,8 @@ use sqlx::{Connection, MySqlConnection, MySqlPool};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::db::{self, registry};
 use crate::db::registry::Role;
+use crate::db::{self, registry};
 use crate::error::Result;
 use crate::token::{ClaimToken, ServerIdentity};
 

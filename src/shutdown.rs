@@ -31,13 +31,20 @@ pub fn on_signals() -> Result<CancellationToken> {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",
         };
-        info!(signal = name, "shutting down: no new jobs; running jobs may finish (signal again to exit now)");
+        info!(
+            signal = name,
+            "shutting down: no new jobs; running jobs may finish (signal again to exit now)"
+        );
         t.cancel();
         let name = tokio::select! {
             _ = term.recv() => "SIGTERM",
             _ = int.recv() => "SIGINT",
         };
-        warn!(signal = name, "second signal: exiting now; the reaper will recover running jobs");
+        warn!(
+            signal = name,
+            "second signal: exiting now; the reaper will recover running jobs"
+        );
+        crate::handler::command::kill_all_running();
         std::process::exit(FORCED_EXIT_STATUS);
     });
     Ok(token)

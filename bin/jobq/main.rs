@@ -17,7 +17,10 @@ use args::Cli;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -27,7 +27,8 @@ pub struct JobFilter {
 
 /// Jobs matching `filter`, newest first.
 pub async fn list_jobs(pool: &MySqlPool, filter: &JobFilter) -> Result<Vec<JobRecord>> {
-    let mut q = QueryBuilder::<MySql>::new(format!("SELECT {JOB_COLUMNS} FROM job_queue WHERE 1=1"));
+    let mut q =
+        QueryBuilder::<MySql>::new(format!("SELECT {JOB_COLUMNS} FROM job_queue WHERE 1=1"));
     if let Some(s) = filter.state {
         q.push(" AND state = ").push_bind(s.as_str());
     }
@@ -37,7 +38,8 @@ pub async fn list_jobs(pool: &MySqlPool, filter: &JobFilter) -> Result<Vec<JobRe
     if let Some(kind) = &filter.kind {
         q.push(" AND kind = ").push_bind(kind.as_str());
     }
-    q.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit.max(1));
+    q.push(" ORDER BY id DESC LIMIT ")
+        .push_bind(filter.limit.max(1));
     Ok(q.build_query_as().fetch_all(pool).await?)
 }
 

@@ -18,8 +18,8 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
 use crate::db::retry_transient;
-use crate::error::Result;
 use crate::db::row::text;
+use crate::error::Result;
 
 /// A row this worker has just claimed.
 #[derive(Debug, Clone)]
@@ -76,7 +76,10 @@ pub async fn claim_batch(
     if limit == 0 || kinds.is_empty() {
         return Ok(Vec::new());
     }
-    retry_transient("claim", TRIES, || claim_once(pool, token, queue, kinds, limit)).await
+    retry_transient("claim", TRIES, || {
+        claim_once(pool, token, queue, kinds, limit)
+    })
+    .await
 }
 
 async fn claim_once(
@@ -105,9 +108,7 @@ async fn claim_once(
         tx.rollback().await?;
         return Ok(jobs);
     }
-    let mut update = QueryBuilder::<MySql>::new(
-        "UPDATE job_queue SET state = 'running', claim = ",
-    );
+    let mut update = QueryBuilder::<MySql>::new("UPDATE job_queue SET state = 'running', claim = ");
     update.push_bind(token);
     update.push(
         ", claimed_at = NOW(6), started_at = NOW(6), finished_at = NULL, attempts = attempts + 1 \

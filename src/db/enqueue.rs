@@ -208,7 +208,10 @@ mod tests {
 
     #[test]
     fn payload_text_is_checked() {
-        let e = NewJob::new("k").payload_json("{oops").unwrap_err().to_string();
+        let e = NewJob::new("k")
+            .payload_json("{oops")
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("payload is not valid JSON"), "{e}");
         assert!(NewJob::new("k").payload_json("[1,2]").is_ok());
     }

@@ -205,11 +205,12 @@ pub(crate) async fn open_anchor(opts: &MySqlConnectOptions) -> Result<sqlx::MySq
 fn connect_error(url: &str, e: sqlx::Error) -> Error {
     let url = redact_url(url);
     let reason = match (&e, error_number(&e)) {
-        (_, Some(codes::ACCESS_DENIED | codes::ACCESS_DENIED_NO_PASSWORD)) => format!("access denied: {}", db_message(&e)),
-        (_, Some(codes::BAD_DB)) => format!(
-            "{}; create it first (CREATE DATABASE ...)",
-            db_message(&e)
-        ),
+        (_, Some(codes::ACCESS_DENIED | codes::ACCESS_DENIED_NO_PASSWORD)) => {
+            format!("access denied: {}", db_message(&e))
+        }
+        (_, Some(codes::BAD_DB)) => {
+            format!("{}; create it first (CREATE DATABASE ...)", db_message(&e))
+        }
         (sqlx::Error::Io(io), _) => format!("server unreachable ({io})"),
         (sqlx::Error::PoolTimedOut, _) => "server unreachable (timed out)".to_string(),
         (sqlx::Error::Configuration(c), _) => {
@@ -244,7 +245,8 @@ where
             Ok(v) => return Ok(v),
             Err(e) if attempt < tries && is_transient(&e) => {
                 let base_ms = 5u64 << attempt.min(8);
-                let pause = Duration::from_millis(base_ms / 2 + rand::random_range(0..=base_ms / 2));
+                let pause =
+                    Duration::from_millis(base_ms / 2 + rand::random_range(0..=base_ms / 2));
                 tracing::debug!(error = %e, attempt, what, "transient database error; retrying");
                 tokio::time::sleep(pause).await;
             }
@@ -279,7 +281,9 @@ mod tests {
     fn rejects_urls_with_a_reason() {
         let e = parse_url("postgres://x/y").unwrap_err().to_string();
         assert!(e.contains("expected mysql://"), "{e}");
-        let e = parse_url("mysql://root@127.0.0.1:3306").unwrap_err().to_string();
+        let e = parse_url("mysql://root@127.0.0.1:3306")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no database name"), "{e}");
         assert!(parse_url("mysql://root@127.0.0.1:3306/test").is_ok());
         assert!(parse_url("mariadb://root@127.0.0.1:3306/test").is_ok());

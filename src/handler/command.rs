@@ -8,9 +8,9 @@
 //! everything it started: SIGTERM to the group, then SIGKILL after a grace period. The group is also
 //! killed when the program exits, so a stray background child cannot keep the job's pipes open.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::{ExitStatus, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
@@ -59,13 +59,36 @@ impl Handler for CommandHandler {
     }
 }
 
-/// Kills the process group when dropped unless disarmed: if the worker drops the job's future (a hard
-/// stop), the program must not live on.
+/// Process groups of commands running now, so a forced exit can take them down too: a command left
+/// running after its worker is gone would go on doing the job while the reaper hands it to another.
+static RUNNING_GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// Sends SIGKILL to every command this process is running. Called before a forced exit.
+pub fn kill_all_running() {
+    let groups = RUNNING_GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+    for &pgid in groups.iter() {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
+
+/// Kills the process group when dropped: if the worker drops the job's future (a hard stop), the
+/// program must not live on, and nothing the program left behind may either.
 struct GroupGuard {
     pgid: Option<Pid>,
 }
 
 impl GroupGuard {
+    fn new(pid: Option<u32>) -> Self {
+        let pgid = pid.map(|id| Pid::from_raw(id as i32));
+        if let Some(p) = pgid {
+            RUNNING_GROUPS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(p.as_raw());
+        }
+        Self { pgid }
+    }
+
     fn signal(&self, sig: Signal) {
         if let Some(pgid) = self.pgid {
             // ESRCH means the group is already gone, which is what we want.
@@ -77,6 +100,12 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.signal(Signal::SIGKILL);
+        if let Some(p) = self.pgid {
+            RUNNING_GROUPS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&p.as_raw());
+        }
     }
 }
 
@@ -102,9 +131,7 @@ impl Inner {
         let mut child = cmd
             .spawn()
             .map_err(|e| JobError::retry(format!("cannot start {program:?}: {e}")))?;
-        let guard = GroupGuard {
-            pgid: child.id().map(|id| Pid::from_raw(id as i32)),
-        };
+        let guard = GroupGuard::new(child.id());
 
         // Feed stdin from its own task: a program that does not read its input must not block us, and
         // one that exits early (EPIPE) is not an error of ours.

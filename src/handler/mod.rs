@@ -58,7 +58,10 @@ impl JobContext {
     /// cannot change it).
     pub fn payload<T: DeserializeOwned>(&self) -> Result<T, JobError> {
         serde_json::from_str(&self.payload).map_err(|e| {
-            JobError::fatal(format!("payload does not fit {}: {e}", std::any::type_name::<T>()))
+            JobError::fatal(format!(
+                "payload does not fit {}: {e}",
+                std::any::type_name::<T>()
+            ))
         })
     }
 

@@ -82,19 +82,21 @@ async fn run_handler(shared: &Shared, job: &ClaimedJob) -> Ended {
 /// Turns how the handler ended into what happens to the row.
 fn decide(shared: &Shared, job: &ClaimedJob, ended: Ended) -> Finish {
     let attempt = job.attempt();
+    let interrupted = || Finish::Interrupted {
+        reason: "interrupted: the worker shut down before the job finished".into(),
+    };
     let (message, fatal) = match ended {
         Ended::Returned(Ok(Ok(()))) => return Finish::Done,
+        // A handler that returns an error after it was told to stop for shutdown was interrupted; it
+        // did not fail on its own.
+        Ended::Returned(_) if shared.hard_stop.is_cancelled() => return interrupted(),
         Ended::Returned(Ok(Err(e))) => (e.message().to_string(), e.is_fatal()),
         Ended::Returned(Err(join)) => (panic_message(join), false),
         Ended::TimedOut(t) => (
             format!("timed out after {}", humantime::format_duration(t)),
             false,
         ),
-        Ended::HardStop => {
-            return Finish::Interrupted {
-                reason: "interrupted: the worker shut down before the job finished".into(),
-            };
-        }
+        Ended::HardStop => return interrupted(),
     };
     if fatal || attempt >= job.max_attempts {
         Finish::Dead { error: message }

@@ -16,7 +16,6 @@
 
 mod execute;
 
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -145,6 +144,8 @@ pub struct WorkerReport {
     pub released: u64,
     /// Finishes refused by the fence: the row had been taken away from this worker.
     pub lost: u64,
+    /// Claims that failed after their internal retries (each one logged).
+    pub claim_errors: u64,
 }
 
 #[derive(Debug, Default)]
@@ -155,6 +156,7 @@ pub(crate) struct Counters {
     dead: AtomicU64,
     released: AtomicU64,
     lost: AtomicU64,
+    claim_errors: AtomicU64,
 }
 
 impl Counters {
@@ -167,6 +169,7 @@ impl Counters {
             dead: g(&self.dead),
             released: g(&self.released),
             lost: g(&self.lost),
+            claim_errors: g(&self.claim_errors),
         }
     }
 }
@@ -248,7 +251,10 @@ impl Worker {
             .await
             .is_err()
         {
-            warn!(running = tracker.len(), "shutdown grace is over; stopping running jobs and handing them back");
+            warn!(
+                running = tracker.len(),
+                "shutdown grace is over; stopping running jobs and handing them back"
+            );
             shared.hard_stop.cancel();
             tracker.wait().await;
         }
@@ -298,6 +304,7 @@ async fn fetch_loop(
             }
             Err(e) if cfg.mode == Mode::Forever || e.is_transient() => {
                 drop(permits);
+                shared.counters.claim_errors.fetch_add(1, Ordering::Relaxed);
                 warn!(error = %e, retry_in = ?error_wait, "claim failed");
                 if sleep_or_stop(error_wait, shutdown).await {
                     return Ok(());

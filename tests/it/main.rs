@@ -1,1 +1,19 @@
+//! Integration tests. They talk to a real MariaDB/MySQL server (JOBQ_TEST_DATABASE_URL, default
 
+// A test binary exports nothing.
+#![allow(unreachable_pub)]
+//! mysql://root@127.0.0.1:3306/test); each test creates its own database and drops it afterwards, so tests
+//! run in parallel. `scripts/test.sh` makes sure a server is there.
+
+mod common;
+
+// The claim engine: fences, plans, concurrency.
+mod claim;
+// The schema: defaults for plain INSERTs, time zones, migrations, pruning.
+mod schema;
+// The worker: drain and forever modes, retries, timeouts, shutdown.
+mod worker;
+// Command and SQL handlers.
+mod handlers;
+// The jobq binary: commands and their error messages.
+mod cli;

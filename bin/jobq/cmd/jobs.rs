@@ -42,7 +42,14 @@ fn print_list(jobs: &[JobRecord]) {
         let err = j
             .last_error
             .as_deref()
-            .map(|e| e.lines().next().unwrap_or("").chars().take(60).collect::<String>())
+            .map(|e| {
+                e.lines()
+                    .next()
+                    .unwrap_or("")
+                    .chars()
+                    .take(60)
+                    .collect::<String>()
+            })
             .unwrap_or_default();
         println!(
             "{:>10} {:<9} {:<12} {:<24} {:>8} {:<26} {}",
@@ -62,7 +69,10 @@ fn print_list(jobs: &[JobRecord]) {
 
 fn print_one(j: &JobRecord) {
     let t = |v: Option<chrono::DateTime<chrono::Utc>>| {
-        v.map_or_else(|| "-".to_string(), |t| t.format("%Y-%m-%d %H:%M:%S%.6f UTC").to_string())
+        v.map_or_else(
+            || "-".to_string(),
+            |t| t.format("%Y-%m-%d %H:%M:%S%.6f UTC").to_string(),
+        )
     };
     println!("id:           {}", j.id);
     println!("state:        {}", j.state);
@@ -83,7 +93,10 @@ fn print_one(j: &JobRecord) {
     let payload = serde_json::from_str::<serde_json::Value>(&j.payload)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| j.payload.clone());
-    println!("payload:      {}", payload.replace('\n', "\n              "));
+    println!(
+        "payload:      {}",
+        payload.replace('\n', "\n              ")
+    );
     match &j.last_error {
         Some(e) => println!("last error:   {}", e.replace('\n', "\n              ")),
         None => println!("last error:   -"),

@@ -44,8 +44,16 @@ pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
             .heartbeat_interval
             .map_or(defaults.heartbeat_interval, |d| d.0),
         retry: RetryPolicy {
-            base: env.config.retry.base.map_or(RetryPolicy::DEFAULT_BASE, |d| d.0),
-            cap: env.config.retry.cap.map_or(RetryPolicy::DEFAULT_CAP, |d| d.0),
+            base: env
+                .config
+                .retry
+                .base
+                .map_or(RetryPolicy::DEFAULT_BASE, |d| d.0),
+            cap: env
+                .config
+                .retry
+                .cap
+                .map_or(RetryPolicy::DEFAULT_CAP, |d| d.0),
         },
         ..defaults
     };

@@ -1,0 +1,249 @@
+//! Test support: a fresh database per test, job factories, the jobq binary, and waiting with a deadline.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use jobq::db::{self, ConnectConfig};
+use sqlx::{Executor, MySqlPool};
+
+/// The server tests run against, as a URL whose database part is replaced per test.
+pub fn base_url() -> String {
+    std::env::var("JOBQ_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_string())
+}
+
+fn url_for(db: &str) -> String {
+    let base = base_url();
+    let (head, _) = base.rsplit_once('/').expect("URL has a database part");
+    format!("{head}/{db}")
+}
+
+/// A database of its own for one test, dropped when the test ends.
+pub struct TestDb {
+    pub pool: MySqlPool,
+    pub url: String,
+    pub name: String,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+impl TestDb {
+    /// A fresh, migrated database.
+    pub async fn new() -> TestDb {
+        let db = Self::unmigrated().await;
+        db::migrate::migrate(&db.pool).await.expect("migrate");
+        db
+    }
+
+    /// A fresh, empty database.
+    pub async fn unmigrated() -> TestDb {
+        let admin = admin_pool().await;
+        sweep_leftovers(&admin).await;
+        let name = format!(
+            "jobq_t_{}_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed),
+            rand::random::<u16>()
+        );
+        admin
+            .execute(format!("CREATE DATABASE `{name}`").as_str())
+            .await
+            .expect("create test database");
+        admin.close().await;
+        let url = url_for(&name);
+        let pool = db::connect(&ConnectConfig::new(&url).max_connections(10))
+            .await
+            .expect("connect to test database");
+        TestDb { pool, url, name }
+    }
+
+    /// Another pool on the same database (for a second worker with its own connections).
+    pub async fn pool(&self, max: u32) -> MySqlPool {
+        db::connect(&ConnectConfig::new(&self.url).max_connections(max))
+            .await
+            .unwrap()
+    }
+
+    /// Runs `sql` and returns one value.
+    pub async fn scalar<T>(&self, sql: &str) -> T
+    where
+        T: for<'r> sqlx::Decode<'r, sqlx::MySql> + sqlx::Type<sqlx::MySql> + Send + Unpin,
+    {
+        sqlx::query_scalar(sql)
+            .fetch_one(&self.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// Runs `sql`.
+    pub async fn exec(&self, sql: &str) {
+        self.pool
+            .execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// Jobs per state, as `state=count` pairs sorted by state, e.g. "done=10".
+    pub async fn states(&self) -> String {
+        let rows: Vec<(Vec<u8>, i64)> = sqlx::query_as(
+            "SELECT state, COUNT(*) FROM job_queue GROUP BY state ORDER BY CAST(state AS CHAR)",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .unwrap();
+        rows.iter()
+            .map(|(s, n)| format!("{}={n}", String::from_utf8_lossy(s)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// Inserts `n` jobs of `kind` with plain SQL, 1,000 rows a statement.
+    pub async fn insert_jobs(&self, kind: &str, n: usize) {
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(1000);
+            let values = vec![format!("('{kind}')"); k].join(",");
+            self.exec(&format!("INSERT INTO job_queue (kind) VALUES {values}"))
+                .await;
+            left -= k;
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop is synchronous: run the DROP on a runtime of its own in a thread of its own.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let admin = admin_pool().await;
+                let _ = admin
+                    .execute(format!("DROP DATABASE IF EXISTS `{name}`").as_str())
+                    .await;
+                admin.close().await;
+            });
+        })
+        .join();
+    }
+}
+
+async fn admin_pool() -> MySqlPool {
+    db::connect(&ConnectConfig::new(base_url()).max_connections(1))
+        .await
+        .expect("connect to the test server (set JOBQ_TEST_DATABASE_URL or run scripts/test.sh)")
+}
+
+/// Drops databases left by test processes that no longer exist (a test binary killed mid-run).
+async fn sweep_leftovers(admin: &MySqlPool) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    let mut first = false;
+    ONCE.call_once(|| first = true);
+    if !first {
+        return;
+    }
+    let names: Vec<Vec<u8>> = sqlx::query_scalar(
+        "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE 'jobq\\_t\\_%'",
+    )
+    .fetch_all(admin)
+    .await
+    .unwrap_or_default();
+    for name in names {
+        let name = String::from_utf8_lossy(&name).into_owned();
+        let pid: Option<u32> = name.split('_').nth(2).and_then(|p| p.parse().ok());
+        if let Some(pid) = pid {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                let _ = admin
+                    .execute(format!("DROP DATABASE IF EXISTS `{name}`").as_str())
+                    .await;
+            }
+        }
+    }
+}
+
+/// Polls `check` every 20 ms until it returns true or `timeout` passes; panics with `what` on timeout.
+pub async fn wait_until<F, Fut>(what: &str, timeout: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The jobq binary built for these tests.
+pub fn jobq_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_jobq"))
+}
+
+/// `jobq ARGS` against `url` (or no URL if None), with no config from the environment.
+pub fn jobq(url: Option<&str>, args: &[&str]) -> Command {
+    let mut cmd = Command::new(jobq_bin());
+    cmd.args(args)
+        .env_remove("JOBQ_DATABASE_URL")
+        .env_remove("DATABASE_URL")
+        .env_remove("JOBQ_CONFIG")
+        .env_remove("JOBQ_LOG")
+        .current_dir(std::env::temp_dir());
+    if let Some(u) = url {
+        cmd.env("JOBQ_DATABASE_URL", u);
+    }
+    cmd
+}
+
+/// Runs a jobq command to its end, with a time limit.
+pub fn run_jobq(url: Option<&str>, args: &[&str]) -> Output {
+    let child = jobq(url, args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn jobq");
+    wait_output(child, Duration::from_secs(60))
+}
+
+/// Waits for a child with a time limit, killing it if it overruns.
+pub fn wait_output(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "jobq did not exit within {limit:?}; stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A scratch directory for one test.
+pub fn scratch_dir() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "jobq-test-{}-{}",
+        std::process::id(),
+        rand::random::<u64>()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes a config file into `dir` and returns its path.
+pub fn write_config(dir: &Path, text: &str) -> PathBuf {
+    let p = dir.join("jobq.toml");
+    std::fs::write(&p, text).unwrap();
+    p
+}

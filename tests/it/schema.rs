@@ -1,0 +1,200 @@
+//! The schema: what a plain INSERT gets, what the server refuses, time zones, migrations, enqueue.
+
+use jobq::db::migrate::{ensure_migrated, latest_version, migrate};
+use jobq::{Error, NewJob};
+use sqlx::{Executor, Row};
+
+use crate::common::TestDb;
+
+#[tokio::test]
+async fn a_plain_insert_of_only_the_kind_is_a_complete_job() {
+    let db = TestDb::new().await;
+    db.exec("INSERT INTO job_queue (kind) VALUES ('resize')")
+        .await;
+    let row = sqlx::query(
+        "SELECT queue, payload, priority, state, attempts, max_attempts, timeout_secs, claim, \
+         TIMESTAMPDIFF(SECOND, run_at, NOW(6)) AS age, created_at IS NOT NULL AS created \
+         FROM job_queue",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(row.get::<Vec<u8>, _>("queue"), b"default");
+    assert_eq!(row.get::<Vec<u8>, _>("payload"), b"{}");
+    assert_eq!(row.get::<i16, _>("priority"), 0);
+    assert_eq!(row.get::<Vec<u8>, _>("state"), b"queued");
+    assert_eq!(row.get::<u16, _>("attempts"), 0);
+    assert_eq!(row.get::<u16, _>("max_attempts"), 20);
+    assert_eq!(row.get::<Option<u32>, _>("timeout_secs"), None);
+    assert_eq!(row.get::<Option<Vec<u8>>, _>("claim"), None);
+    assert!(row.get::<i64, _>("age").abs() <= 1);
+    assert_eq!(row.get::<i64, _>("created"), 1);
+}
+
+#[tokio::test]
+async fn the_server_refuses_malformed_rows() {
+    let db = TestDb::new().await;
+    for (sql, why) in [
+        (
+            "INSERT INTO job_queue (kind, payload) VALUES ('k', '{oops')",
+            "bad JSON",
+        ),
+        (
+            "INSERT INTO job_queue (kind, state) VALUES ('k', 'finished')",
+            "unknown state",
+        ),
+        ("INSERT INTO job_queue (payload) VALUES ('{}')", "no kind"),
+        (
+            "INSERT INTO job_queue (kind, queue) VALUES ('k', NULL)",
+            "NULL queue",
+        ),
+    ] {
+        let r = db.pool.execute(sql).await;
+        assert!(r.is_err(), "{why} was accepted: {sql}");
+    }
+    assert_eq!(db.states().await, "");
+}
+
+#[tokio::test]
+async fn run_at_is_an_instant_whatever_the_inserting_sessions_time_zone() {
+    let db = TestDb::new().await;
+    let mut app = db.pool.acquire().await.unwrap();
+    // An application whose session runs at UTC+9 (or UTC-8) inserts with the default run_at and with
+    // "30 minutes from now" in its own local time.
+    for tz in ["+09:00", "-08:00"] {
+        app.execute(format!("SET time_zone = '{tz}'").as_str())
+            .await
+            .unwrap();
+        app.execute(
+            "INSERT INTO job_queue (kind) VALUES ('now'); \
+             INSERT INTO job_queue (kind, run_at) VALUES ('later', NOW(6) + INTERVAL 30 MINUTE)",
+        )
+        .await
+        .unwrap();
+    }
+    let due = jobq::db::claim::claim_batch(
+        &db.pool,
+        "t",
+        "default",
+        &["now".to_string(), "later".to_string()],
+        10,
+    )
+    .await
+    .unwrap();
+    let kinds: Vec<&str> = due.iter().map(|j| j.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        vec!["now", "now"],
+        "only the jobs due now are claimed"
+    );
+    let ddl: String = sqlx::query("SHOW CREATE TABLE job_queue")
+        .fetch_one(&db.pool)
+        .await
+        .map(|r| String::from_utf8_lossy(&r.get::<Vec<u8>, _>(1)).into_owned())
+        .unwrap();
+    assert!(
+        !ddl.to_lowercase().contains("on update"),
+        "no TIMESTAMP column may update itself: {ddl}"
+    );
+}
+
+#[tokio::test]
+async fn migrate_is_idempotent_and_safe_to_run_concurrently() {
+    let db = TestDb::unmigrated().await;
+    match ensure_migrated(&db.pool).await {
+        Err(Error::NotMigrated {
+            found: None, need, ..
+        }) => assert_eq!(need, latest_version()),
+        other => panic!("expected NotMigrated, got {other:?}"),
+    }
+    let mut runs = Vec::new();
+    for _ in 0..4 {
+        let pool = db.pool(2).await;
+        runs.push(tokio::spawn(async move { migrate(&pool).await }));
+    }
+    let mut applied = 0;
+    for r in runs {
+        let report = r.await.unwrap().unwrap();
+        assert_eq!(report.version, latest_version());
+        applied += report.applied.len();
+    }
+    assert_eq!(
+        applied as i64,
+        latest_version(),
+        "each migration applied once"
+    );
+    let rows: i64 = db
+        .scalar("SELECT COUNT(*) FROM jobq_schema_migrations")
+        .await;
+    assert_eq!(rows, latest_version());
+    ensure_migrated(&db.pool).await.unwrap();
+    assert!(migrate(&db.pool).await.unwrap().applied.is_empty());
+
+    db.exec("INSERT INTO jobq_schema_migrations (version, name) VALUES (999, 'future')")
+        .await;
+    let e = ensure_migrated(&db.pool).await.unwrap_err().to_string();
+    assert!(e.contains("999") && e.contains("upgrade jobq"), "{e}");
+}
+
+#[tokio::test]
+async fn enqueue_joins_the_callers_transaction() {
+    let db = TestDb::new().await;
+    let job = NewJob::new("mail")
+        .payload(&serde_json::json!({"to": "ada@example.com", "emoji": "✉️"}))
+        .unwrap()
+        .queue("mail")
+        .priority(-2)
+        .max_attempts(3);
+
+    let mut tx = db.pool.begin().await.unwrap();
+    jobq::enqueue(&mut *tx, &job).await.unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(db.states().await, "", "a rolled-back enqueue leaves no job");
+
+    let mut tx = db.pool.begin().await.unwrap();
+    let id = jobq::enqueue(&mut *tx, &job).await.unwrap();
+    tx.commit().await.unwrap();
+    let rec = jobq::db::admin::get_job(&db.pool, id).await.unwrap();
+    assert_eq!(
+        (rec.queue.as_str(), rec.priority, rec.max_attempts),
+        ("mail", -2, 3)
+    );
+    let payload: serde_json::Value = serde_json::from_str(&rec.payload).unwrap();
+    assert_eq!(payload["emoji"], "✉️");
+
+    let many: Vec<NewJob> = (0..2500)
+        .map(|i| NewJob::new("bulk").payload(&i).unwrap())
+        .collect();
+    let mut conn = db.pool.acquire().await.unwrap();
+    assert_eq!(jobq::enqueue_many(&mut conn, &many).await.unwrap(), 2500);
+    let n: i64 = db
+        .scalar("SELECT COUNT(DISTINCT payload) FROM job_queue WHERE kind = 'bulk'")
+        .await;
+    assert_eq!(n, 2500);
+
+    let e = jobq::enqueue(&db.pool, &NewJob::new("bad kind"))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("bad kind"), "{e}");
+}
+
+#[tokio::test]
+async fn prune_deletes_old_finished_jobs_in_batches_and_keeps_the_rest() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 2600).await;
+    db.exec(
+        "UPDATE job_queue SET state = ELT(1 + id % 3, 'done', 'dead', 'cancelled'), \
+         finished_at = NOW(6) - INTERVAL 8 DAY WHERE id <= 2500",
+    )
+    .await;
+    db.exec(
+        "UPDATE job_queue SET state = 'done', finished_at = NOW(6) - INTERVAL 1 DAY \
+         WHERE id > 2500 AND id <= 2550",
+    )
+    .await;
+    let n = jobq::db::prune::prune_finished(&db.pool, jobq::config::DEFAULT_RETENTION)
+        .await
+        .unwrap();
+    assert_eq!(n, 2500);
+    assert_eq!(db.states().await, "done=50 queued=50");
+}

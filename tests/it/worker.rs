@@ -1,0 +1,411 @@
+//! The worker: retries and backoff, dead jobs, timeouts, panics, shutdown, cron mode, the registry.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use jobq::retry::RetryPolicy;
+use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use sqlx::Row;
+
+use crate::common::{TestDb, jobq, scratch_dir, wait_output, wait_until, write_config};
+
+fn drain() -> WorkerConfig {
+    WorkerConfig {
+        mode: Mode::Drain,
+        ..WorkerConfig::default()
+    }
+}
+
+async fn run(db: &TestDb, handlers: Handlers, cfg: WorkerConfig) -> jobq::WorkerReport {
+    Worker::new(db.pool.clone(), handlers, cfg)
+        .unwrap()
+        .run(CancellationToken::new())
+        .await
+        .unwrap()
+}
+
+async fn job_row(db: &TestDb, id: u64) -> jobq::JobRecord {
+    jobq::db::admin::get_job(&db.pool, id).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_failed_job_waits_with_exponential_backoff() {
+    let db = TestDb::new().await;
+    db.insert_jobs("flaky", 1).await;
+    let handlers = Handlers::new()
+        .register("flaky", |_job: JobContext| async {
+            Err::<(), _>(JobError::retry("upstream said 503"))
+        })
+        .unwrap();
+    let cfg = WorkerConfig {
+        retry: RetryPolicy {
+            base: Duration::from_secs(3600),
+            cap: Duration::from_secs(7200),
+        },
+        ..drain()
+    };
+    let report = run(&db, handlers, cfg).await;
+    assert_eq!((report.claimed, report.retried), (1, 1));
+    let job = job_row(&db, 1).await;
+    assert_eq!(job.state, jobq::State::Retry);
+    assert_eq!(job.attempts, 1);
+    assert_eq!(job.last_error.as_deref(), Some("upstream said 503"));
+    assert!(job.claim.is_none());
+    // First retry waits between half and all of the base (equal jitter).
+    let wait: i64 = db
+        .scalar("SELECT TIMESTAMPDIFF(SECOND, NOW(6), run_at) FROM job_queue")
+        .await;
+    assert!((1795..=3600).contains(&wait), "retry in {wait} s");
+}
+
+#[tokio::test]
+async fn a_job_that_keeps_failing_is_dead_after_max_attempts_with_its_last_error() {
+    let db = TestDb::new().await;
+    db.exec("INSERT INTO job_queue (kind, max_attempts) VALUES ('bad', 3)")
+        .await;
+    let calls = Arc::new(AtomicU32::new(0));
+    let c = calls.clone();
+    let handlers = Handlers::new()
+        .register("bad", move |job: JobContext| {
+            c.fetch_add(1, Ordering::SeqCst);
+            async move { Err::<(), _>(JobError::retry(format!("failure #{}", job.attempt))) }
+        })
+        .unwrap();
+    // A zero backoff makes each retry due at once, so one draining worker runs all three attempts.
+    let cfg = WorkerConfig {
+        retry: RetryPolicy {
+            base: Duration::ZERO,
+            cap: Duration::ZERO,
+        },
+        ..drain()
+    };
+    let report = run(&db, handlers, cfg).await;
+    assert_eq!((report.retried, report.dead), (2, 1));
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    let job = job_row(&db, 1).await;
+    assert_eq!(job.state, jobq::State::Dead);
+    assert_eq!(job.attempts, 3);
+    assert_eq!(job.last_error.as_deref(), Some("failure #3"));
+    assert!(job.finished_at.is_some());
+}
+
+#[tokio::test]
+async fn fatal_errors_and_panics() {
+    let db = TestDb::new().await;
+    db.insert_jobs("fatal", 1).await;
+    db.insert_jobs("panics", 1).await;
+    let handlers = Handlers::new()
+        .register("fatal", |_j: JobContext| async {
+            Err::<(), _>(JobError::fatal("cannot parse invoice"))
+        })
+        .unwrap()
+        .register("panics", |_j: JobContext| async {
+            let v: Vec<u8> = Vec::new();
+            if v.is_empty() {
+                panic!("index out of range");
+            }
+            Ok::<(), JobError>(())
+        })
+        .unwrap();
+    let cfg = WorkerConfig {
+        retry: RetryPolicy {
+            base: Duration::from_secs(600),
+            cap: Duration::from_secs(600),
+        },
+        ..drain()
+    };
+    run(&db, handlers, cfg).await;
+    let fatal = job_row(&db, 1).await;
+    assert_eq!((fatal.state, fatal.attempts), (jobq::State::Dead, 1));
+    let panicked = job_row(&db, 2).await;
+    assert_eq!(panicked.state, jobq::State::Retry);
+    assert_eq!(
+        panicked.last_error.as_deref(),
+        Some("handler panicked: index out of range")
+    );
+}
+
+#[tokio::test]
+async fn a_job_past_its_timeout_is_stopped_and_failed() {
+    let db = TestDb::new().await;
+    db.exec("INSERT INTO job_queue (kind, timeout_secs) VALUES ('slow', 1), ('stubborn', 1)")
+        .await;
+    let handlers = Handlers::new()
+        // Honours cancellation.
+        .register("slow", |job: JobContext| async move {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs(60)) => Ok(()),
+                () = job.cancelled() => Err(JobError::retry("stopped")),
+            }
+        })
+        .unwrap()
+        // Ignores it: the worker abandons it after cancel_grace.
+        .register("stubborn", |_job: JobContext| async move {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok::<(), JobError>(())
+        })
+        .unwrap();
+    let cfg = WorkerConfig {
+        cancel_grace: Duration::from_millis(300),
+        retry: RetryPolicy {
+            base: Duration::from_secs(600),
+            cap: Duration::from_secs(600),
+        },
+        ..drain()
+    };
+    let started = Instant::now();
+    run(&db, handlers, cfg).await;
+    assert!(started.elapsed() < Duration::from_secs(5));
+    for id in [1, 2] {
+        let job = job_row(&db, id).await;
+        assert_eq!(job.state, jobq::State::Retry, "job {id}");
+        assert_eq!(job.last_error.as_deref(), Some("timed out after 1s"));
+    }
+}
+
+#[tokio::test]
+async fn drain_mode_waits_for_running_jobs_and_runs_what_they_enqueue() {
+    let db = TestDb::new().await;
+    db.insert_jobs("parent", 3).await;
+    let pool = db.pool.clone();
+    let handlers = Handlers::new()
+        .register("parent", move |job: JobContext| {
+            let pool = pool.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let child = jobq::NewJob::new("child").payload(&job.id)?;
+                jobq::enqueue(&pool, &child)
+                    .await
+                    .map_err(|e| JobError::retry(e.to_string()))?;
+                Ok(())
+            }
+        })
+        .unwrap()
+        .register("child", |_j: JobContext| async { Ok::<(), JobError>(()) })
+        .unwrap();
+    let report = run(&db, handlers, drain()).await;
+    assert_eq!((report.claimed, report.done), (6, 6));
+    assert_eq!(db.states().await, "done=6");
+}
+
+#[tokio::test]
+async fn shutdown_lets_running_jobs_finish_then_hands_back_what_outlives_the_grace() {
+    let db = TestDb::new().await;
+    db.insert_jobs("quick", 2).await;
+    db.insert_jobs("long", 2).await;
+    let handlers = Handlers::new()
+        .register("quick", |_j: JobContext| async {
+            tokio::time::sleep(Duration::from_millis(700)).await;
+            Ok::<(), JobError>(())
+        })
+        .unwrap()
+        .register("long", |job: JobContext| async move {
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_secs(60)) => Ok(()),
+                () = job.cancelled() => Err(JobError::retry("stopped")),
+            }
+        })
+        .unwrap();
+    let cfg = WorkerConfig {
+        mode: Mode::Forever,
+        shutdown_grace: Duration::from_millis(1500),
+        ..WorkerConfig::default()
+    };
+    let stop = CancellationToken::new();
+    let worker = Worker::new(db.pool.clone(), handlers, cfg).unwrap();
+    let task = tokio::spawn(worker.run(stop.clone()));
+    wait_until("4 jobs running", Duration::from_secs(10), || async {
+        db.states().await == "running=4"
+    })
+    .await;
+    stop.cancel();
+    let report = task.await.unwrap().unwrap();
+    assert_eq!((report.done, report.released), (2, 2));
+    let rows =
+        sqlx::query("SELECT kind, state, attempts, last_error, claim FROM job_queue ORDER BY id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    for r in rows {
+        let kind = String::from_utf8(r.get("kind")).unwrap();
+        let state = String::from_utf8(r.get("state")).unwrap();
+        assert!(r.get::<Option<Vec<u8>>, _>("claim").is_none());
+        if kind == "quick" {
+            assert_eq!(state, "done");
+        } else {
+            assert_eq!(state, "queued", "an interrupted job is runnable again");
+            assert_eq!(r.get::<u16, _>("attempts"), 1);
+            let err: Option<String> = r.get("last_error");
+            assert!(err.unwrap().contains("interrupted"));
+        }
+    }
+    let registered: i64 = db.scalar("SELECT COUNT(*) FROM jobq_processes").await;
+    assert_eq!(registered, 0, "a clean exit removes the registry row");
+}
+
+#[tokio::test]
+async fn an_idle_forever_worker_picks_up_a_new_job_within_its_poll_interval() {
+    let db = TestDb::new().await;
+    let handlers = Handlers::new()
+        .register("ping", |_j: JobContext| async { Ok::<(), JobError>(()) })
+        .unwrap();
+    let cfg = WorkerConfig {
+        mode: Mode::Forever,
+        poll_interval: Duration::from_millis(500),
+        heartbeat_interval: Duration::from_millis(100),
+        ..WorkerConfig::default()
+    };
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(
+        Worker::new(db.pool.clone(), handlers, cfg)
+            .unwrap()
+            .run(stop.clone()),
+    );
+    // Registered, and heartbeating while idle.
+    wait_until("registry row", Duration::from_secs(5), || async {
+        db.scalar::<i64>("SELECT COUNT(*) FROM jobq_processes WHERE role = 'worker'")
+            .await
+            == 1
+    })
+    .await;
+    let first: i64 = db
+        .scalar("SELECT CAST(UNIX_TIMESTAMP(heartbeat_at) * 1000 AS SIGNED) FROM jobq_processes")
+        .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await; // let the worker reach its longest idle wait
+    let later: i64 = db
+        .scalar("SELECT CAST(UNIX_TIMESTAMP(heartbeat_at) * 1000 AS SIGNED) FROM jobq_processes")
+        .await;
+    assert!(later > first, "heartbeat advanced");
+
+    let t0 = Instant::now();
+    db.insert_jobs("ping", 1).await;
+    wait_until("job done", Duration::from_secs(5), || async {
+        db.states().await == "done=1"
+    })
+    .await;
+    assert!(
+        t0.elapsed() < Duration::from_millis(1500),
+        "picked up after {:?}",
+        t0.elapsed()
+    );
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+fn sh_config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
+    write_config(
+        dir,
+        &format!(
+            "[worker]\nheartbeat_interval = \"200ms\"\n{extra}\n\
+             [handlers.nap]\ncommand = [\"sh\", \"-c\", \"sleep $(cat)\"]\n\
+             [handlers.log]\ncommand = [\"sh\", \"-c\", \"echo $JOBQ_JOB_ID >> {}/ids\"]\n",
+            dir.display()
+        ),
+    )
+}
+
+#[tokio::test]
+async fn sigterm_lets_the_binarys_running_jobs_finish_and_exits_0() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = sh_config(&dir, "shutdown_grace = \"20s\"");
+    db.exec(
+        "INSERT INTO job_queue (kind, payload) VALUES ('nap', '1'), ('nap', '1'), ('nap', '1')",
+    )
+    .await;
+    let child = jobq(
+        Some(&db.url),
+        &["worker", "--forever", "--config", cfg.to_str().unwrap()],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let pid = Pid::from_raw(child.id() as i32);
+    wait_until("3 jobs running", Duration::from_secs(10), || async {
+        db.states().await == "running=3"
+    })
+    .await;
+    let registered: u32 = db
+        .scalar("SELECT pid FROM jobq_processes WHERE role = 'worker'")
+        .await;
+    assert_eq!(registered, child.id());
+    kill(pid, Signal::SIGTERM).unwrap();
+    let out = wait_output(child, Duration::from_secs(15));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
+    assert_eq!(db.states().await, "done=3", "{stderr}");
+    let registered: i64 = db.scalar("SELECT COUNT(*) FROM jobq_processes").await;
+    assert_eq!(registered, 0);
+}
+
+#[tokio::test]
+async fn a_second_signal_exits_at_once() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = sh_config(&dir, "shutdown_grace = \"60s\"");
+    db.exec("INSERT INTO job_queue (kind, payload) VALUES ('nap', '30')")
+        .await;
+    let child = jobq(
+        Some(&db.url),
+        &["worker", "--forever", "--config", cfg.to_str().unwrap()],
+    )
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    let pid = Pid::from_raw(child.id() as i32);
+    wait_until("job running", Duration::from_secs(10), || async {
+        db.states().await == "running=1"
+    })
+    .await;
+    kill(pid, Signal::SIGTERM).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let t0 = Instant::now();
+    kill(pid, Signal::SIGINT).unwrap();
+    let out = wait_output(child, Duration::from_secs(5));
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    assert_eq!(out.status.code(), Some(130));
+    // The claim stays on the row: recovering it is the reaper's job.
+    assert_eq!(db.states().await, "running=1");
+}
+
+#[tokio::test]
+async fn cron_mode_workers_started_together_drain_the_queue_and_all_exit_0() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = sh_config(&dir, "concurrency = 4");
+    db.insert_jobs("log", 300).await;
+    let children: Vec<_> = (0..4)
+        .map(|_| {
+            jobq(
+                Some(&db.url),
+                &["worker", "--config", cfg.to_str().unwrap()],
+            )
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = wait_output(child, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(db.states().await, "done=300");
+    let ids = std::fs::read_to_string(dir.join("ids")).unwrap();
+    let mut ids: Vec<u64> = ids.lines().map(|l| l.parse().unwrap()).collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        (1..=300).collect::<Vec<u64>>(),
+        "each job ran exactly once"
+    );
+}
