@@ -47,9 +47,9 @@ run_root() {
     elif command -v sudo >/dev/null 2>&1; then
         sudo "$@"
     else
-        die "need root to run '$*' (not root and no sudo). Install the server yourself:
-    apt-get install mariadb-server mariadb-client
-or point JOBQ_DATABASE_URL at a server you can use."
+        die "need root to run '$*' (not root, and no sudo). Either run this as root,
+install and start MariaDB yourself (apt-get install mariadb-server mariadb-client),
+or set JOBQ_DATABASE_URL to a server you can use."
     fi
 }
 
@@ -214,8 +214,9 @@ Install MariaDB (server and client) yourself, or set JOBQ_DATABASE_URL."
 # mysqld_option NAME DEFAULT -> the value the server would start with,
 # according to its configuration files (--print-defaults).
 mysqld_option() {
-    local name=$1 default=$2 word value=""
-    for word in $("$SERVER_BIN" --print-defaults 2>/dev/null | tail -n +2); do
+    local name=$1 default=$2 word value="" words=()
+    read -r -a words <<<"$("$SERVER_BIN" --print-defaults 2>/dev/null | tail -n +2 | tr '\n' ' ')"
+    for word in "${words[@]}"; do
         # Later occurrences win, as for the server itself.
         [[ "$word" == --"$name"=* ]] && value=${word#*=}
     done

@@ -45,7 +45,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create or upgrade jobq's tables (safe to run any number of times).
-    Migrate,
+    Migrate(MigrateArgs),
     /// Claim and run due jobs. By default drains the queue and exits 0 (for cron); --forever keeps polling.
     Worker(WorkerArgs),
     /// Insert a job.
@@ -57,6 +57,13 @@ pub enum Command {
     Jobs(JobsCommand),
     /// Delete done, dead and cancelled jobs older than the retention.
     Prune(PruneArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Create the URL's database first if it does not exist.
+    #[arg(long)]
+    pub create_database: bool,
 }
 
 #[derive(Debug, Args)]

@@ -90,9 +90,11 @@ impl NewJob {
         self
     }
 
-    /// Maximum run time of one attempt (default: the handler's, else the worker's).
+    /// Maximum run time of one attempt (default: the handler's, else the worker's), in whole seconds,
+    /// rounded up.
     pub fn timeout(mut self, t: Duration) -> Self {
-        self.timeout_secs = Some(t.as_secs().clamp(1, u64::from(u32::MAX)) as u32);
+        let secs = t.as_secs() + u64::from(t.subsec_nanos() > 0);
+        self.timeout_secs = Some(secs.min(u64::from(u32::MAX)) as u32);
         self
     }
 
@@ -106,8 +108,39 @@ impl NewJob {
                 "max_attempts must be at least 1".into(),
             ));
         }
+        if self.timeout_secs == Some(0) {
+            return Err(Error::InvalidArgument("timeout must be above zero".into()));
+        }
+        let due = match self.run_at {
+            None => return Ok(()),
+            Some(RunAt::At(t)) => t,
+            Some(RunAt::After(d)) => chrono::Duration::from_std(d)
+                .ok()
+                .and_then(|d| Utc::now().checked_add_signed(d))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC),
+        };
+        // Out-of-range values would not be refused by the server: bound as a binary temporal value, MariaDB
+        // silently stores the current time instead, and the job would run at once.
+        if !(min_run_at()..=max_run_at()).contains(&due) {
+            return Err(Error::InvalidArgument(format!(
+                "run_at {} is outside what the run_at column holds ({} to {} UTC)",
+                due.format("%Y-%m-%d %H:%M:%S UTC"),
+                min_run_at().format("%Y-%m-%d %H:%M:%S"),
+                max_run_at().format("%Y-%m-%d %H:%M:%S"),
+            )));
+        }
         Ok(())
     }
+}
+
+/// The earliest instant a TIMESTAMP column holds.
+fn min_run_at() -> DateTime<Utc> {
+    DateTime::from_timestamp(1, 0).expect("in range")
+}
+
+/// The latest instant a TIMESTAMP column holds on MySQL 8 and MariaDB before 11.5 (2038-01-19 03:14:07).
+fn max_run_at() -> DateTime<Utc> {
+    DateTime::from_timestamp(i64::from(i32::MAX), 0).expect("in range")
 }
 
 /// Queue and kind names are ASCII identifiers (the columns are ASCII): letters, digits and `._:-/`.
@@ -204,6 +237,39 @@ mod tests {
         assert!(e.contains("' '"), "{e}");
         assert!(validate_name("kind", "", 128).is_err());
         assert!(validate_name("queue", &"q".repeat(65), 64).is_err());
+    }
+
+    #[test]
+    fn run_at_must_fit_the_column() {
+        let far = DateTime::from_timestamp(2_300_000_000, 0).unwrap();
+        let e = NewJob::new("k")
+            .run_at(far)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("2042") && e.contains("2038-01-19 03:14:07"),
+            "{e}"
+        );
+        assert!(NewJob::new("k").run_at(max_run_at()).validate().is_ok());
+        let e = NewJob::new("k")
+            .run_in(Duration::from_secs(20 * 366 * 86400))
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("outside"), "{e}");
+        let before_1970 = DateTime::from_timestamp(-5, 0).unwrap();
+        assert!(NewJob::new("k").run_at(before_1970).validate().is_err());
+        let e = NewJob::new("k")
+            .timeout(Duration::ZERO)
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("timeout"), "{e}");
+        assert_eq!(
+            NewJob::new("k")
+                .timeout(Duration::from_millis(1500))
+                .timeout_secs,
+            Some(2)
+        );
     }
 
     #[test]

@@ -194,6 +194,36 @@ pub async fn connect(cfg: &ConnectConfig) -> Result<MySqlPool> {
     Ok(pool)
 }
 
+/// Creates the URL's database if it does not exist (`jobq migrate --create-database`). Connects to the
+/// server without selecting a database, so it works before the database exists.
+pub async fn create_database(url: &str) -> Result<bool> {
+    let opts = parse_url(url)?;
+    let name = opts.get_database().unwrap_or_default().to_string();
+    if name.contains('`') {
+        return Err(Error::InvalidUrl {
+            url: redact_url(url),
+            reason: "database name contains a backquote".into(),
+        });
+    }
+    let mut conn = opts
+        .database("")
+        .connect()
+        .await
+        .map_err(|e| connect_error(url, e))?;
+    let exists: Option<Vec<u8>> = sqlx::query_scalar(
+        "SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+    )
+    .bind(&name)
+    .fetch_optional(&mut conn)
+    .await?;
+    if exists.is_none() {
+        conn.execute(format!("CREATE DATABASE IF NOT EXISTS `{name}`").as_str())
+            .await?;
+    }
+    conn.close().await?;
+    Ok(exists.is_none())
+}
+
 /// Opens one connection outside any pool, with the same session setup. Used for anchor sessions, whose
 /// connection id must stay the same for as long as they live.
 pub(crate) async fn open_anchor(opts: &MySqlConnectOptions) -> Result<sqlx::MySqlConnection> {

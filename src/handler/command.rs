@@ -23,6 +23,9 @@ use super::{BoxFuture, Handler, JobContext, JobError};
 /// How much of the end of stderr is kept for `last_error`.
 const STDERR_TAIL: usize = 4096;
 
+/// How long to keep reading stderr after the program has exited.
+const STDERR_DRAIN: Duration = Duration::from_secs(1);
+
 /// Time between SIGTERM and SIGKILL when a command has to stop.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
 
@@ -163,7 +166,13 @@ impl Inner {
         feeder.abort();
         let status =
             status.map_err(|e| JobError::retry(format!("waiting for {program:?} failed: {e}")))?;
-        let err_tail = stderr.await.unwrap_or_default();
+        // A descendant that left the process group (setsid) may still hold stderr open: do not wait for
+        // it past a moment.
+        let err_tail = tokio::time::timeout(STDERR_DRAIN, stderr)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
         if status.success() {
             return Ok(());
         }

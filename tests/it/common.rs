@@ -158,12 +158,12 @@ async fn sweep_leftovers(admin: &MySqlPool) {
     for name in names {
         let name = String::from_utf8_lossy(&name).into_owned();
         let pid: Option<u32> = name.split('_').nth(2).and_then(|p| p.parse().ok());
-        if let Some(pid) = pid {
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                let _ = admin
-                    .execute(format!("DROP DATABASE IF EXISTS `{name}`").as_str())
-                    .await;
-            }
+        if let Some(pid) = pid
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = admin
+                .execute(format!("DROP DATABASE IF EXISTS `{name}`").as_str())
+                .await;
         }
     }
 }
@@ -194,11 +194,22 @@ pub fn jobq(url: Option<&str>, args: &[&str]) -> Command {
         .env_remove("DATABASE_URL")
         .env_remove("JOBQ_CONFIG")
         .env_remove("JOBQ_LOG")
-        .current_dir(std::env::temp_dir());
+        // An empty directory of our own, so no stray ./jobq.toml is picked up.
+        .current_dir(empty_dir());
     if let Some(u) = url {
         cmd.env("JOBQ_DATABASE_URL", u);
     }
     cmd
+}
+
+fn empty_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = std::env::temp_dir().join(format!("jobq-test-cwd-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    })
+    .clone()
 }
 
 /// Runs a jobq command to its end, with a time limit.

@@ -8,11 +8,16 @@ use super::Env;
 use crate::args::JobsCommand;
 
 pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
+    // Arguments are checked before anything touches the database.
+    let state = match &cmd {
+        JobsCommand::List(a) => a.state.as_deref().map(str::parse::<State>).transpose()?,
+        _ => None,
+    };
     let pool = env.migrated_pool(1).await?;
     match cmd {
         JobsCommand::List(a) => {
             let filter = JobFilter {
-                state: a.state.as_deref().map(str::parse::<State>).transpose()?,
+                state,
                 queue: a.queue,
                 kind: a.kind,
                 limit: a.limit,

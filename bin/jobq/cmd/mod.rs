@@ -58,7 +58,10 @@ impl Env {
 pub async fn run(cli: Cli) -> Result<()> {
     let env = Env::load(&cli)?;
     match cli.command {
-        Command::Migrate => {
+        Command::Migrate(args) => {
+            if args.create_database && db::create_database(&env.url).await? {
+                println!("created database for {}", db::redact_url(&env.url));
+            }
             let pool = env.pool(2).await?;
             let report = db::migrate::migrate(&pool)
                 .await

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# THE test command (README, and CI through .ci/run): formatting, lints, the
+# whole test-suite against a real MariaDB, and the doc-tests. Stops at the
+# first failure.
+#
+#   scripts/test.sh                 everything
+#   scripts/test.sh worker_         extra arguments go to the test binaries of
+#                                   `cargo test --all-targets` (here: a filter)
+#
+# Environment: JOBQ_TEST_THREADS (default 8) test threads; JOBQ_DATABASE_URL /
+# JOBQ_DB_PORT are honoured by scripts/ensure-mariadb.sh.
+set -euo pipefail
+
+# Work from the repo root whatever the caller's directory is.
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n==> %s\n' "$*"; }
+
+# A fresh rustup install has rustfmt and clippy (default profile), but a
+# "minimal" profile does not: add them rather than fail with a cryptic error.
+for component in rustfmt clippy; do
+    sub=${component/rustfmt/fmt}
+    if ! cargo "$sub" --version >/dev/null 2>&1; then
+        command -v rustup >/dev/null 2>&1 || {
+            echo "test.sh: 'cargo $sub' is missing; install the $component component" >&2
+            exit 1
+        }
+        step "rustup component add $component"
+        rustup component add "$component"
+    fi
+done
+
+step "scripts/ensure-mariadb.sh"
+url=$(scripts/ensure-mariadb.sh)
+export JOBQ_TEST_DATABASE_URL="$url"
+# Never print a password into CI logs.
+echo "JOBQ_TEST_DATABASE_URL=$(sed -E 's#(://[^:/@]*:)[^@/]*@#\1***@#' <<<"$url")"
+
+step "cargo fmt --all -- --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets -- -D warnings
+
+# Keep the test output to add up the counts at the end (see below).
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+
+step "cargo test --all-targets -- --test-threads=${JOBQ_TEST_THREADS:-8}${*:+ $*}"
+cargo test --all-targets -- --test-threads="${JOBQ_TEST_THREADS:-8}" "$@" 2>&1 | tee -a "$results"
+
+step "cargo test --doc"
+cargo test --doc 2>&1 | tee -a "$results"
+
+# cargo prints one "test result:" line per test binary, the last one being the
+# doc-tests (possibly 0). One total line tells the whole story, for a human
+# and for CI, which reads a closing "N passed, N failed" line.
+step "all checks passed"
+awk '/^test result:/ { p += $4; f += $6; s += $8 }
+     END { printf "summary: %d passed, %d failed, %d skipped\n", p, f, s }' "$results"

@@ -1,0 +1,615 @@
+//! The jobq binary: its commands, what they do to the database, and the messages of its errors.
+
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{TimeZone, Utc};
+use jobq::{JobRecord, State};
+
+use crate::common::{TestDb, jobq, run_jobq, scratch_dir, wait_output, write_config};
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// No panic and no backtrace hint may reach the user, whatever went wrong.
+fn assert_no_panic(out: &Output) {
+    let err = stderr(out);
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "stderr shows a panic:\n{err}"
+    );
+}
+
+/// Asserts exit status 0 and returns stdout.
+#[track_caller]
+fn assert_ok(out: &Output) -> String {
+    assert_no_panic(out);
+    assert!(
+        out.status.success(),
+        "expected success, got {:?}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        stdout(out),
+        stderr(out)
+    );
+    stdout(out)
+}
+
+/// Asserts a non-zero exit whose stderr contains every one of `needles`; returns stderr.
+#[track_caller]
+fn assert_fails(out: &Output, needles: &[&str]) -> String {
+    assert_no_panic(out);
+    let err = stderr(out);
+    assert!(
+        !out.status.success(),
+        "expected failure, got {:?}\nstdout:\n{}\nstderr:\n{err}",
+        out.status,
+        stdout(out)
+    );
+    assert_ne!(out.status.code(), Some(0));
+    for n in needles {
+        assert!(err.contains(n), "stderr lacks {n:?}:\n{err}");
+    }
+    err
+}
+
+async fn count(db: &TestDb, filter: &str) -> i64 {
+    db.scalar(&format!("SELECT COUNT(*) FROM job_queue WHERE {filter}"))
+        .await
+}
+
+async fn job(db: &TestDb, id: u64) -> JobRecord {
+    jobq::db::admin::get_job(&db.pool, id).await.unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Reaching the database
+// ---------------------------------------------------------------------------------------------------
+
+#[test]
+fn a_malformed_database_url_is_named() {
+    let out = run_jobq(None, &["stats", "--database-url", "foo"]);
+    assert_fails(&out, &["invalid database URL", "\"foo\"", "mysql://"]);
+
+    let out = run_jobq(Some("foo"), &["stats"]);
+    assert_fails(&out, &["invalid database URL", "\"foo\""]);
+
+    let out = run_jobq(
+        None,
+        &["stats", "--database-url", "mysql://root@127.0.0.1:3306"],
+    );
+    assert_fails(
+        &out,
+        &[
+            "invalid database URL",
+            "mysql://root@127.0.0.1:3306",
+            "no database name",
+        ],
+    );
+}
+
+#[test]
+fn an_unreachable_server_fails_fast_with_a_clear_message() {
+    let started = Instant::now();
+    let out = run_jobq(Some("mysql://root@127.0.0.1:1/x"), &["stats"]);
+    let took = started.elapsed();
+    assert_fails(&out, &["unreachable", "127.0.0.1:1"]);
+    assert!(
+        took < Duration::from_secs(5),
+        "a refused connection took {took:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_unmigrated_database_says_to_run_migrate_and_migrate_is_idempotent() {
+    let db = TestDb::unmigrated().await;
+    let dir = scratch_dir();
+    let config = write_config(&dir, "[handlers.a]\ncommand = [\"true\"]\n");
+    let config = config.to_str().unwrap();
+
+    for args in [
+        &["stats"][..],
+        &["enqueue", "x"],
+        &["worker", "--config", config],
+        &["jobs", "list"],
+        &["prune"],
+    ] {
+        let out = run_jobq(Some(&db.url), args);
+        assert_fails(&out, &["not migrated", "jobq migrate", &db.name]);
+    }
+    let tables: i64 = db
+        .scalar("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()")
+        .await;
+    assert_eq!(tables, 0, "no command but migrate creates anything");
+
+    let first = assert_ok(&run_jobq(Some(&db.url), &["migrate"]));
+    assert!(first.contains("applied"), "{first}");
+    let second = assert_ok(&run_jobq(Some(&db.url), &["migrate"]));
+    assert!(second.contains("up to date"), "{second}");
+
+    let names: Vec<Vec<u8>> = sqlx::query_scalar(
+        "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let mut names: Vec<String> = names
+        .into_iter()
+        .map(|n| String::from_utf8(n).unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["job_queue", "jobq_processes", "jobq_schema_migrations"]
+    );
+    let versions: i64 = db
+        .scalar("SELECT COUNT(*) FROM jobq_schema_migrations")
+        .await;
+    assert_eq!(versions, 2, "each migration is recorded once");
+
+    // And now the commands work.
+    assert_ok(&run_jobq(Some(&db.url), &["stats"]));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Bad input
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_payload_that_is_not_json_is_refused_and_inserts_nothing() {
+    let db = TestDb::new().await;
+    let out = run_jobq(Some(&db.url), &["enqueue", "k", "--payload", "{oops"]);
+    assert_fails(&out, &["payload", "JSON"]);
+    assert_eq!(count(&db, "1").await, 0);
+}
+
+#[tokio::test]
+async fn config_errors_name_the_key_the_handler_and_the_file() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+
+    let path = write_config(&dir, "[worker]\nconcurency = 3\n");
+    let path_text = path.to_str().unwrap();
+    let out = run_jobq(Some(&db.url), &["stats", "--config", path_text]);
+    assert_fails(&out, &["concurency", path_text]);
+
+    // JOBQ_CONFIG is read the same way.
+    let child = jobq(Some(&db.url), &["stats"])
+        .env("JOBQ_CONFIG", &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(30));
+    assert_fails(&out, &["concurency", path_text]);
+
+    let path = write_config(
+        &dir,
+        "[handlers.resize]\ncommand = [\"true\"]\nsql = \"DO 1\"\n",
+    );
+    let out = run_jobq(
+        Some(&db.url),
+        &["worker", "--config", path.to_str().unwrap()],
+    );
+    assert_fails(&out, &["handlers.resize", "not both", path_text]);
+
+    // Nothing ran and nothing was registered.
+    assert_eq!(count(&db, "1").await, 0);
+    let procs: i64 = db.scalar("SELECT COUNT(*) FROM jobq_processes").await;
+    assert_eq!(procs, 0);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn every_subcommand_has_help() {
+    for args in [
+        &["migrate", "--help"][..],
+        &["worker", "--help"],
+        &["enqueue", "--help"],
+        &["stats", "--help"],
+        &["jobs", "--help"],
+        &["jobs", "list", "--help"],
+        &["jobs", "show", "--help"],
+        &["jobs", "retry", "--help"],
+        &["jobs", "cancel", "--help"],
+        &["prune", "--help"],
+    ] {
+        let out = run_jobq(None, args);
+        let text = assert_ok(&out);
+        assert!(text.contains("Usage:"), "{args:?}:\n{text}");
+        let usage = format!("jobq {}", args[..args.len() - 1].join(" "));
+        assert!(text.contains(&usage), "{args:?} names `{usage}`:\n{text}");
+    }
+
+    let text = assert_ok(&run_jobq(None, &["--help"]));
+    assert!(text.contains("Usage:"), "{text}");
+    assert!(text.contains("JOBQ_DATABASE_URL"), "{text}");
+    assert!(text.contains("mysql://root@127.0.0.1:3306/test"), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// enqueue
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn enqueue_options_land_in_the_row() {
+    let db = TestDb::new().await;
+    let out = run_jobq(
+        Some(&db.url),
+        &[
+            "enqueue",
+            "resize",
+            "--queue",
+            "q1",
+            "--priority",
+            "-3",
+            "--in",
+            "1h",
+            "--max-attempts",
+            "4",
+            "--timeout",
+            "90s",
+            "--payload",
+            r#"{"a":1}"#,
+        ],
+    );
+    let text = assert_ok(&out);
+    let id: u64 = text
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("stdout is the id: {text:?}: {e}"));
+    assert_eq!(text, format!("{id}\n"));
+
+    let j = job(&db, id).await;
+    assert_eq!(j.kind, "resize");
+    assert_eq!(j.queue, "q1");
+    assert_eq!(j.priority, -3);
+    assert_eq!(j.max_attempts, 4);
+    assert_eq!(j.timeout_secs, Some(90));
+    assert_eq!(j.state, State::Queued);
+    assert_eq!(j.attempts, 0);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&j.payload).unwrap(),
+        serde_json::json!({"a": 1})
+    );
+    let ahead_ms: i64 = db
+        .scalar(&format!(
+            "SELECT TIMESTAMPDIFF(MICROSECOND, NOW(6), run_at) DIV 1000 FROM job_queue WHERE id = {id}"
+        ))
+        .await;
+    assert!(
+        (3_590_000..=3_600_000).contains(&ahead_ms),
+        "run_at is {ahead_ms} ms ahead, not 1 h"
+    );
+
+    let text = assert_ok(&run_jobq(
+        Some(&db.url),
+        &["enqueue", "resize", "--run-at", "2030-01-02T03:04:05Z"],
+    ));
+    let id2: u64 = text.trim().parse().unwrap();
+    assert_eq!(id2, id + 1);
+    let j = job(&db, id2).await;
+    assert_eq!(j.run_at, Utc.with_ymd_and_hms(2030, 1, 2, 3, 4, 5).unwrap());
+    assert_eq!(
+        (j.queue.as_str(), j.priority, j.max_attempts),
+        ("default", 0, 20)
+    );
+    assert_eq!(j.timeout_secs, None);
+    assert_eq!(j.payload, "{}");
+
+    // The other documented form, in UTC.
+    let text = assert_ok(&run_jobq(
+        Some(&db.url),
+        &["enqueue", "resize", "--run-at", "2030-01-02 03:04:05"],
+    ));
+    let j = job(&db, text.trim().parse().unwrap()).await;
+    assert_eq!(j.run_at, Utc.with_ymd_and_hms(2030, 1, 2, 3, 4, 5).unwrap());
+
+    let out = run_jobq(Some(&db.url), &["enqueue", "resize", "--run-at", "garbage"]);
+    assert_fails(&out, &["--run-at", "garbage"]);
+    assert_eq!(
+        count(&db, "1").await,
+        3,
+        "a refused enqueue inserts nothing"
+    );
+}
+
+#[tokio::test]
+async fn enqueue_refuses_a_run_at_the_timestamp_column_cannot_hold() {
+    let db = TestDb::new().await;
+    // The last instant a TIMESTAMP holds on MariaDB before 11.5 and MySQL 8 is stored as it is.
+    let text = assert_ok(&run_jobq(
+        Some(&db.url),
+        &["enqueue", "k", "--run-at", "2038-01-19T03:14:07Z"],
+    ));
+    let j = job(&db, text.trim().parse().unwrap()).await;
+    assert_eq!(
+        j.run_at,
+        Utc.with_ymd_and_hms(2038, 1, 19, 3, 14, 7).unwrap()
+    );
+
+    // Past it, the job must be refused, not silently made due at once.
+    let out = run_jobq(
+        Some(&db.url),
+        &["enqueue", "k", "--run-at", "2040-01-01T00:00:00Z"],
+    );
+    let due_now = count(&db, "run_at <= NOW(6) + INTERVAL 1 DAY").await;
+    assert_eq!(
+        due_now,
+        0,
+        "`enqueue --run-at 2040-01-01T00:00:00Z` inserted a job that is due now; stdout {:?}",
+        stdout(&out)
+    );
+    assert_fails(&out, &["2040"]);
+    assert_eq!(count(&db, "1").await, 1);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// jobs list / show / retry / cancel
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn jobs_commands_cancel_retry_show_and_list() {
+    let db = TestDb::new().await;
+    let text = assert_ok(&run_jobq(
+        Some(&db.url),
+        &["enqueue", "mail.send", "--payload", r#"{"to":"ada"}"#],
+    ));
+    let id: u64 = text.trim().parse().unwrap();
+    let ids = id.to_string();
+
+    let out = assert_ok(&run_jobq(Some(&db.url), &["jobs", "cancel", &ids]));
+    assert!(out.contains("cancelled"), "{out}");
+    let j = job(&db, id).await;
+    assert_eq!(j.state, State::Cancelled);
+    assert!(j.finished_at.is_some());
+    assert_eq!(j.last_error.as_deref(), Some("cancelled by operator"));
+
+    let out = run_jobq(Some(&db.url), &["jobs", "cancel", &ids]);
+    assert_fails(&out, &["already finished", &ids]);
+    assert_eq!(job(&db, id).await.state, State::Cancelled);
+
+    assert_ok(&run_jobq(Some(&db.url), &["jobs", "retry", &ids]));
+    let j = job(&db, id).await;
+    assert_eq!(j.state, State::Queued);
+    assert_eq!(j.finished_at, None);
+    assert_eq!(j.attempts, 0);
+    let due_in: i64 = db
+        .scalar(&format!(
+            "SELECT TIMESTAMPDIFF(SECOND, NOW(6), run_at) FROM job_queue WHERE id = {id}"
+        ))
+        .await;
+    assert!(due_in <= 0, "a retried job is due now");
+
+    // Retrying a job that is already waiting is refused, and says why.
+    let out = run_jobq(Some(&db.url), &["jobs", "retry", &ids]);
+    assert_fails(&out, &["already waiting"]);
+
+    let show = assert_ok(&run_jobq(Some(&db.url), &["jobs", "show", &ids]));
+    assert!(show.contains(&format!("id:           {id}")), "{show}");
+    assert!(show.contains("state:        queued"), "{show}");
+    assert!(show.contains("mail.send"), "{show}");
+    assert!(show.contains("\"ada\""), "{show}");
+
+    let list = assert_ok(&run_jobq(Some(&db.url), &["jobs", "list"]));
+    let line = list
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(ids.as_str()))
+        .unwrap_or_else(|| panic!("job {id} listed:\n{list}"));
+    assert!(
+        line.contains("queued") && line.contains("mail.send"),
+        "{line}"
+    );
+    let list = assert_ok(&run_jobq(
+        Some(&db.url),
+        &["jobs", "list", "--state", "queued"],
+    ));
+    assert!(list.contains("mail.send"), "{list}");
+    let list = assert_ok(&run_jobq(
+        Some(&db.url),
+        &["jobs", "list", "--state", "done"],
+    ));
+    assert!(list.contains("(no jobs)"), "{list}");
+
+    let out = run_jobq(Some(&db.url), &["jobs", "show", "999999"]);
+    assert_fails(&out, &["999999", "not found"]);
+    let out = run_jobq(Some(&db.url), &["jobs", "cancel", "999999"]);
+    assert_fails(&out, &["999999", "not found"]);
+    let out = run_jobq(Some(&db.url), &["jobs", "list", "--state", "bogus"]);
+    assert_fails(&out, &["bogus", "state"]);
+    assert_eq!(count(&db, "1").await, 1);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// stats
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn stats_prints_each_queue_with_its_counts() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO job_queue (kind, queue, state, run_at, finished_at) VALUES \
+         ('k', 'alpha', 'queued', NOW(6) - INTERVAL 5 SECOND, NULL), \
+         ('k', 'alpha', 'queued', NOW(6), NULL), \
+         ('k', 'alpha', 'done', NOW(6), NOW(6)), \
+         ('k', 'beta', 'dead', NOW(6), NOW(6)), \
+         ('k', 'beta', 'retry', NOW(6) + INTERVAL 1 HOUR, NULL), \
+         ('k', 'beta', 'cancelled', NOW(6), NOW(6)), \
+         ('k', 'beta', 'running', NOW(6), NULL)",
+    )
+    .await;
+    let text = assert_ok(&run_jobq(Some(&db.url), &["stats"]));
+    let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header[..9],
+        [
+            "QUEUE",
+            "QUEUED",
+            "RUNNING",
+            "DONE",
+            "RETRY",
+            "DEAD",
+            "CANCELLED",
+            "DUE",
+            "OLDEST"
+        ],
+        "{text}"
+    );
+    let row = |queue: &str| -> Vec<String> {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(queue))
+            .unwrap_or_else(|| panic!("no line for {queue}:\n{text}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    //                 queued running done retry dead cancelled due
+    assert_eq!(
+        row("alpha")[1..8],
+        ["2", "0", "1", "0", "0", "0", "2"],
+        "{text}"
+    );
+    assert_eq!(
+        row("beta")[1..8],
+        ["0", "1", "0", "1", "1", "1", "0"],
+        "{text}"
+    );
+    assert_eq!(row("beta")[8], "-", "{text}");
+    let oldest: f64 = row("alpha")[8].trim_end_matches('s').parse().unwrap();
+    assert!(
+        (4.0..60.0).contains(&oldest),
+        "oldest due {oldest}s:\n{text}"
+    );
+    assert!(text.contains("no live jobq processes"), "{text}");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// prune
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn prune_deletes_finished_jobs_past_the_retention_only() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO job_queue (kind, state, finished_at) VALUES \
+         ('old', 'done', NOW(6) - INTERVAL 2 DAY), \
+         ('old', 'done', NOW(6) - INTERVAL 2 DAY), \
+         ('old', 'dead', NOW(6) - INTERVAL 2 DAY), \
+         ('old', 'cancelled', NOW(6) - INTERVAL 2 DAY), \
+         ('new', 'done', NOW(6) - INTERVAL 1 HOUR), \
+         ('new', 'dead', NOW(6) - INTERVAL 1 HOUR), \
+         ('open', 'queued', NULL), \
+         ('open', 'retry', NULL)",
+    )
+    .await;
+    let text = assert_ok(&run_jobq(Some(&db.url), &["prune", "--retention", "1d"]));
+    assert!(text.contains("deleted 4 "), "{text}");
+    assert_eq!(count(&db, "kind = 'old'").await, 0);
+    assert_eq!(count(&db, "kind = 'new'").await, 2);
+    assert_eq!(count(&db, "kind = 'open'").await, 2);
+}
+
+#[tokio::test]
+async fn prune_deletes_more_than_one_batch() {
+    let db = TestDb::new().await;
+    db.insert_jobs("old", 2_500).await;
+    db.exec("UPDATE job_queue SET state = 'done', finished_at = NOW(6) - INTERVAL 2 DAY")
+        .await;
+    db.exec(
+        "INSERT INTO job_queue (kind, state, finished_at) VALUES ('new', 'done', NOW(6) - INTERVAL 1 HOUR)",
+    )
+    .await;
+    let text = assert_ok(&run_jobq(Some(&db.url), &["prune", "--retention", "1d"]));
+    assert!(text.contains("deleted 2500 "), "{text}");
+    assert_eq!(count(&db, "kind = 'old'").await, 0);
+    assert_eq!(count(&db, "kind = 'new'").await, 1);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Where the database URL comes from
+// ---------------------------------------------------------------------------------------------------
+
+/// Runs `jobq stats` with the given URL sources; None leaves a source unset.
+fn stats_with(
+    flag: Option<&str>,
+    jobq_env: Option<&str>,
+    database_url_env: Option<&str>,
+    config_url: Option<&str>,
+) -> Output {
+    let dir = scratch_dir();
+    let mut args = vec!["stats".to_string()];
+    if let Some(u) = flag {
+        args.extend(["--database-url".to_string(), u.to_string()]);
+    }
+    let config_text = match config_url {
+        Some(u) => format!("database_url = {}\n", serde_json::to_string(u).unwrap()),
+        None => String::new(),
+    };
+    let path = write_config(&dir, &config_text);
+    args.extend(["--config".to_string(), path.to_str().unwrap().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut cmd = jobq(None, &args);
+    if let Some(u) = jobq_env {
+        cmd.env("JOBQ_DATABASE_URL", u);
+    }
+    if let Some(u) = database_url_env {
+        cmd.env("DATABASE_URL", u);
+    }
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(30));
+    std::fs::remove_dir_all(&dir).ok();
+    out
+}
+
+#[tokio::test]
+async fn database_url_precedence_flag_then_jobq_env_then_database_url_env_then_config() {
+    let db = TestDb::new().await;
+    let good = db.url.as_str();
+    let (head, _) = good.rsplit_once('/').unwrap();
+    let bad = |what: &str| format!("{head}/jobq_missing_{what}");
+    let (flag, env, dburl, cfg) = (
+        bad("flag"),
+        bad("jobq_env"),
+        bad("dburl_env"),
+        bad("config"),
+    );
+
+    // The flag beats everything.
+    assert_ok(&stats_with(
+        Some(good),
+        Some(&env),
+        Some(&dburl),
+        Some(&cfg),
+    ));
+    assert_fails(
+        &stats_with(Some(&flag), Some(good), Some(good), Some(good)),
+        &["jobq_missing_flag"],
+    );
+    // JOBQ_DATABASE_URL beats DATABASE_URL and the config.
+    assert_ok(&stats_with(None, Some(good), Some(&dburl), Some(&cfg)));
+    assert_fails(
+        &stats_with(None, Some(&env), Some(good), Some(good)),
+        &["jobq_missing_jobq_env"],
+    );
+    // DATABASE_URL beats the config.
+    assert_ok(&stats_with(None, None, Some(good), Some(&cfg)));
+    assert_fails(
+        &stats_with(None, None, Some(&dburl), Some(good)),
+        &["jobq_missing_dburl_env"],
+    );
+    // The config is used when nothing else names a database.
+    assert_ok(&stats_with(None, None, None, Some(good)));
+    assert_fails(
+        &stats_with(None, None, None, Some(&cfg)),
+        &["jobq_missing_config"],
+    );
+}
