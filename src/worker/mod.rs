@@ -270,6 +270,10 @@ impl Worker {
     }
 }
 
+/// Failed claims in a row (each already retried internally) after which a draining worker gives up:
+/// about 3 s of waiting in all.
+const DRAIN_CLAIM_TRIES: u32 = 5;
+
 /// Claims while there is room and work; returns when drained or told to stop.
 async fn fetch_loop(
     shared: &Arc<Shared>,
@@ -281,6 +285,7 @@ async fn fetch_loop(
     let kinds = shared.handlers.kinds();
     let mut idle_wait = WorkerConfig::DEFAULT_MIN_POLL.min(cfg.poll_interval);
     let mut error_wait = Duration::from_millis(100);
+    let mut failures = 0u32;
     let mut probing = false;
 
     loop {
@@ -300,10 +305,17 @@ async fn fetch_loop(
         let claimed = match claim_some(shared, &kinds, permits.len() as u32, probing).await {
             Ok(jobs) => {
                 error_wait = Duration::from_millis(100);
+                failures = 0;
                 jobs
             }
-            Err(e) if cfg.mode == Mode::Forever || e.is_transient() => {
+            // A forever worker rides out any outage; a draining one (cron) gives up after a few tries,
+            // since the next cron tick will start a fresh worker anyway.
+            Err(e)
+                if cfg.mode == Mode::Forever
+                    || (e.is_transient() && failures < DRAIN_CLAIM_TRIES) =>
+            {
                 drop(permits);
+                failures += 1;
                 shared.counters.claim_errors.fetch_add(1, Ordering::Relaxed);
                 warn!(error = %e, retry_in = ?error_wait, "claim failed");
                 if sleep_or_stop(error_wait, shutdown).await {
