@@ -6,8 +6,9 @@
 //!
 //! Migrations are forward-only and each file holds one DDL statement where it can: MySQL commits DDL
 //! implicitly, so a file with several statements could be left half applied. Every statement is written to
-//! be safe to run again (`IF NOT EXISTS`), so a migration interrupted between its DDL and its bookkeeping
-//! row is simply applied again. A `GET_LOCK` serialises concurrent `jobq migrate` runs.
+//! be safe to run again (`IF NOT EXISTS` where both servers have it; a duplicate column or index error is
+//! taken as "already applied" where MySQL 8 has no such clause), so a migration interrupted between its DDL
+//! and its bookkeeping row is simply applied again. A `GET_LOCK` serialises concurrent `jobq migrate` runs.
 
 use sqlx::{Executor, MySqlPool};
 use tracing::info;
@@ -36,6 +37,11 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 2,
         name: "0002_processes.sql",
         sql: include_str!("../../migrations/0002_processes.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "0003_cancel_requests.sql",
+        sql: include_str!("../../migrations/0003_cancel_requests.sql"),
     },
 ];
 
@@ -96,7 +102,15 @@ async fn apply_pending(conn: &mut sqlx::MySqlConnection) -> Result<MigrateReport
             continue;
         }
         for stmt in statements(m.sql) {
-            conn.execute(stmt.as_str()).await?;
+            match conn.execute(stmt.as_str()).await {
+                Ok(_) => {}
+                // MySQL 8 has no `ADD COLUMN IF NOT EXISTS`: a migration interrupted after its DDL but
+                // before its bookkeeping row finds its column or index already there when run again.
+                Err(e) if already_applied(&e) => {
+                    info!(version = m.version, error = %e, "statement already applied; skipping");
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         sqlx::query("INSERT INTO jobq_schema_migrations (version, name) VALUES (?, ?)")
             .bind(m.version)
@@ -113,6 +127,11 @@ async fn apply_pending(conn: &mut sqlx::MySqlConnection) -> Result<MigrateReport
         .max()
         .unwrap_or(0);
     Ok(report)
+}
+
+/// Duplicate column (1060) or key name (1061): the DDL ran before.
+fn already_applied(e: &sqlx::Error) -> bool {
+    matches!(crate::db::error_number(e), Some(1060 | 1061))
 }
 
 /// Splits a migration file into statements: `;` at the end of a line ends one, and lines starting with
