@@ -21,6 +21,11 @@
 //! [prune]
 //! retention = "7d"               # finished jobs are kept this long
 //!
+//! [reaper]
+//! interval = "2s"                # time between passes
+//! lease = "60s"                  # a claimant whose heartbeat is older is gone
+//! session_signals = true         # false behind a proxy that multiplexes sessions
+//!
 //! [handlers.resize]              # a command: payload on stdin, exit 0 = done
 //! command = ["/usr/local/bin/resize", "--fast"]
 //! timeout = "5m"
@@ -68,6 +73,9 @@ pub struct Config {
     /// Pruning of finished jobs.
     #[serde(default)]
     pub prune: PruneSection,
+    /// The reaper.
+    #[serde(default)]
+    pub reaper: ReaperSection,
     /// Handlers by job kind.
     #[serde(default)]
     pub handlers: BTreeMap<String, HandlerConfig>,
@@ -109,6 +117,18 @@ pub struct RetrySection {
 pub struct PruneSection {
     /// How long finished jobs are kept (default 7 days).
     pub retention: Option<HumanDuration>,
+}
+
+/// `[reaper]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReaperSection {
+    /// Time between passes (default 2 s).
+    pub interval: Option<HumanDuration>,
+    /// Heartbeat age after which a claimant is gone (default 60 s).
+    pub lease: Option<HumanDuration>,
+    /// Whether to trust database sessions (default true; false behind a session-multiplexing proxy).
+    pub session_signals: Option<bool>,
 }
 
 /// `[handlers.KIND]`: exactly one of `command` or `sql`.

@@ -86,6 +86,24 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// A schedule spec or its time zone is invalid; `reason` says what and where (cron field, token).
+    #[error("invalid schedule spec {spec:?}: {reason}")]
+    Spec {
+        /// The spec as written.
+        spec: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A schedule does not exist, or its definition or state does not allow the operation.
+    #[error("schedule {name:?}: {reason}")]
+    Schedule {
+        /// The schedule's name.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// A statement failed.
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),

@@ -38,9 +38,12 @@ pub mod db;
 pub mod error;
 pub mod handler;
 pub mod job;
+pub mod liveness;
+pub mod reaper;
 pub mod retry;
 pub mod session;
 pub mod shutdown;
+pub mod supervisor;
 pub mod token;
 pub mod worker;
 

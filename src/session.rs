@@ -64,15 +64,27 @@ impl Session {
     /// Refreshes the heartbeat every `interval` until `stop` is cancelled, re-establishing the session if
     /// it is lost. Returns the session for [`Session::close`].
     pub async fn heartbeat(mut self, interval: Duration, stop: CancellationToken) -> Session {
+        let mut wait = interval;
+        let mut failures = 0u32;
         loop {
             tokio::select! {
                 biased;
                 () = stop.cancelled() => return self,
-                () = tokio::time::sleep(interval) => {}
+                () = tokio::time::sleep(wait) => {}
             }
-            if let Err(e) = self.beat_once().await {
-                warn!(error = %e, claim = %self.token, "heartbeat failed; will reconnect on the next beat");
-                self.conn = None;
+            match self.beat_once().await {
+                Ok(()) => {
+                    failures = 0;
+                    wait = interval;
+                }
+                Err(e) => {
+                    // Re-establish the session soon rather than a whole interval later: while it is gone,
+                    // a reaper may take this process for dead.
+                    failures += 1;
+                    wait = (Duration::from_millis(100) * 2u32.pow(failures.min(6))).min(interval);
+                    warn!(error = %e, claim = %self.token, retry_in = ?wait, "heartbeat failed; re-establishing the session");
+                    self.conn = None;
+                }
             }
         }
     }

@@ -27,6 +27,9 @@ pub struct ProcessIdentity {
     pub pid: u32,
     /// Random, drawn when the process first asked.
     pub nonce: u64,
+    /// The kernel's boot id and this process's pid namespace: equal for two processes exactly when
+    /// each can see the other's pid. Empty where /proc does not tell.
+    pub host_id: String,
 }
 
 impl ProcessIdentity {
@@ -37,8 +40,22 @@ impl ProcessIdentity {
             host: sanitize_host(&gethostname::gethostname().to_string_lossy()),
             pid: std::process::id(),
             nonce: rand::random(),
+            host_id: read_host_id(),
         })
     }
+}
+
+/// `<boot id>/<pid namespace inode>`, e.g. `22515520-14c4-4613-8f42-b65035ba760c/4026531836`.
+fn read_host_id() -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let ns = std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let ns: String = ns.chars().filter(char::is_ascii_digit).collect();
+    if boot.trim().is_empty() || ns.is_empty() {
+        return String::new();
+    }
+    format!("{}/{ns}", boot.trim())
 }
 
 /// Keeps the characters a token can carry and bounds the length.

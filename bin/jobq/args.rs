@@ -57,6 +57,11 @@ pub enum Command {
     Jobs(JobsCommand),
     /// Delete done, dead and cancelled jobs older than the retention.
     Prune(PruneArgs),
+    /// Make the jobs of dead workers runnable again; clean the process registry; prune old jobs.
+    Reaper(ReaperArgs),
+    /// Keep N worker processes alive: restart those that die and release their jobs at once.
+    /// SIGTERM/SIGINT drains them; SIGHUP rolls them (they re-read the config).
+    Supervise(SuperviseArgs),
 }
 
 #[derive(Debug, Args)]
@@ -68,21 +73,28 @@ pub struct MigrateArgs {
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
+    #[command(flatten)]
+    pub opts: WorkerOptions,
+
+    /// Keep polling instead of exiting once nothing is due.
+    #[arg(long)]
+    pub forever: bool,
+}
+
+/// Worker settings shared by `worker` and `supervise`.
+#[derive(Debug, Args, Clone)]
+pub struct WorkerOptions {
     /// Queues to claim from, in order (comma-separated). Default: worker.queues from the config, else "default".
     #[arg(long = "queue", short = 'Q', value_delimiter = ',')]
     pub queues: Vec<String>,
 
-    /// Jobs run at once in this process. Default 10.
+    /// Jobs run at once in one worker process. Default 10.
     #[arg(long, short = 'c')]
     pub concurrency: Option<u32>,
 
     /// Most jobs taken by one claim (never more than free slots). Default 10.
     #[arg(long, short = 'b')]
     pub batch_size: Option<u32>,
-
-    /// Keep polling instead of exiting once nothing is due.
-    #[arg(long)]
-    pub forever: bool,
 
     /// Longest wait between polls while idle (e.g. 500ms, 2s). Default 1s.
     #[arg(long, value_parser = parse_duration)]
@@ -95,6 +107,20 @@ pub struct WorkerArgs {
     /// Run-time limit for jobs that set none and whose handler sets none. Default 30m.
     #[arg(long, value_parser = parse_duration)]
     pub default_timeout: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct SuperviseArgs {
+    /// Worker processes to keep alive.
+    #[arg(short = 'n', long = "workers", default_value_t = 2)]
+    pub workers: u32,
+
+    /// Also run a reaper in the supervisor's process, so one command runs a whole node.
+    #[arg(long)]
+    pub reaper: bool,
+
+    #[command(flatten)]
+    pub opts: WorkerOptions,
 }
 
 #[derive(Debug, Args)]
@@ -145,7 +171,7 @@ pub enum JobsCommand {
         /// Job id.
         id: u64,
     },
-    /// Cancel a job that has not started.
+    /// Cancel a job: at once if it has not started; a running job's worker is asked to stop it.
     Cancel {
         /// Job id.
         id: u64,
@@ -166,6 +192,29 @@ pub struct ListArgs {
     /// At most this many.
     #[arg(long, short = 'n', default_value_t = 20)]
     pub limit: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct ReaperArgs {
+    /// One pass, then exit (for cron). Without it the reaper runs until SIGTERM/SIGINT.
+    #[arg(long, conflicts_with = "forever")]
+    pub once: bool,
+
+    /// Run until SIGTERM/SIGINT (the default).
+    #[arg(long)]
+    pub forever: bool,
+
+    /// Time between passes. Default: reaper.interval from the config, else 2s.
+    #[arg(long, value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+
+    /// A claimant whose heartbeat is older than this is gone. Default: reaper.lease, else 60s.
+    #[arg(long, value_parser = parse_duration)]
+    pub lease: Option<Duration>,
+
+    /// Trust only heartbeats, not database sessions (for connections through a multiplexing proxy).
+    #[arg(long)]
+    pub no_session_signals: bool,
 }
 
 #[derive(Debug, Args)]

@@ -57,7 +57,7 @@ pub async fn get_job(pool: &MySqlPool, id: u64) -> Result<JobRecord> {
 pub async fn retry_job(pool: &MySqlPool, id: u64) -> Result<()> {
     let done = sqlx::query(
         "UPDATE job_queue SET state = 'queued', run_at = NOW(6), finished_at = NULL, \
-         max_attempts = GREATEST(max_attempts, attempts + 1) \
+         cancel_requested_at = NULL, max_attempts = GREATEST(max_attempts, attempts + 1) \
          WHERE id = ? AND state IN ('done', 'retry', 'dead', 'cancelled')",
     )
     .bind(id)
@@ -77,8 +77,19 @@ pub async fn retry_job(pool: &MySqlPool, id: u64) -> Result<()> {
     })
 }
 
-/// Cancels a job that has not started: it will never run.
-pub async fn cancel_job(pool: &MySqlPool, id: u64) -> Result<()> {
+/// What [`cancel_job`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The job had not started; it is `cancelled` and will never run.
+    Cancelled,
+    /// The job is running: the worker running it was asked to stop it. The worker tells the handler
+    /// (cancellation token; SIGTERM to a command), and the job ends `cancelled`, never retried. If the
+    /// worker has died, the reaper ends it `cancelled`.
+    Requested,
+}
+
+/// Cancels a job: at once if it has not started, through its worker if it is running.
+pub async fn cancel_job(pool: &MySqlPool, id: u64) -> Result<CancelOutcome> {
     let done = sqlx::query(
         "UPDATE job_queue SET state = 'cancelled', finished_at = NOW(6), \
          last_error = COALESCE(last_error, 'cancelled by operator') \
@@ -88,17 +99,36 @@ pub async fn cancel_job(pool: &MySqlPool, id: u64) -> Result<()> {
     .execute(pool)
     .await?;
     if done.rows_affected() == 1 {
-        return Ok(());
+        return Ok(CancelOutcome::Cancelled);
     }
+    let requested = sqlx::query(
+        "UPDATE job_queue SET cancel_requested_at = COALESCE(cancel_requested_at, NOW(6)) \
+         WHERE id = ? AND state = 'running'",
+    )
+    .bind(id)
+    .execute(pool)
+    .await?;
     let job = get_job(pool, id).await?;
+    if requested.rows_affected() == 1 || job.state == State::Running {
+        return Ok(CancelOutcome::Requested);
+    }
     Err(Error::JobState {
         id,
         state: job.state.to_string(),
-        reason: match job.state {
-            State::Running => "it is already running; it can be cancelled only before it starts",
-            _ => "it has already finished",
-        },
+        reason: "it has already finished",
     })
+}
+
+/// Ids of the running jobs `claim` holds that an operator asked to cancel. Read by the worker with its
+/// heartbeat, through the claimant index.
+pub async fn cancel_requests(pool: &MySqlPool, claim: &str) -> Result<Vec<u64>> {
+    Ok(sqlx::query_scalar(
+        "SELECT id FROM job_queue WHERE claim = ? AND state = 'running' \
+         AND cancel_requested_at IS NOT NULL",
+    )
+    .bind(claim)
+    .fetch_all(pool)
+    .await?)
 }
 
 /// Count of jobs in one queue and state.

@@ -66,8 +66,11 @@ pub async fn finish(
             None,
             None,
         ),
+        // A cancel requested while the attempt ran wins over another attempt.
         Finish::Retry { delay, error } => (
-            "UPDATE job_queue SET state = 'retry', claim = NULL, \
+            "UPDATE job_queue SET \
+             state = IF(cancel_requested_at IS NULL, 'retry', 'cancelled'), \
+             finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), claim = NULL, \
              run_at = NOW(6) + INTERVAL ? MICROSECOND, last_error = ? \
              WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
             Some(delay.as_micros().min(i64::MAX as u128) as i64),
@@ -86,14 +89,19 @@ pub async fn finish(
             Some(truncate_error(reason)),
         ),
         Finish::Release => (
-            "UPDATE job_queue SET state = 'queued', claim = NULL, claimed_at = NULL, started_at = NULL, \
-             attempts = attempts - 1 \
+            "UPDATE job_queue SET \
+             state = IF(cancel_requested_at IS NULL, 'queued', 'cancelled'), \
+             finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), \
+             claim = NULL, claimed_at = NULL, started_at = NULL, attempts = attempts - 1 \
              WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
             None,
             None,
         ),
         Finish::Interrupted { reason } => (
-            "UPDATE job_queue SET state = 'queued', claim = NULL, last_error = ? \
+            "UPDATE job_queue SET \
+             state = IF(cancel_requested_at IS NULL, 'queued', 'cancelled'), \
+             finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), \
+             claim = NULL, last_error = ? \
              WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
             None,
             Some(truncate_error(reason)),

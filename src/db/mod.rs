@@ -7,6 +7,7 @@ pub mod enqueue;
 pub mod finish;
 pub mod migrate;
 pub mod prune;
+pub mod reap;
 pub mod registry;
 pub(crate) mod row;
 

@@ -59,12 +59,13 @@ pub(crate) async fn register(
 ) -> Result<()> {
     sqlx::query(
         "INSERT INTO jobq_processes \
-         (token, role, host, pid, connection_id, server_id, server_epoch, queues, version) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         (token, role, host, host_id, pid, connection_id, server_id, server_epoch, queues, version) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(token.to_string())
     .bind(role.as_str())
     .bind(&token.host)
+    .bind(&crate::token::ProcessIdentity::current().host_id)
     .bind(token.pid)
     .bind(token.connection_id)
     .bind(token.server_id)

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinError;
-use tracing::{debug, error, warn};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
 
 use super::Shared;
 use crate::db::claim::ClaimedJob;
@@ -18,25 +19,33 @@ enum Ended {
     Returned(Result<Result<(), JobError>, JoinError>),
     TimedOut(Duration),
     HardStop,
+    CancelRequested,
 }
 
 /// Runs `job` and records its outcome. The permit is the job's slot; it is given back when the job's
 /// row has been finished, so a draining worker's next claim sees the slot free.
 pub(super) async fn run_job(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphorePermit) {
     let attempt = job.attempt();
+    let cancel_request = CancellationToken::new();
+    lock(&shared.running).insert(job.id, cancel_request.clone());
     let outcome = if shared.hard_stop.is_cancelled() {
         // Claimed but never started: give it back as it was.
         Finish::Release
     } else {
-        let ended = run_handler(&shared, &job).await;
-        decide(&shared, &job, ended)
+        let ended = run_handler(&shared, &job, &cancel_request).await;
+        decide(&shared, &job, ended, cancel_request.is_cancelled())
     };
     record(&shared, &job, attempt, &outcome).await;
+    lock(&shared.running).remove(&job.id);
     drop(permit);
     shared.job_ended.notify_one();
 }
 
-async fn run_handler(shared: &Shared, job: &ClaimedJob) -> Ended {
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn run_handler(shared: &Shared, job: &ClaimedJob, cancel_request: &CancellationToken) -> Ended {
     let Some(entry) = shared.handlers.get(&job.kind) else {
         // Unreachable in practice: claims only ask for registered kinds.
         return Ended::Returned(Ok(Err(JobError::retry(format!(
@@ -67,6 +76,7 @@ async fn run_handler(shared: &Shared, job: &ClaimedJob) -> Ended {
         r = &mut task => return Ended::Returned(r),
         () = tokio::time::sleep(timeout) => Ended::TimedOut(timeout),
         () = shared.hard_stop.cancelled() => Ended::HardStop,
+        () = cancel_request.cancelled() => Ended::CancelRequested,
     };
     cancel.cancel();
     if tokio::time::timeout(shared.cfg.cancel_grace, &mut task)
@@ -80,13 +90,18 @@ async fn run_handler(shared: &Shared, job: &ClaimedJob) -> Ended {
 }
 
 /// Turns how the handler ended into what happens to the row.
-fn decide(shared: &Shared, job: &ClaimedJob, ended: Ended) -> Finish {
+fn decide(shared: &Shared, job: &ClaimedJob, ended: Ended, cancel_requested: bool) -> Finish {
     let attempt = job.attempt();
+    let cancelled = || Finish::Cancelled {
+        reason: "cancelled by an operator while it ran".into(),
+    };
     let interrupted = || Finish::Interrupted {
         reason: "interrupted: the worker shut down before the job finished".into(),
     };
     let (message, fatal) = match ended {
         Ended::Returned(Ok(Ok(()))) => return Finish::Done,
+        Ended::CancelRequested => return cancelled(),
+        Ended::Returned(_) if cancel_requested => return cancelled(),
         // A handler that returns an error after it was told to stop for shutdown was interrupted; it
         // did not fail on its own.
         Ended::Returned(_) if shared.hard_stop.is_cancelled() => return interrupted(),
@@ -138,7 +153,10 @@ async fn record(shared: &Shared, job: &ClaimedJob, attempt: u16, outcome: &Finis
                     error!(job_id = job.id, kind = %job.kind, attempt, error = %error, "job failed for good; it is dead");
                     &c.dead
                 }
-                Finish::Cancelled { .. } => &c.dead,
+                Finish::Cancelled { .. } => {
+                    info!(job_id = job.id, kind = %job.kind, attempt, "job cancelled");
+                    &c.cancelled
+                }
                 Finish::Release | Finish::Interrupted { .. } => {
                     debug!(job_id = job.id, kind = %job.kind, "job handed back");
                     &c.released

@@ -140,6 +140,8 @@ pub struct WorkerReport {
     pub retried: u64,
     /// Jobs that ended dead.
     pub dead: u64,
+    /// Jobs cancelled by an operator while they ran.
+    pub cancelled: u64,
     /// Jobs handed back on shutdown.
     pub released: u64,
     /// Finishes refused by the fence: the row had been taken away from this worker.
@@ -154,6 +156,7 @@ pub(crate) struct Counters {
     done: AtomicU64,
     retried: AtomicU64,
     dead: AtomicU64,
+    cancelled: AtomicU64,
     released: AtomicU64,
     lost: AtomicU64,
     claim_errors: AtomicU64,
@@ -167,6 +170,7 @@ impl Counters {
             done: g(&self.done),
             retried: g(&self.retried),
             dead: g(&self.dead),
+            cancelled: g(&self.cancelled),
             released: g(&self.released),
             lost: g(&self.lost),
             claim_errors: g(&self.claim_errors),
@@ -194,6 +198,8 @@ pub(crate) struct Shared {
     pub(crate) job_ended: Notify,
     /// Cancelled when the shutdown grace is over: running jobs must stop.
     pub(crate) hard_stop: CancellationToken,
+    /// Running jobs by id, each with the token an operator's cancel request trips.
+    pub(crate) running: std::sync::Mutex<std::collections::HashMap<u64, CancellationToken>>,
 }
 
 impl Worker {
@@ -223,8 +229,9 @@ impl Worker {
     /// When the worker cannot register (database unreachable, not migrated), or, in drain mode, when a
     /// claim keeps failing. Errors of single jobs are never returned: they end up in the job's row.
     pub async fn run(self, shutdown: CancellationToken) -> Result<WorkerReport> {
-        crate::db::migrate::ensure_migrated(&self.pool).await?;
-        let session = Session::open(&self.pool, Role::Worker, &self.cfg.queues).await?;
+        let Some(session) = self.open_session(&shutdown).await? else {
+            return Ok(WorkerReport::default());
+        };
         let token = session.token().to_string();
         let beat_stop = CancellationToken::new();
         let beat = tokio::spawn(session.heartbeat(self.cfg.heartbeat_interval, beat_stop.clone()));
@@ -239,8 +246,11 @@ impl Worker {
             counters: Counters::default(),
             job_ended: Notify::new(),
             hard_stop: CancellationToken::new(),
+            running: Default::default(),
         });
         let tracker = TaskTracker::new();
+        let watch_stop = CancellationToken::new();
+        let watcher = tokio::spawn(watch_cancel_requests(shared.clone(), watch_stop.clone()));
         let result = fetch_loop(&shared, &tracker, &shutdown).await;
 
         tracker.close();
@@ -258,6 +268,8 @@ impl Worker {
             shared.hard_stop.cancel();
             tracker.wait().await;
         }
+        watch_stop.cancel();
+        let _ = watcher.await;
         beat_stop.cancel();
         let session = beat.await.map_err(|e| Error::Io {
             context: "heartbeat task".into(),
@@ -273,6 +285,69 @@ impl Worker {
 /// Failed claims in a row (each already retried internally) after which a draining worker gives up:
 /// about 3 s of waiting in all.
 const DRAIN_CLAIM_TRIES: u32 = 5;
+
+impl Worker {
+    /// Checks the schema and registers. A forever worker waits for an unreachable database (with
+    /// backoff) instead of failing, so a supervisor does not crash-loop it through an outage; `None` if
+    /// shutdown came first.
+    async fn open_session(&self, shutdown: &CancellationToken) -> Result<Option<Session>> {
+        let mut wait = Duration::from_millis(500);
+        loop {
+            let attempt = async {
+                crate::db::migrate::ensure_migrated(&self.pool).await?;
+                Session::open(&self.pool, Role::Worker, &self.cfg.queues).await
+            }
+            .await;
+            match attempt {
+                Ok(s) => return Ok(Some(s)),
+                Err(e) if self.cfg.mode == Mode::Forever && is_outage(&e) => {
+                    warn!(error = %e, retry_in = ?wait, "database unavailable; waiting");
+                    if sleep_or_stop(wait, shutdown).await {
+                        return Ok(None);
+                    }
+                    wait = (wait * 2).min(Duration::from_secs(15));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Errors that mean "the server is not there right now" rather than "this can never work".
+fn is_outage(e: &Error) -> bool {
+    match e {
+        Error::Connect { reason, .. } => reason.starts_with("server unreachable"),
+        other => other.is_transient(),
+    }
+}
+
+/// Polls for operators' cancel requests on this worker's running jobs, once a second while it runs any,
+/// and trips the jobs' cancel tokens.
+async fn watch_cancel_requests(shared: Arc<Shared>, stop: CancellationToken) {
+    const EVERY: Duration = Duration::from_secs(1);
+    loop {
+        if sleep_or_stop(EVERY, &stop).await {
+            return;
+        }
+        if shared.running.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+            continue;
+        }
+        match crate::db::admin::cancel_requests(&shared.pool, &shared.token).await {
+            Ok(ids) => {
+                let running = shared.running.lock().unwrap_or_else(|e| e.into_inner());
+                for id in ids {
+                    if let Some(t) = running.get(&id) {
+                        if !t.is_cancelled() {
+                            info!(job_id = id, "cancel requested by an operator; stopping the job");
+                        }
+                        t.cancel();
+                    }
+                }
+            }
+            Err(e) => debug!(error = %e, "could not read cancel requests"),
+        }
+    }
+}
 
 /// Claims while there is room and work; returns when drained or told to stop.
 async fn fetch_loop(

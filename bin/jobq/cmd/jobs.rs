@@ -31,8 +31,12 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
             println!("job {id} is queued to run now");
         }
         JobsCommand::Cancel { id } => {
-            admin::cancel_job(&pool, id).await?;
-            println!("job {id} is cancelled");
+            match admin::cancel_job(&pool, id).await? {
+                admin::CancelOutcome::Cancelled => println!("job {id} is cancelled"),
+                admin::CancelOutcome::Requested => println!(
+                    "job {id} is running: its worker was asked to stop it; it will end cancelled"
+                ),
+            }
         }
     }
     Ok(())

@@ -2,7 +2,9 @@
 
 mod enqueue;
 mod jobs;
+mod reaper;
 mod stats;
+mod supervise;
 mod worker;
 
 use std::path::PathBuf;
@@ -80,6 +82,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Enqueue(args) => enqueue::run(&env, args).await,
         Command::Stats => stats::run(&env).await,
         Command::Jobs(cmd) => jobs::run(&env, cmd).await,
+        Command::Reaper(args) => reaper::run(&env, args).await,
+        Command::Supervise(args) => supervise::run(&env, args).await,
         Command::Prune(args) => {
             let pool = env.migrated_pool(2).await?;
             let retention = args.retention.unwrap_or_else(|| env.config.retention());

@@ -4,12 +4,14 @@ use anyhow::{Result, bail};
 use jobq::{Handlers, Mode, Worker, WorkerConfig, retry::RetryPolicy, shutdown};
 
 use super::Env;
-use crate::args::WorkerArgs;
+use crate::args::{WorkerArgs, WorkerOptions};
 
-pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
+/// Worker settings from flags, then the config file, then the defaults.
+pub fn config(env: &Env, args: &WorkerOptions, forever: bool) -> WorkerConfig {
+    let args = args.clone();
     let file = &env.config.worker;
     let defaults = WorkerConfig::default();
-    let cfg = WorkerConfig {
+    WorkerConfig {
         queues: if !args.queues.is_empty() {
             args.queues
         } else {
@@ -23,7 +25,7 @@ pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
             .batch_size
             .or(file.batch_size)
             .unwrap_or(defaults.batch_size),
-        mode: if args.forever {
+        mode: if forever {
             Mode::Forever
         } else {
             Mode::Drain
@@ -56,7 +58,12 @@ pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
                 .map_or(RetryPolicy::DEFAULT_CAP, |d| d.0),
         },
         ..defaults
-    };
+    }
+}
+
+pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
+    jobq::supervisor::watch_parent()?;
+    let cfg = config(env, &args.opts, args.forever);
     if env.config.handlers.is_empty() {
         match &env.config_path {
             Some(p) => bail!(

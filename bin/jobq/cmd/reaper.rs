@@ -1,0 +1,42 @@
+//! `jobq reaper`.
+
+use anyhow::Result;
+use jobq::reaper::{Reaper, ReaperConfig};
+use jobq::shutdown;
+
+use super::Env;
+use crate::args::ReaperArgs;
+
+/// The reaper's settings from flags, then the config file, then the defaults.
+pub fn config(env: &Env, args: &ReaperArgs) -> ReaperConfig {
+    let file = &env.config.reaper;
+    let d = ReaperConfig::default();
+    ReaperConfig {
+        interval: args
+            .interval
+            .or(file.interval.map(|x| x.0))
+            .unwrap_or(d.interval),
+        lease: args.lease.or(file.lease.map(|x| x.0)).unwrap_or(d.lease),
+        session_signals: !args.no_session_signals && file.session_signals.unwrap_or(true),
+        retention: Some(env.config.retention()),
+        ..d
+    }
+}
+
+pub async fn run(env: &Env, args: ReaperArgs) -> Result<()> {
+    let cfg = config(env, &args);
+    let pool = env.migrated_pool(4).await?;
+    let mut reaper = Reaper::new(pool.clone(), cfg);
+    if args.once {
+        let report = reaper.run_once().await?;
+        println!(
+            "dead claimants: {}, jobs requeued: {}, jobs ended: {}, registry rows removed: {}, jobs pruned: {}",
+            report.dead_claimants, report.requeued, report.ended, report.forgotten, report.pruned
+        );
+    } else {
+        let shutdown = shutdown::on_signals()?;
+        reaper.run(shutdown).await?;
+    }
+    pool.close().await;
+    Ok(())
+}

@@ -1,0 +1,82 @@
+//! `jobq supervise`.
+
+use anyhow::{Context, Result, bail};
+use jobq::reaper::Reaper;
+use jobq::shutdown;
+use jobq::supervisor::{Supervisor, SupervisorConfig};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+
+use super::Env;
+use crate::args::{ReaperArgs, SuperviseArgs, WorkerOptions};
+
+pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
+    if env.config.handlers.is_empty() {
+        bail!("no handlers configured: pass --config jobq.toml (or set JOBQ_CONFIG) with [handlers.KIND] sections");
+    }
+    let worker_cfg = super::worker::config(env, &args.opts, true);
+    let pool = env.migrated_pool(4).await?;
+    let program = std::env::current_exe().context("cannot find the jobq binary to start workers")?;
+    let mut cfg = SupervisorConfig::new(args.workers, program);
+    cfg.worker_args = child_args(&args.opts);
+    if let Some(path) = &env.config_path {
+        let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        cfg.worker_args.push("--config".into());
+        cfg.worker_args.push(abs.to_string_lossy().into_owned());
+    }
+    cfg.env = vec![("JOBQ_DATABASE_URL".into(), env.url.clone())];
+    cfg.shutdown_grace = worker_cfg.shutdown_grace + std::time::Duration::from_secs(5);
+    let supervisor = Supervisor::new(pool.clone(), cfg)?;
+
+    let shutdown = shutdown::on_signals()?;
+    let (reload_tx, reload_rx) = mpsc::channel(1);
+    let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    tokio::spawn(async move {
+        while hup.recv().await.is_some() {
+            let _ = reload_tx.try_send(());
+        }
+    });
+
+    let reaper = args.reaper.then(|| {
+        let reaper_args = ReaperArgs {
+            once: false,
+            forever: true,
+            interval: None,
+            lease: None,
+            no_session_signals: false,
+        };
+        let r = Reaper::new(pool.clone(), super::reaper::config(env, &reaper_args));
+        tokio::spawn(r.run(shutdown.clone()))
+    });
+    supervisor.run(shutdown, reload_rx).await?;
+    if let Some(r) = reaper {
+        r.await.context("reaper task")??;
+    }
+    pool.close().await;
+    Ok(())
+}
+
+/// The worker flags the supervisor was given, passed on to each child.
+fn child_args(o: &WorkerOptions) -> Vec<String> {
+    let mut a = Vec::new();
+    let d = |d: std::time::Duration| humantime::format_duration(d).to_string();
+    if !o.queues.is_empty() {
+        a.push(format!("--queue={}", o.queues.join(",")));
+    }
+    if let Some(c) = o.concurrency {
+        a.push(format!("--concurrency={c}"));
+    }
+    if let Some(b) = o.batch_size {
+        a.push(format!("--batch-size={b}"));
+    }
+    if let Some(p) = o.poll_interval {
+        a.push(format!("--poll-interval={}", d(p)));
+    }
+    if let Some(g) = o.shutdown_grace {
+        a.push(format!("--shutdown-grace={}", d(g)));
+    }
+    if let Some(t) = o.default_timeout {
+        a.push(format!("--default-timeout={}", d(t)));
+    }
+    a
+}

@@ -1,0 +1,219 @@
+//! The reaper's statements: who holds running rows, what the registry and the server say about them, and
+//! the fenced reset of a dead claimant's rows.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::mysql::MySqlRow;
+use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
+
+use crate::db::retry_transient;
+use crate::db::row::text;
+use crate::error::Result;
+
+/// A registry row as the reaper reads it.
+#[derive(Debug, Clone)]
+pub struct RegistryRow {
+    /// Claim token.
+    pub token: String,
+    /// worker, reaper, supervisor, scheduler.
+    pub role: String,
+    /// Host name.
+    pub host: String,
+    /// Boot id and pid namespace.
+    pub host_id: String,
+    /// Process id.
+    pub pid: u32,
+    /// Current anchor connection id.
+    pub connection_id: u64,
+    /// Server the anchor is on.
+    pub server_id: u64,
+    /// That server's start time.
+    pub server_epoch: i64,
+    /// Registration time.
+    pub started_at: DateTime<Utc>,
+    /// Age of the last heartbeat, by the database clock.
+    pub heartbeat_age: Duration,
+}
+
+impl<'r> sqlx::FromRow<'r, MySqlRow> for RegistryRow {
+    fn from_row(row: &'r MySqlRow) -> Result<Self, sqlx::Error> {
+        let age_us: i64 = row.try_get("heartbeat_age_us")?;
+        Ok(Self {
+            token: text(row, "token")?,
+            role: text(row, "role")?,
+            host: text(row, "host")?,
+            host_id: text(row, "host_id")?,
+            pid: row.try_get("pid")?,
+            connection_id: row.try_get("connection_id")?,
+            server_id: row.try_get("server_id")?,
+            server_epoch: row.try_get("server_epoch")?,
+            started_at: row.try_get("started_at")?,
+            heartbeat_age: Duration::from_micros(age_us.max(0) as u64),
+        })
+    }
+}
+
+/// Every registry row.
+pub async fn registry(pool: &MySqlPool) -> Result<Vec<RegistryRow>> {
+    Ok(sqlx::query_as(
+        "SELECT token, role, host, host_id, pid, connection_id, server_id, server_epoch, started_at, \
+         TIMESTAMPDIFF(MICROSECOND, heartbeat_at, NOW(6)) AS heartbeat_age_us FROM jobq_processes",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// The claim tokens of running rows, with how many rows each holds.
+pub async fn running_claims(pool: &MySqlPool) -> Result<Vec<(String, i64)>> {
+    let rows: Vec<(Vec<u8>, i64)> = sqlx::query_as(
+        "SELECT claim, COUNT(*) FROM job_queue WHERE state = 'running' AND claim IS NOT NULL \
+         GROUP BY claim",
+    )
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(c, n)| (String::from_utf8_lossy(&c).into_owned(), n))
+        .collect())
+}
+
+/// The server the reaper is connected to: id, start time (Unix seconds) and uptime.
+pub async fn server_state(pool: &MySqlPool) -> Result<(u64, i64, Duration)> {
+    let mut conn = pool.acquire().await?;
+    let (_, server) = crate::db::registry::session_identity(&mut conn).await?;
+    let now: i64 = sqlx::query_scalar("SELECT UNIX_TIMESTAMP()")
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok((
+        server.server_id,
+        server.epoch,
+        Duration::from_secs((now - server.epoch).max(0) as u64),
+    ))
+}
+
+/// For each lock name, whether some session holds it.
+pub async fn locks_held(pool: &MySqlPool, names: &[String]) -> Result<Vec<bool>> {
+    let mut held = Vec::with_capacity(names.len());
+    for chunk in names.chunks(100) {
+        let mut q = QueryBuilder::<MySql>::new("SELECT ");
+        let mut cols = q.separated(", ");
+        for n in chunk {
+            cols.push("IS_USED_LOCK(")
+                .push_bind_unseparated(n.as_str())
+                .push_unseparated(") IS NOT NULL");
+        }
+        let row = q.build().fetch_one(pool).await?;
+        for i in 0..chunk.len() {
+            held.push(row.try_get::<i64, _>(i)? == 1);
+        }
+    }
+    Ok(held)
+}
+
+/// Which of these connection ids the processlist shows. Without the PROCESS privilege a user sees only
+/// its own connections; a connection missing here is therefore only a hint, never proof.
+pub async fn listed_connections(pool: &MySqlPool, ids: &[u64]) -> Result<HashSet<u64>> {
+    if ids.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let mut q = QueryBuilder::<MySql>::new("SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN (");
+    let mut list = q.separated(", ");
+    for id in ids {
+        list.push_bind(*id);
+    }
+    q.push(")");
+    let rows: Vec<u64> = q.build_query_scalar().fetch_all(pool).await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// One row the reaper made runnable again (or ended).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResetJob {
+    /// Row id.
+    pub id: u64,
+    /// Its kind.
+    pub kind: String,
+    /// What it is now: queued, dead (attempts used up) or cancelled (cancel was requested).
+    pub state: String,
+}
+
+/// Takes every running row of `claim` back: `queued` again, `dead` if the reset used up its attempts (the
+/// interrupted attempt counts, so a job that kills its worker every time ends dead instead of looping),
+/// `cancelled` if an operator had asked to cancel it. Fenced on the token: two reapers, or a reaper and
+/// the claimant finishing at the same moment, never both change a row.
+pub async fn reset_claim(pool: &MySqlPool, claim: &str, reason: &str) -> Result<Vec<ResetJob>> {
+    retry_transient("reset", 8, || reset_once(pool, claim, reason)).await
+}
+
+async fn reset_once(pool: &MySqlPool, claim: &str, reason: &str) -> Result<Vec<ResetJob>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let rows = sqlx::query(
+        "SELECT id, kind, \
+         CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
+              WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END AS next_state \
+         FROM job_queue WHERE claim = ? AND state = 'running' ORDER BY id FOR UPDATE",
+    )
+    .bind(claim)
+    .fetch_all(&mut *tx)
+    .await?;
+    if rows.is_empty() {
+        tx.rollback().await?;
+        return Ok(Vec::new());
+    }
+    let jobs = rows
+        .iter()
+        .map(|r| {
+            Ok(ResetJob {
+                id: r.try_get("id")?,
+                kind: text(r, "kind")?,
+                state: text(r, "next_state")?,
+            })
+        })
+        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+    let mut q = QueryBuilder::<MySql>::new(
+        "UPDATE job_queue SET \
+         state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
+                      WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END, \
+         finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts \
+                            THEN NOW(6) ELSE NULL END, \
+         claim = NULL, last_error = ",
+    );
+    q.push_bind(crate::db::finish::truncate_error(reason));
+    q.push(" WHERE claim = ").push_bind(claim);
+    q.push(" AND state = 'running' AND id IN (");
+    let mut ids = q.separated(", ");
+    for j in &jobs {
+        ids.push_bind(j.id);
+    }
+    q.push(")");
+    q.build().execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(jobs)
+}
+
+/// Removes a dead process's registry row.
+pub async fn forget(pool: &MySqlPool, token: &str) -> Result<()> {
+    sqlx::query("DELETE FROM jobq_processes WHERE token = ?")
+        .bind(token)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Running rows whose claim token names `host` and `pid` (any nonce and session): what a supervisor
+/// releases when its child `pid` has died.
+pub async fn claims_of_process(pool: &MySqlPool, host: &str, pid: u32) -> Result<Vec<String>> {
+    let prefix = format!("{host}:{pid}:");
+    let rows: Vec<Vec<u8>> = sqlx::query_scalar(
+        "SELECT DISTINCT claim FROM job_queue WHERE claim LIKE CONCAT(?, '%') AND state = 'running'",
+    )
+    .bind(prefix.replace('_', "\\_"))
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|c| String::from_utf8_lossy(&c).into_owned())
+        .collect())
+}

@@ -1,0 +1,261 @@
+//! The reaper: finds claimants that are gone and makes their rows runnable again; cleans the process
+//! registry; prunes finished jobs past their retention.
+//!
+//! Any number of reapers may run at once (one per host is normal): every reset is fenced on the claim
+//! token, so a row is reset once however many reapers see it, and a claimant's late finish cannot
+//! overwrite a reset (nor a reset a finish).
+//!
+//! How a claimant is judged is in [`crate::liveness`]. A reaper on the claimant's host sees its process
+//! die and resets its rows on the next pass; elsewhere the claimant's anchor session, which the server
+//! ends when the process dies, is checked twice [`ReaperConfig::confirm_delay`] apart. With the default
+//! 2 s interval a SIGKILLed worker's jobs are runnable again within about two intervals.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use sqlx::MySqlPool;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::db::reap::{self, RegistryRow};
+use crate::db::registry::Role;
+use crate::error::Result;
+use crate::liveness::{self, Facts, Registered, Thresholds, Verdict};
+use crate::session::{Session, lock_name};
+use crate::token::{ClaimToken, ProcessIdentity};
+
+/// Reaper settings. `Default` gives the documented defaults.
+#[derive(Debug, Clone)]
+pub struct ReaperConfig {
+    /// Time between passes.
+    pub interval: Duration,
+    /// A claimant whose heartbeat is older than this is gone, whatever else is true. Must be well above
+    /// the workers' heartbeat interval (5 s by default).
+    pub lease: Duration,
+    /// Whether anchor sessions (`IS_USED_LOCK`, the processlist) count. Turn off when clients reach the
+    /// server through a proxy that multiplexes sessions; the lease is then the only signal.
+    pub session_signals: bool,
+    /// Time between the two looks at a claimant whose session is gone.
+    pub confirm_delay: Duration,
+    /// For this long after the server started, a missing session proves nothing (all sessions are new).
+    pub restart_grace: Duration,
+    /// Finished jobs older than this are pruned; `None` turns pruning off.
+    pub retention: Option<Duration>,
+    /// Pruning runs at most this often.
+    pub prune_every: Duration,
+}
+
+impl ReaperConfig {
+    /// Default interval: 2 s.
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(2);
+    /// Default lease: 60 s (twelve missed 5 s heartbeats).
+    pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
+    /// Default confirm delay: 1 s.
+    pub const DEFAULT_CONFIRM_DELAY: Duration = Duration::from_secs(1);
+    /// Default restart grace: 30 s (six worker heartbeats to reconnect).
+    pub const DEFAULT_RESTART_GRACE: Duration = Duration::from_secs(30);
+    /// Default prune period: 60 s.
+    pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(60);
+}
+
+impl Default for ReaperConfig {
+    fn default() -> Self {
+        Self {
+            interval: Self::DEFAULT_INTERVAL,
+            lease: Self::DEFAULT_LEASE,
+            session_signals: true,
+            confirm_delay: Self::DEFAULT_CONFIRM_DELAY,
+            restart_grace: Self::DEFAULT_RESTART_GRACE,
+            retention: Some(crate::config::DEFAULT_RETENTION),
+            prune_every: Self::DEFAULT_PRUNE_EVERY,
+        }
+    }
+}
+
+/// What one pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReapReport {
+    /// Claimants judged dead.
+    pub dead_claimants: u64,
+    /// Rows made runnable again.
+    pub requeued: u64,
+    /// Rows that ended dead (their attempts were used up) or cancelled.
+    pub ended: u64,
+    /// Registry rows removed.
+    pub forgotten: u64,
+    /// Finished jobs pruned.
+    pub pruned: u64,
+}
+
+/// The reaper service.
+#[derive(Debug)]
+pub struct Reaper {
+    pool: MySqlPool,
+    cfg: ReaperConfig,
+    last_prune: Option<Instant>,
+}
+
+impl Reaper {
+    /// A reaper on `pool`.
+    pub fn new(pool: MySqlPool, cfg: ReaperConfig) -> Self {
+        Self {
+            pool,
+            cfg,
+            last_prune: None,
+        }
+    }
+
+    /// Runs passes every `interval` until `shutdown` is cancelled; a pass in progress always finishes.
+    /// Registers as a reaper for as long as it runs.
+    pub async fn run(mut self, shutdown: CancellationToken) -> Result<()> {
+        crate::db::migrate::ensure_migrated(&self.pool).await?;
+        let session = Session::open(&self.pool, Role::Reaper, &[]).await?;
+        let beat_stop = CancellationToken::new();
+        let beat = tokio::spawn(session.heartbeat(crate::worker::WorkerConfig::DEFAULT_HEARTBEAT, beat_stop.clone()));
+        info!(interval = ?self.cfg.interval, lease = ?self.cfg.lease, "reaper started");
+        let mut tick = tokio::time::interval(self.cfg.interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            match self.run_once().await {
+                Ok(r) if r == ReapReport::default() => debug!("reaper pass: nothing to do"),
+                Ok(r) => info!(?r, "reaper pass"),
+                Err(e) => warn!(error = %e, "reaper pass failed; retrying next interval"),
+            }
+        }
+        beat_stop.cancel();
+        if let Ok(session) = beat.await {
+            session.close(&self.pool).await;
+        }
+        info!("reaper stopped");
+        Ok(())
+    }
+
+    /// One pass: judge every claimant and registered process, reset the dead ones' rows, forget them,
+    /// and prune if it is time.
+    pub async fn run_once(&mut self) -> Result<ReapReport> {
+        let mut report = ReapReport::default();
+        let dead = self.find_dead().await?;
+        for (token, reason) in dead {
+            report.dead_claimants += 1;
+            let why = format!("claimant {token} died ({reason}); its attempt counts");
+            for job in reap::reset_claim(&self.pool, &token, &why).await? {
+                if job.state == "queued" {
+                    report.requeued += 1;
+                } else {
+                    report.ended += 1;
+                }
+                warn!(job_id = job.id, kind = %job.kind, claim = %token, now = %job.state, %reason,
+                      "reset a dead claimant's job");
+            }
+            reap::forget(&self.pool, &token).await?;
+            report.forgotten += 1;
+        }
+        if let Some(retention) = self.cfg.retention
+            && self
+                .last_prune
+                .is_none_or(|t| t.elapsed() >= self.cfg.prune_every)
+        {
+            self.last_prune = Some(Instant::now());
+            report.pruned = crate::db::prune::prune_finished(&self.pool, retention).await?;
+        }
+        Ok(report)
+    }
+
+    /// Claimants judged dead, with the reason, after a second look at those whose session is gone.
+    async fn find_dead(&self) -> Result<Vec<(String, String)>> {
+        let mut verdicts = self.judge_all().await?;
+        let gone: Vec<String> = verdicts
+            .iter()
+            .filter(|(_, v)| matches!(v, Verdict::SessionGone(_)))
+            .map(|(t, _)| t.clone())
+            .collect();
+        if !gone.is_empty() {
+            tokio::time::sleep(self.cfg.confirm_delay).await;
+            let again = self.judge_all().await?;
+            for token in gone {
+                let second = again.get(&token).cloned().unwrap_or(Verdict::Alive);
+                let confirmed = match second {
+                    Verdict::SessionGone(r) | Verdict::Dead(r) => Verdict::Dead(r),
+                    Verdict::Alive => Verdict::Alive,
+                };
+                verdicts.insert(token, confirmed);
+            }
+        }
+        Ok(verdicts
+            .into_iter()
+            .filter_map(|(t, v)| match v {
+                Verdict::Dead(r) => Some((t, r)),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Verdicts on every claimant of a running row and every registered process but this one.
+    async fn judge_all(&self) -> Result<HashMap<String, Verdict>> {
+        let registry: HashMap<String, RegistryRow> = reap::registry(&self.pool)
+            .await?
+            .into_iter()
+            .map(|r| (r.token.clone(), r))
+            .collect();
+        let mut tokens: Vec<String> = reap::running_claims(&self.pool)
+            .await?
+            .into_iter()
+            .map(|(t, _)| t)
+            .collect();
+        for t in registry.keys() {
+            if !tokens.contains(t) {
+                tokens.push(t.clone());
+            }
+        }
+        if tokens.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let (server_id, epoch, uptime) = reap::server_state(&self.pool).await?;
+        let parsed: Vec<Option<ClaimToken>> = tokens.iter().map(|t| t.parse().ok()).collect();
+        let lock_names: Vec<String> = parsed
+            .iter()
+            .map(|p| p.as_ref().map(lock_name).unwrap_or_default())
+            .collect();
+        let held = reap::locks_held(&self.pool, &lock_names).await?;
+        let conn_ids: Vec<u64> = registry.values().map(|r| r.connection_id).collect();
+        let listed = reap::listed_connections(&self.pool, &conn_ids).await?;
+        let me = ProcessIdentity::current();
+        let thresholds = Thresholds {
+            lease: self.cfg.lease,
+            session_signals: self.cfg.session_signals,
+            restart_grace: self.cfg.restart_grace,
+        };
+
+        let mut out = HashMap::new();
+        for (i, token) in tokens.iter().enumerate() {
+            let reg = registry.get(token);
+            let same_server = reg.is_some_and(|r| {
+                r.server_id == server_id && (r.server_epoch - epoch).abs() <= 2
+            });
+            let process = reg
+                .filter(|r| !r.host_id.is_empty() && r.host_id == me.host_id)
+                .map(|r| liveness::local_process(r.pid, Some(r.started_at)));
+            // This reaper's own row is alive by definition.
+            if reg.is_some_and(|r| r.host_id == me.host_id && r.pid == me.pid) {
+                continue;
+            }
+            let facts = Facts {
+                registered: reg.map(|r| Registered {
+                    heartbeat_age: r.heartbeat_age,
+                }),
+                lock_held: !lock_names[i].is_empty() && held[i],
+                connection_listed: reg.is_some_and(|r| listed.contains(&r.connection_id)),
+                same_server,
+                process,
+                server_uptime: uptime,
+            };
+            out.insert(token.clone(), liveness::judge(&facts, &thresholds));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,363 @@
+//! The supervisor: keeps N worker processes alive on this host.
+//!
+//! It starts `jobq worker --forever` N times (the same binary, so parent and children are always the same
+//! build), restarts any child that exits, with a backoff when one keeps dying young, and releases a dead
+//! child's claims at once: the rows whose claim token names this host and the child's pid are reset right
+//! away instead of waiting for a reaper to notice.
+//!
+//! On shutdown it sends SIGTERM to every child, waits for them to drain (up to `shutdown_grace`), then
+//! SIGKILLs what is left and releases its claims. On reload (SIGHUP in the binary) it rolls the workers:
+//! one child at a time is asked to drain and is replaced by a fresh one, which reads the config anew.
+//!
+//! Children are started with `JOBQ_SUPERVISOR_PID` set; a worker that sees it asks the kernel for a
+//! SIGTERM when its parent dies, so children never outlive a killed supervisor.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use sqlx::MySqlPool;
+use tokio::process::Command;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+use crate::db::reap;
+use crate::db::registry::Role;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::token::ProcessIdentity;
+
+/// The environment variable naming a worker's supervisor.
+pub const SUPERVISOR_PID_ENV: &str = "JOBQ_SUPERVISOR_PID";
+
+/// Supervisor settings.
+#[derive(Debug, Clone)]
+pub struct SupervisorConfig {
+    /// How many workers to keep alive.
+    pub workers: u32,
+    /// The program to run (the `jobq` binary).
+    pub program: PathBuf,
+    /// Arguments after `worker --forever` (queues, concurrency, config file, …).
+    pub worker_args: Vec<String>,
+    /// Extra environment for the children (the database URL the supervisor uses, so both agree).
+    pub env: Vec<(String, String)>,
+    /// How long children get to drain after SIGTERM before they are killed.
+    pub shutdown_grace: Duration,
+    /// First restart delay for a child that died young; it doubles up to `max_backoff`.
+    pub min_backoff: Duration,
+    /// Longest restart delay.
+    pub max_backoff: Duration,
+    /// A child that lived this long is healthy: its next restart is immediate.
+    pub stable_after: Duration,
+}
+
+impl SupervisorConfig {
+    /// Default `shutdown_grace`: the worker's 30 s plus 5 s to release and exit.
+    pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(35);
+
+    /// `workers` children of `program`, with the default timings.
+    pub fn new(workers: u32, program: PathBuf) -> Self {
+        Self {
+            workers,
+            program,
+            worker_args: Vec::new(),
+            env: Vec::new(),
+            shutdown_grace: Self::DEFAULT_SHUTDOWN_GRACE,
+            min_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(30),
+            stable_after: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What a supervisor did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SupervisorReport {
+    /// Children started (first starts and restarts).
+    pub started: u64,
+    /// Children that exited while the supervisor was running (not at its shutdown).
+    pub died: u64,
+    /// Rows released because their child died.
+    pub released: u64,
+}
+
+#[derive(Debug)]
+struct Slot {
+    pid: Option<u32>,
+    started: Instant,
+    failures: u32,
+    restart_at: Option<Instant>,
+}
+
+/// Keeps worker processes alive. See the module docs.
+#[derive(Debug)]
+pub struct Supervisor {
+    pool: MySqlPool,
+    cfg: SupervisorConfig,
+}
+
+impl Supervisor {
+    /// A supervisor whose children run against the database of `pool`.
+    pub fn new(pool: MySqlPool, cfg: SupervisorConfig) -> Result<Self> {
+        if cfg.workers == 0 {
+            return Err(Error::InvalidArgument("supervise needs at least one worker (-n)".into()));
+        }
+        Ok(Self { pool, cfg })
+    }
+
+    /// Runs until `shutdown` is cancelled, then drains and stops the children. Each message on `reload`
+    /// rolls the workers.
+    pub async fn run(
+        self,
+        shutdown: CancellationToken,
+        mut reload: mpsc::Receiver<()>,
+    ) -> Result<SupervisorReport> {
+        let session = Session::open(&self.pool, Role::Supervisor, &[]).await?;
+        let beat_stop = CancellationToken::new();
+        let beat = tokio::spawn(
+            session.heartbeat(crate::worker::WorkerConfig::DEFAULT_HEARTBEAT, beat_stop.clone()),
+        );
+        let (exit_tx, mut exits) = mpsc::unbounded_channel::<(usize, u32, std::io::Result<ExitStatus>)>();
+        let mut report = SupervisorReport::default();
+        let mut slots: Vec<Slot> = (0..self.cfg.workers)
+            .map(|_| Slot {
+                pid: None,
+                started: Instant::now(),
+                failures: 0,
+                restart_at: Some(Instant::now()),
+            })
+            .collect();
+        let mut rolling: VecDeque<usize> = VecDeque::new();
+        let mut rolling_now: Option<usize> = None;
+        info!(workers = self.cfg.workers, "supervisor started");
+
+        loop {
+            // Start whatever is due.
+            for (i, slot) in slots.iter_mut().enumerate() {
+                if slot.pid.is_none() && slot.restart_at.is_some_and(|t| t <= Instant::now()) {
+                    match self.spawn(i, &exit_tx) {
+                        Ok(pid) => {
+                            report.started += 1;
+                            slot.pid = Some(pid);
+                            slot.started = Instant::now();
+                            slot.restart_at = None;
+                        }
+                        Err(e) => {
+                            error!(error = %e, "cannot start a worker process");
+                            slot.failures += 1;
+                            slot.restart_at = Some(Instant::now() + self.backoff(slot.failures));
+                        }
+                    }
+                }
+            }
+            if rolling_now.is_none()
+                && let Some(i) = rolling.pop_front()
+                && let Some(pid) = slots[i].pid
+            {
+                info!(pid, "rolling worker: asking it to drain");
+                signal(pid, Signal::SIGTERM);
+                rolling_now = Some(i);
+            }
+            let next_restart = slots
+                .iter()
+                .filter_map(|s| s.restart_at)
+                .min()
+                .map(|t| t.saturating_duration_since(Instant::now()))
+                .unwrap_or(Duration::from_secs(3600));
+
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                Some(()) = reload.recv() => {
+                    info!("reload: rolling all workers");
+                    rolling = (0..slots.len()).filter(|i| Some(*i) != rolling_now).collect();
+                }
+                Some((i, pid, status)) = exits.recv() => {
+                    let slot = &mut slots[i];
+                    if slot.pid != Some(pid) {
+                        continue;
+                    }
+                    slot.pid = None;
+                    let rolled = rolling_now == Some(i);
+                    if rolled {
+                        rolling_now = None;
+                    } else {
+                        report.died += 1;
+                    }
+                    let lived = slot.started.elapsed();
+                    match &status {
+                        Ok(s) if rolled => info!(pid, status = %s, "rolled worker exited"),
+                        Ok(s) => warn!(pid, status = %s, lived = ?lived, "worker exited; restarting it"),
+                        Err(e) => warn!(pid, error = %e, "lost track of a worker; restarting it"),
+                    }
+                    report.released += self.release(pid, &describe(&status)).await;
+                    if rolled || lived >= self.cfg.stable_after {
+                        slot.failures = 0;
+                        slot.restart_at = Some(Instant::now());
+                    } else {
+                        slot.failures += 1;
+                        let wait = self.backoff(slot.failures);
+                        warn!(pid, retry_in = ?wait, "worker died young; backing off");
+                        slot.restart_at = Some(Instant::now() + wait);
+                    }
+                }
+                () = tokio::time::sleep(next_restart) => {}
+            }
+        }
+
+        self.stop_children(&mut slots, &mut exits, &mut report).await;
+        beat_stop.cancel();
+        if let Ok(session) = beat.await {
+            session.close(&self.pool).await;
+        }
+        info!(?report, "supervisor stopped");
+        Ok(report)
+    }
+
+    fn backoff(&self, failures: u32) -> Duration {
+        self.cfg
+            .min_backoff
+            .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+            .min(self.cfg.max_backoff)
+    }
+
+    fn spawn(
+        &self,
+        slot: usize,
+        exits: &mpsc::UnboundedSender<(usize, u32, std::io::Result<ExitStatus>)>,
+    ) -> Result<u32> {
+        let mut cmd = Command::new(&self.cfg.program);
+        cmd.arg("worker")
+            .arg("--forever")
+            .args(&self.cfg.worker_args)
+            .envs(self.cfg.env.iter().map(|(k, v)| (k, v)))
+            .env(SUPERVISOR_PID_ENV, std::process::id().to_string())
+            .stdin(std::process::Stdio::null());
+        let mut child = cmd.spawn().map_err(|e| Error::Io {
+            context: format!("starting {}", self.cfg.program.display()),
+            source: e,
+        })?;
+        let pid = child.id().unwrap_or(0);
+        let tx = exits.clone();
+        tokio::spawn(async move {
+            let status = child.wait().await;
+            let _ = tx.send((slot, pid, status));
+        });
+        info!(pid, slot, "started worker");
+        Ok(pid)
+    }
+
+    /// Resets the running rows of child `pid` (and forgets its registry row). Returns the rows reset.
+    async fn release(&self, pid: u32, why: &str) -> u64 {
+        let me = ProcessIdentity::current();
+        let claims = match reap::claims_of_process(&self.pool, &me.host, pid).await {
+            Ok(c) => c,
+            Err(e) => {
+                warn!(pid, error = %e, "could not look up the dead worker's claims; the reaper will release them");
+                return 0;
+            }
+        };
+        let mut n = 0;
+        for claim in claims {
+            let reason = format!("claimant {claim} died ({why}); released by its supervisor; its attempt counts");
+            match reap::reset_claim(&self.pool, &claim, &reason).await {
+                Ok(jobs) => {
+                    for job in &jobs {
+                        warn!(job_id = job.id, kind = %job.kind, claim = %claim, now = %job.state,
+                              "released a dead worker's job");
+                    }
+                    n += jobs.len() as u64;
+                }
+                Err(e) => warn!(pid, error = %e, "could not release claims; the reaper will"),
+            }
+            let _ = reap::forget(&self.pool, &claim).await;
+        }
+        n
+    }
+
+    async fn stop_children(
+        &self,
+        slots: &mut [Slot],
+        exits: &mut mpsc::UnboundedReceiver<(usize, u32, std::io::Result<ExitStatus>)>,
+        report: &mut SupervisorReport,
+    ) {
+        let live: Vec<u32> = slots.iter().filter_map(|s| s.pid).collect();
+        info!(workers = live.len(), grace = ?self.cfg.shutdown_grace, "stopping workers");
+        for pid in &live {
+            signal(*pid, Signal::SIGTERM);
+        }
+        let deadline = tokio::time::Instant::now() + self.cfg.shutdown_grace;
+        while slots.iter().any(|s| s.pid.is_some()) {
+            match tokio::time::timeout_at(deadline, exits.recv()).await {
+                Ok(Some((i, pid, status))) => {
+                    if slots[i].pid == Some(pid) {
+                        slots[i].pid = None;
+                        if !matches!(&status, Ok(s) if s.success()) {
+                            report.released += self.release(pid, &describe(&status)).await;
+                        }
+                    }
+                }
+                Ok(None) => break,
+                Err(_) => {
+                    for s in slots.iter().filter(|s| s.pid.is_some()) {
+                        let pid = s.pid.unwrap_or_default();
+                        warn!(pid, "worker did not stop within the grace period; killing it");
+                        signal(pid, Signal::SIGKILL);
+                    }
+                    // Collect the killed children and release what they held.
+                    while slots.iter().any(|s| s.pid.is_some()) {
+                        match exits.recv().await {
+                            Some((i, pid, status)) => {
+                                if slots[i].pid == Some(pid) {
+                                    slots[i].pid = None;
+                                    report.released += self.release(pid, &describe(&status)).await;
+                                }
+                            }
+                            None => break,
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn signal(pid: u32, sig: Signal) {
+    if let Ok(raw) = i32::try_from(pid) {
+        let _ = kill(Pid::from_raw(raw), sig);
+    }
+}
+
+fn describe(status: &std::io::Result<ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(c), _) => format!("worker exited with status {c}"),
+            (None, Some(sig)) => format!("worker was killed by signal {sig}"),
+            _ => "worker ended".into(),
+        },
+        Err(e) => format!("worker lost: {e}"),
+    }
+}
+
+/// Called early in a supervised worker: ask for SIGTERM when the supervisor dies, and exit if it is
+/// already gone.
+pub fn watch_parent() -> Result<()> {
+    let Ok(expected) = std::env::var(SUPERVISOR_PID_ENV) else {
+        return Ok(());
+    };
+    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(|e| Error::Io {
+        context: "asking for a signal when the supervisor dies".into(),
+        source: std::io::Error::from(e),
+    })?;
+    if nix::unistd::getppid().as_raw().to_string() != expected {
+        return Err(Error::InvalidArgument(
+            "the supervisor that started this worker is gone".into(),
+        ));
+    }
+    Ok(())
+}
