@@ -122,9 +122,9 @@ pub fn local_process(pid: u32, registered_at: Option<DateTime<Utc>>) -> ProcessS
     let Ok(raw) = i32::try_from(pid) else {
         return ProcessState::Dead;
     };
-    match kill(Pid::from_raw(raw), None) {
-        Err(Errno::ESRCH) => return ProcessState::Dead,
-        Ok(()) | Err(_) => {}
+    // EPERM still means the process exists.
+    if let Err(Errno::ESRCH) = kill(Pid::from_raw(raw), None) {
+        return ProcessState::Dead;
     }
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return ProcessState::Alive;
@@ -137,7 +137,10 @@ pub fn local_process(pid: u32, registered_at: Option<DateTime<Utc>>) -> ProcessS
     if fields.first() == Some(&"Z") || fields.first() == Some(&"X") {
         return ProcessState::Dead;
     }
-    let (Some(registered_at), Some(start)) = (registered_at, fields.get(19).and_then(|s| s.parse::<u64>().ok())) else {
+    let (Some(registered_at), Some(start)) = (
+        registered_at,
+        fields.get(19).and_then(|s| s.parse::<u64>().ok()),
+    ) else {
         return ProcessState::Alive;
     };
     match process_started_at(start) {
@@ -264,6 +267,7 @@ mod tests {
         let f = Facts {
             registered: None,
             lock_held: false,
+            connection_listed: false,
             ..alive_facts()
         };
         assert!(matches!(judge(&f, &t()), Verdict::SessionGone(_)));

@@ -111,7 +111,10 @@ impl Reaper {
         crate::db::migrate::ensure_migrated(&self.pool).await?;
         let session = Session::open(&self.pool, Role::Reaper, &[]).await?;
         let beat_stop = CancellationToken::new();
-        let beat = tokio::spawn(session.heartbeat(crate::worker::WorkerConfig::DEFAULT_HEARTBEAT, beat_stop.clone()));
+        let beat = tokio::spawn(session.heartbeat(
+            crate::worker::WorkerConfig::DEFAULT_HEARTBEAT,
+            beat_stop.clone(),
+        ));
         info!(interval = ?self.cfg.interval, lease = ?self.cfg.lease, "reaper started");
         let mut tick = tokio::time::interval(self.cfg.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -234,9 +237,8 @@ impl Reaper {
         let mut out = HashMap::new();
         for (i, token) in tokens.iter().enumerate() {
             let reg = registry.get(token);
-            let same_server = reg.is_some_and(|r| {
-                r.server_id == server_id && (r.server_epoch - epoch).abs() <= 2
-            });
+            let same_server = reg
+                .is_some_and(|r| r.server_id == server_id && (r.server_epoch - epoch).abs() <= 2);
             let process = reg
                 .filter(|r| !r.host_id.is_empty() && r.host_id == me.host_id)
                 .map(|r| liveness::local_process(r.pid, Some(r.started_at)));

@@ -104,7 +104,9 @@ impl Supervisor {
     /// A supervisor whose children run against the database of `pool`.
     pub fn new(pool: MySqlPool, cfg: SupervisorConfig) -> Result<Self> {
         if cfg.workers == 0 {
-            return Err(Error::InvalidArgument("supervise needs at least one worker (-n)".into()));
+            return Err(Error::InvalidArgument(
+                "supervise needs at least one worker (-n)".into(),
+            ));
         }
         Ok(Self { pool, cfg })
     }
@@ -118,10 +120,12 @@ impl Supervisor {
     ) -> Result<SupervisorReport> {
         let session = Session::open(&self.pool, Role::Supervisor, &[]).await?;
         let beat_stop = CancellationToken::new();
-        let beat = tokio::spawn(
-            session.heartbeat(crate::worker::WorkerConfig::DEFAULT_HEARTBEAT, beat_stop.clone()),
-        );
-        let (exit_tx, mut exits) = mpsc::unbounded_channel::<(usize, u32, std::io::Result<ExitStatus>)>();
+        let beat = tokio::spawn(session.heartbeat(
+            crate::worker::WorkerConfig::DEFAULT_HEARTBEAT,
+            beat_stop.clone(),
+        ));
+        let (exit_tx, mut exits) =
+            mpsc::unbounded_channel::<(usize, u32, std::io::Result<ExitStatus>)>();
         let mut report = SupervisorReport::default();
         let mut slots: Vec<Slot> = (0..self.cfg.workers)
             .map(|_| Slot {
@@ -209,7 +213,8 @@ impl Supervisor {
             }
         }
 
-        self.stop_children(&mut slots, &mut exits, &mut report).await;
+        self.stop_children(&mut slots, &mut exits, &mut report)
+            .await;
         beat_stop.cancel();
         if let Ok(session) = beat.await {
             session.close(&self.pool).await;
@@ -263,7 +268,9 @@ impl Supervisor {
         };
         let mut n = 0;
         for claim in claims {
-            let reason = format!("claimant {claim} died ({why}); released by its supervisor; its attempt counts");
+            let reason = format!(
+                "claimant {claim} died ({why}); released by its supervisor; its attempt counts"
+            );
             match reap::reset_claim(&self.pool, &claim, &reason).await {
                 Ok(jobs) => {
                     for job in &jobs {
@@ -305,7 +312,10 @@ impl Supervisor {
                 Err(_) => {
                     for s in slots.iter().filter(|s| s.pid.is_some()) {
                         let pid = s.pid.unwrap_or_default();
-                        warn!(pid, "worker did not stop within the grace period; killing it");
+                        warn!(
+                            pid,
+                            "worker did not stop within the grace period; killing it"
+                        );
                         signal(pid, Signal::SIGKILL);
                     }
                     // Collect the killed children and release what they held.

@@ -118,14 +118,17 @@ pub async fn listed_connections(pool: &MySqlPool, ids: &[u64]) -> Result<HashSet
     if ids.is_empty() {
         return Ok(HashSet::new());
     }
-    let mut q = QueryBuilder::<MySql>::new("SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN (");
+    // PROCESSLIST.ID is signed on MariaDB and unsigned on MySQL: read it as text.
+    let mut q = QueryBuilder::<MySql>::new(
+        "SELECT CAST(ID AS CHAR) FROM information_schema.PROCESSLIST WHERE ID IN (",
+    );
     let mut list = q.separated(", ");
     for id in ids {
         list.push_bind(*id);
     }
     q.push(")");
-    let rows: Vec<u64> = q.build_query_scalar().fetch_all(pool).await?;
-    Ok(rows.into_iter().collect())
+    let rows: Vec<String> = q.build_query_scalar().fetch_all(pool).await?;
+    Ok(rows.iter().filter_map(|s| s.parse().ok()).collect())
 }
 
 /// One row the reaper made runnable again (or ended).
@@ -147,7 +150,11 @@ pub async fn reset_claim(pool: &MySqlPool, claim: &str, reason: &str) -> Result<
     retry_transient("reset", 8, || reset_once(pool, claim, reason)).await
 }
 
-async fn reset_once(pool: &MySqlPool, claim: &str, reason: &str) -> Result<Vec<ResetJob>, sqlx::Error> {
+async fn reset_once(
+    pool: &MySqlPool,
+    claim: &str,
+    reason: &str,
+) -> Result<Vec<ResetJob>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     let rows = sqlx::query(
         "SELECT id, kind, \

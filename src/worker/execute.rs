@@ -45,7 +45,11 @@ fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn run_handler(shared: &Shared, job: &ClaimedJob, cancel_request: &CancellationToken) -> Ended {
+async fn run_handler(
+    shared: &Shared,
+    job: &ClaimedJob,
+    cancel_request: &CancellationToken,
+) -> Ended {
     let Some(entry) = shared.handlers.get(&job.kind) else {
         // Unreachable in practice: claims only ask for registered kinds.
         return Ended::Returned(Ok(Err(JobError::retry(format!(
@@ -136,9 +140,34 @@ fn panic_message(join: JoinError) -> String {
     format!("handler panicked: {text}")
 }
 
+/// Finishes the row, riding out a database outage: a live worker that gave up here would leave its own
+/// row `running` under a token whose holder is alive, which no reaper may touch. Only a hard stop ends the
+/// wait (the worker is exiting; its claim is then recovered like any dead claimant's).
+async fn finish_patiently(
+    shared: &Shared,
+    job: &ClaimedJob,
+    attempt: u16,
+    outcome: &Finish,
+) -> crate::error::Result<bool> {
+    let mut wait = Duration::from_millis(200);
+    loop {
+        match finish(&shared.pool, job.id, &shared.token, attempt, outcome).await {
+            Err(e) if e.is_transient() && !shared.hard_stop.is_cancelled() => {
+                warn!(job_id = job.id, error = %e, retry_in = ?wait, "cannot record the job's outcome yet; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(wait) => {}
+                    () = shared.hard_stop.cancelled() => {}
+                }
+                wait = (wait * 2).min(Duration::from_secs(5));
+            }
+            other => return other,
+        }
+    }
+}
+
 async fn record(shared: &Shared, job: &ClaimedJob, attempt: u16, outcome: &Finish) {
     let c = &shared.counters;
-    match finish(&shared.pool, job.id, &shared.token, attempt, outcome).await {
+    match finish_patiently(shared, job, attempt, outcome).await {
         Ok(true) => {
             let counter = match outcome {
                 Finish::Done => {

@@ -329,7 +329,12 @@ async fn watch_cancel_requests(shared: Arc<Shared>, stop: CancellationToken) {
         if sleep_or_stop(EVERY, &stop).await {
             return;
         }
-        if shared.running.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+        if shared
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+        {
             continue;
         }
         match crate::db::admin::cancel_requests(&shared.pool, &shared.token).await {
@@ -338,7 +343,10 @@ async fn watch_cancel_requests(shared: Arc<Shared>, stop: CancellationToken) {
                 for id in ids {
                     if let Some(t) = running.get(&id) {
                         if !t.is_cancelled() {
-                            info!(job_id = id, "cancel requested by an operator; stopping the job");
+                            info!(
+                                job_id = id,
+                                "cancel requested by an operator; stopping the job"
+                            );
                         }
                         t.cancel();
                     }
@@ -396,7 +404,7 @@ async fn fetch_loop(
                 if sleep_or_stop(error_wait, shutdown).await {
                     return Ok(());
                 }
-                error_wait = (error_wait * 2).min(Duration::from_secs(30));
+                error_wait = (error_wait * 2).min(Duration::from_secs(5));
                 continue;
             }
             Err(e) => return Err(e),

@@ -141,15 +141,17 @@ async fn an_unmigrated_database_says_to_run_migrate_and_migrate_is_idempotent() 
         .into_iter()
         .map(|n| String::from_utf8(n).unwrap())
         .collect();
-    names.sort();
-    assert_eq!(
-        names,
-        ["job_queue", "jobq_processes", "jobq_schema_migrations"]
-    );
+    for table in ["job_queue", "jobq_processes", "jobq_schema_migrations"] {
+        assert!(names.iter().any(|n| n == table), "{table} missing: {names:?}");
+    }
     let versions: i64 = db
         .scalar("SELECT COUNT(*) FROM jobq_schema_migrations")
         .await;
-    assert_eq!(versions, 2, "each migration is recorded once");
+    assert_eq!(
+        versions,
+        jobq::db::migrate::latest_version(),
+        "each migration is recorded once"
+    );
 
     // And now the commands work.
     assert_ok(&run_jobq(Some(&db.url), &["stats"]));

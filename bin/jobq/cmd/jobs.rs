@@ -30,14 +30,12 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
             admin::retry_job(&pool, id).await?;
             println!("job {id} is queued to run now");
         }
-        JobsCommand::Cancel { id } => {
-            match admin::cancel_job(&pool, id).await? {
-                admin::CancelOutcome::Cancelled => println!("job {id} is cancelled"),
-                admin::CancelOutcome::Requested => println!(
-                    "job {id} is running: its worker was asked to stop it; it will end cancelled"
-                ),
-            }
-        }
+        JobsCommand::Cancel { id } => match admin::cancel_job(&pool, id).await? {
+            admin::CancelOutcome::Cancelled => println!("job {id} is cancelled"),
+            admin::CancelOutcome::Requested => println!(
+                "job {id} is running: its worker was asked to stop it; it will end cancelled"
+            ),
+        },
     }
     Ok(())
 }

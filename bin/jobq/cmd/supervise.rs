@@ -12,11 +12,14 @@ use crate::args::{ReaperArgs, SuperviseArgs, WorkerOptions};
 
 pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
     if env.config.handlers.is_empty() {
-        bail!("no handlers configured: pass --config jobq.toml (or set JOBQ_CONFIG) with [handlers.KIND] sections");
+        bail!(
+            "no handlers configured: pass --config jobq.toml (or set JOBQ_CONFIG) with [handlers.KIND] sections"
+        );
     }
     let worker_cfg = super::worker::config(env, &args.opts, true);
     let pool = env.migrated_pool(4).await?;
-    let program = std::env::current_exe().context("cannot find the jobq binary to start workers")?;
+    let program =
+        std::env::current_exe().context("cannot find the jobq binary to start workers")?;
     let mut cfg = SupervisorConfig::new(args.workers, program);
     cfg.worker_args = child_args(&args.opts);
     if let Some(path) = &env.config_path {

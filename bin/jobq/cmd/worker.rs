@@ -25,11 +25,7 @@ pub fn config(env: &Env, args: &WorkerOptions, forever: bool) -> WorkerConfig {
             .batch_size
             .or(file.batch_size)
             .unwrap_or(defaults.batch_size),
-        mode: if forever {
-            Mode::Forever
-        } else {
-            Mode::Drain
-        },
+        mode: if forever { Mode::Forever } else { Mode::Drain },
         poll_interval: args
             .poll_interval
             .or(file.poll_interval.map(|d| d.0))

@@ -1,0 +1,291 @@
+//! The reaper: dead claimants' rows come back, live ones are never touched, any number of reapers agree.
+
+use std::time::{Duration, Instant};
+
+use jobq::db::claim::claim_batch;
+use jobq::db::finish::{Finish, finish};
+use jobq::reaper::{Reaper, ReaperConfig};
+use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+use crate::common::{TestDb, jobq, scratch_dir, wait_output, wait_until, write_config};
+
+/// A claim token that parses but belongs to nobody: not registered, no session holds its lock.
+fn ghost(n: u32) -> String {
+    format!(
+        "ghost-host:{}:{n}:1-1:{:016x}",
+        4_000_000 + n,
+        0xdead_0000_u64 + u64::from(n)
+    )
+}
+
+fn quick_reaper(db: &TestDb) -> Reaper {
+    Reaper::new(
+        db.pool.clone(),
+        ReaperConfig {
+            confirm_delay: Duration::from_millis(100),
+            retention: None,
+            ..ReaperConfig::default()
+        },
+    )
+}
+
+#[tokio::test]
+async fn a_sigkilled_workers_job_is_runnable_within_two_intervals_and_runs_again_once() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    // Attempt 1 of the job records itself, then sleeps; later attempts record themselves and finish.
+    let cfg = write_config(
+        &dir,
+        &format!(
+            "[handlers.victim]\ncommand = [\"sh\", \"-c\", \
+             \"echo $JOBQ_JOB_ID:$JOBQ_ATTEMPT:$$ >> {d}/effects; [ $JOBQ_ATTEMPT -gt 1 ] || sleep 30\"]\n",
+            d = dir.display()
+        ),
+    );
+    db.exec("INSERT INTO job_queue (kind) VALUES ('victim')")
+        .await;
+    let worker = jobq(
+        Some(&db.url),
+        &["worker", "--forever", "--config", cfg.to_str().unwrap()],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap();
+    wait_until("the job running", Duration::from_secs(10), || async {
+        db.states().await == "running=1" && dir.join("effects").exists()
+    })
+    .await;
+
+    let stop = CancellationToken::new();
+    let reaper = Reaper::new(db.pool.clone(), ReaperConfig::default());
+    let reaper_task = tokio::spawn(reaper.run(stop.clone()));
+    kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
+    let killed_at = Instant::now();
+    let _ = wait_output(worker, Duration::from_secs(5));
+    wait_until(
+        "the job runnable again",
+        Duration::from_secs(15),
+        || async { db.states().await == "queued=1" },
+    )
+    .await;
+    let took = killed_at.elapsed();
+    let bound = ReaperConfig::DEFAULT_INTERVAL * 2 + Duration::from_millis(500);
+    assert!(took <= bound, "reset after {took:?}, bound {bound:?}");
+    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    assert_eq!(job.attempts, 1, "the reset counts the interrupted attempt");
+    assert!(job.last_error.unwrap().contains("died"));
+    stop.cancel();
+    reaper_task.await.unwrap().unwrap();
+
+    // Another worker completes it.
+    let out = jobq(
+        Some(&db.url),
+        &["worker", "--config", cfg.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    assert_eq!(db.states().await, "done=1");
+    let effects = std::fs::read_to_string(dir.join("effects")).unwrap();
+    let runs: Vec<&str> = effects.lines().collect();
+    assert_eq!(runs.len(), 2, "ran twice, once per claimant: {effects}");
+    assert!(runs[0].starts_with("1:1:") && runs[1].starts_with("1:2:"));
+    // The first attempt's command was orphaned by the SIGKILL; clean it up.
+    let pgid: i32 = runs[0].rsplit(':').next().unwrap().parse().unwrap();
+    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+}
+
+#[tokio::test]
+async fn a_live_worker_running_a_job_longer_than_many_reaper_passes_keeps_its_claim() {
+    let db = TestDb::new().await;
+    db.insert_jobs("long", 1).await;
+    let handlers = Handlers::new()
+        .register("long", |_j: JobContext| async {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            Ok::<(), JobError>(())
+        })
+        .unwrap();
+    let worker = Worker::new(
+        db.pool(4).await,
+        handlers,
+        WorkerConfig {
+            mode: Mode::Drain,
+            ..WorkerConfig::default()
+        },
+    )
+    .unwrap();
+    let task = tokio::spawn(worker.run(CancellationToken::new()));
+    wait_until("job running", Duration::from_secs(5), || async {
+        db.states().await == "running=1"
+    })
+    .await;
+    let mut reaper = quick_reaper(&db);
+    let mut passes = 0;
+    while db.states().await == "running=1" {
+        let r = reaper.run_once().await.unwrap();
+        assert_eq!(r.dead_claimants, 0, "{r:?}");
+        passes += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(passes >= 10, "only {passes} passes");
+    let report = task.await.unwrap().unwrap();
+    assert_eq!((report.done, report.lost), (1, 0));
+    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    assert_eq!(job.attempts, 1);
+}
+
+#[tokio::test]
+async fn two_reapers_at_once_reset_each_row_once() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 60).await;
+    let kinds = vec!["k".to_string()];
+    for g in 0..3 {
+        claim_batch(&db.pool, &ghost(g), "default", &kinds, 20)
+            .await
+            .unwrap();
+    }
+    let mut a = quick_reaper(&db);
+    let mut b = quick_reaper(&db);
+    let (ra, rb) = tokio::join!(a.run_once(), b.run_once());
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(ra.requeued + rb.requeued, 60, "{ra:?} {rb:?}");
+    assert_eq!(db.states().await, "queued=60");
+    let attempts: i64 = db
+        .scalar("SELECT COUNT(*) FROM job_queue WHERE attempts = 1 AND last_error LIKE 'claimant ghost-host:%died%'")
+        .await;
+    assert_eq!(attempts, 60);
+}
+
+#[tokio::test]
+async fn a_reaper_racing_a_late_finish_never_lets_both_win() {
+    let db = TestDb::new().await;
+    let kinds = vec!["k".to_string()];
+    for round in 0..25u32 {
+        db.exec("DELETE FROM job_queue").await;
+        db.insert_jobs("k", 1).await;
+        let token = ghost(100 + round);
+        let job = claim_batch(&db.pool, &token, "default", &kinds, 1)
+            .await
+            .unwrap()
+            .remove(0);
+        let mut reaper = Reaper::new(
+            db.pool.clone(),
+            ReaperConfig {
+                confirm_delay: Duration::from_millis(u64::from(round % 5)),
+                retention: None,
+                ..ReaperConfig::default()
+            },
+        );
+        let pool = db.pool.clone();
+        let (reaped, finished) = tokio::join!(reaper.run_once(), async {
+            tokio::time::sleep(Duration::from_millis(u64::from(round % 7))).await;
+            finish(&pool, job.id, &token, job.attempt(), &Finish::Done).await
+        });
+        let (reaped, finished) = (reaped.unwrap(), finished.unwrap());
+        let state = db.states().await;
+        match (finished, reaped.requeued) {
+            (true, 0) => assert_eq!(state, "done=1"),
+            (false, 1) => assert_eq!(state, "queued=1"),
+            other => panic!(
+                "round {round}: finish and reset both took effect or neither: {other:?}, {state}"
+            ),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_job_that_kills_its_worker_every_time_ends_dead() {
+    let db = TestDb::new().await;
+    db.exec("INSERT INTO job_queue (kind, max_attempts) VALUES ('poison', 2)")
+        .await;
+    let kinds = vec!["poison".to_string()];
+    let mut reaper = quick_reaper(&db);
+    for g in 0..2 {
+        assert_eq!(
+            claim_batch(&db.pool, &ghost(200 + g), "default", &kinds, 1)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        reaper.run_once().await.unwrap();
+    }
+    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    assert_eq!((job.state, job.attempts), (jobq::State::Dead, 2));
+    assert!(job.last_error.unwrap().contains(&ghost(201)));
+    assert!(job.finished_at.is_some());
+}
+
+#[tokio::test]
+async fn dead_processes_leave_the_registry_and_live_ones_stay() {
+    let db = TestDb::new().await;
+    let me = jobq::token::ProcessIdentity::current();
+    // A process on this host that no longer exists, one whose heartbeat is past the lease, and one whose
+    // registration came from a process (this one) that is alive and well.
+    db.exec(&format!(
+        "INSERT INTO jobq_processes (token, role, host, host_id, pid, connection_id, server_id, server_epoch, \
+         version, heartbeat_at) VALUES \
+         ('{g1}', 'worker', '{h}', '{hid}', 4000001, 1, 1, 1, 'x', NOW(6)), \
+         ('{g2}', 'worker', 'elsewhere', 'other', 4000002, 1, 1, 1, 'x', NOW(6) - INTERVAL 5 MINUTE)",
+        g1 = ghost(1),
+        g2 = ghost(2),
+        h = me.host,
+        hid = me.host_id,
+    ))
+    .await;
+    let stop = CancellationToken::new();
+    let worker = Worker::new(
+        db.pool(4).await,
+        Handlers::new()
+            .register("x", |_j: JobContext| async { Ok::<(), JobError>(()) })
+            .unwrap(),
+        WorkerConfig {
+            mode: Mode::Forever,
+            ..WorkerConfig::default()
+        },
+    )
+    .unwrap();
+    let task = tokio::spawn(worker.run(stop.clone()));
+    wait_until("worker registered", Duration::from_secs(5), || async {
+        db.scalar::<i64>("SELECT COUNT(*) FROM jobq_processes")
+            .await
+            == 3
+    })
+    .await;
+    let r = quick_reaper(&db).run_once().await.unwrap();
+    assert_eq!(r.forgotten, 2, "{r:?}");
+    let left: i64 = db
+        .scalar("SELECT COUNT(*) FROM jobq_processes WHERE token NOT LIKE 'ghost%'")
+        .await;
+    assert_eq!(left, 1, "the live worker stays registered");
+    stop.cancel();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn the_reaper_binary_runs_once_and_prunes() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 3).await;
+    db.exec(
+        "UPDATE job_queue SET state = 'done', finished_at = NOW(6) - INTERVAL 30 DAY WHERE id = 1",
+    )
+    .await;
+    claim_batch(&db.pool, &ghost(7), "default", &["k".to_string()], 1)
+        .await
+        .unwrap();
+    let out = jobq(Some(&db.url), &["reaper", "--once"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("jobs requeued: 1") && stdout.contains("jobs pruned: 1"),
+        "{stdout}"
+    );
+    assert_eq!(db.states().await, "queued=2");
+}

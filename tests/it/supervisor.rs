@@ -1,0 +1,200 @@
+//! The supervisor: N workers through repeated SIGKILLs, immediate release of a dead child's jobs, and a
+//! graceful drain on SIGTERM.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::common::{TestDb, jobq, scratch_dir, wait_output, wait_until, write_config};
+
+/// Pids of the direct children of `parent` (from /proc).
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // state is f[0], ppid f[1]; zombies are dead children not yet collected.
+        if f.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent) && f[0] != "Z" {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn supervise(db: &TestDb, config: &std::path::Path, extra: &[&str]) -> Child {
+    let mut args = vec!["supervise", "--config", config.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    jobq(Some(&db.url), &args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+async fn n_workers(sup: u32, n: usize) {
+    wait_until(&format!("{n} workers"), Duration::from_secs(15), || async {
+        children_of(sup).len() == n
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn sigkilled_children_are_replaced_and_every_job_ends_done() {
+    let db = TestDb::new().await;
+    db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL)")
+        .await;
+    let dir = scratch_dir();
+    let cfg = write_config(
+        &dir,
+        "[handlers.effect]\n\
+         sql = \"INSERT INTO effects (job_id) SELECT ? FROM DUAL WHERE SLEEP(0.004) = 0\"\n\
+         params = [\"id\"]\n",
+    );
+    db.exec(
+        "INSERT INTO job_queue (kind, payload) \
+         SELECT 'effect', JSON_OBJECT('id', seq) FROM seq_1_to_5000",
+    )
+    .await;
+    db.exec("ANALYZE TABLE job_queue").await;
+    let sup = supervise(&db, &cfg, &["-n", "3", "--concurrency", "4"]);
+    let sup_pid = sup.id();
+    n_workers(sup_pid, 3).await;
+
+    let concurrency = 4;
+    let mut kills = 0;
+    for round in 0..5 {
+        wait_until("some jobs done", Duration::from_secs(20), || async {
+            db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
+                .await
+                > 400 * round
+        })
+        .await;
+        let kids = children_of(sup_pid);
+        let victim = kids[rand::random_range(0..kids.len())];
+        kill(Pid::from_raw(victim as i32), Signal::SIGKILL).unwrap();
+        kills += 1;
+        wait_until("the victim replaced", Duration::from_secs(15), || async {
+            let k = children_of(sup_pid);
+            k.len() == 3 && !k.contains(&victim)
+        })
+        .await;
+    }
+    wait_until("all jobs done", Duration::from_secs(90), || async {
+        db.states().await == "done=5000"
+    })
+    .await;
+    kill(Pid::from_raw(sup_pid as i32), Signal::SIGTERM).unwrap();
+    let out = wait_output(sup, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let missing: Vec<(u64, u16, Option<String>)> = sqlx::query_as(
+        "SELECT id, attempts, CAST(last_error AS CHAR) FROM job_queue j \
+         WHERE NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = j.id)",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert!(
+        missing.is_empty(),
+        "jobs done without their effect: {missing:?}"
+    );
+    let extra: i64 = db
+        .scalar("SELECT COUNT(*) - COUNT(DISTINCT job_id) FROM effects")
+        .await;
+    assert!(
+        extra <= kills * concurrency,
+        "{extra} duplicate effects for {kills} kills of workers running at most {concurrency} jobs"
+    );
+    let registered: i64 = db.scalar("SELECT COUNT(*) FROM jobq_processes").await;
+    assert_eq!(registered, 0);
+}
+
+#[tokio::test]
+async fn a_dead_childs_jobs_are_released_at_once_without_a_reaper() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = write_config(
+        &dir,
+        "[handlers.nap]\ncommand = [\"sh\", \"-c\", \"[ $JOBQ_ATTEMPT -gt 1 ] || exec sleep 30\"]\n",
+    );
+    db.insert_jobs("nap", 1).await;
+    let sup = supervise(&db, &cfg, &["-n", "1"]);
+    let sup_pid = sup.id();
+    wait_until("running", Duration::from_secs(10), || async {
+        db.states().await == "running=1"
+    })
+    .await;
+    let child = children_of(sup_pid)[0];
+    kill(Pid::from_raw(child as i32), Signal::SIGKILL).unwrap();
+    let t0 = Instant::now();
+    wait_until("released", Duration::from_secs(5), || async {
+        db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE claim IS NULL OR attempts = 2")
+            .await
+            == 1
+    })
+    .await;
+    assert!(
+        t0.elapsed() < Duration::from_secs(1),
+        "released after {:?}",
+        t0.elapsed()
+    );
+    wait_until(
+        "done on the second attempt",
+        Duration::from_secs(15),
+        || async { db.states().await == "done=1" },
+    )
+    .await;
+    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    assert_eq!(job.attempts, 2);
+    assert!(
+        job.last_error
+            .unwrap()
+            .contains("released by its supervisor")
+    );
+    kill(Pid::from_raw(sup_pid as i32), Signal::SIGTERM).unwrap();
+    assert!(wait_output(sup, Duration::from_secs(30)).status.success());
+    // The orphaned `sleep 30` of the killed child's command.
+    let _ = std::process::Command::new("pkill")
+        .args(["-f", "^sleep 30$"])
+        .status();
+}
+
+#[tokio::test]
+async fn sigterm_drains_the_children_and_exits_0() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = write_config(&dir, "[handlers.nap]\ncommand = [\"sleep\", \"1\"]\n");
+    db.insert_jobs("nap", 4).await;
+    let sup = supervise(&db, &cfg, &["-n", "2", "--concurrency", "2", "--reaper"]);
+    wait_until("4 running", Duration::from_secs(10), || async {
+        db.states().await == "running=4"
+    })
+    .await;
+    kill(Pid::from_raw(sup.id() as i32), Signal::SIGTERM).unwrap();
+    let out = wait_output(sup, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(db.states().await, "done=4");
+    let registered: i64 = db.scalar("SELECT COUNT(*) FROM jobq_processes").await;
+    assert_eq!(
+        registered, 0,
+        "workers, reaper and supervisor all deregistered"
+    );
+}
