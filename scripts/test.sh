@@ -7,7 +7,7 @@
 #   scripts/test.sh worker_         extra arguments go to the test binaries of
 #                                   `cargo test --all-targets` (here: a filter)
 #
-# Environment: JOBQ_TEST_THREADS (default 8) test threads; JOBQ_DATABASE_URL /
+# Environment: JOBQ_TEST_THREADS (default 4) test threads; JOBQ_DATABASE_URL /
 # JOBQ_DB_PORT are honoured by scripts/ensure-mariadb.sh.
 set -euo pipefail
 
@@ -46,8 +46,8 @@ cargo clippy --all-targets -- -D warnings
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
-step "cargo test --all-targets -- --test-threads=${JOBQ_TEST_THREADS:-8}${*:+ $*}"
-cargo test --all-targets -- --test-threads="${JOBQ_TEST_THREADS:-8}" "$@" 2>&1 | tee -a "$results"
+step "cargo test --all-targets -- --test-threads=${JOBQ_TEST_THREADS:-4}${*:+ $*}"
+cargo test --all-targets -- --test-threads="${JOBQ_TEST_THREADS:-4}" "$@" 2>&1 | tee -a "$results"
 
 step "cargo test --doc"
 cargo test --doc 2>&1 | tee -a "$results"

@@ -79,6 +79,10 @@ pub struct Config {
     /// Handlers by job kind.
     #[serde(default)]
     pub handlers: BTreeMap<String, HandlerConfig>,
+    /// Schedules by name, upserted by the scheduler when it starts (see
+    /// [`crate::scheduler::ScheduleSection`]).
+    #[serde(default)]
+    pub schedules: BTreeMap<String, crate::scheduler::ScheduleSection>,
 }
 
 /// `[worker]`.
@@ -215,6 +219,7 @@ impl Config {
             validate_name("kind", kind, 128).map_err(|e| format!("handlers.{kind}: {e}"))?;
             h.spec().map_err(|e| format!("handlers.{kind}: {e}"))?;
         }
+        crate::scheduler::def::validate_sections(&self.schedules)?;
         Ok(())
     }
 

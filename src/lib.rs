@@ -14,6 +14,8 @@
 //! * [`NewJob`] and [`enqueue`] insert jobs, also inside the caller's transaction.
 //! * [`Worker`] claims and runs jobs with [`Handlers`]: async functions in the library, or the command and
 //!   SQL handlers of [`config::Config`] in the `jobq` binary.
+//! * [`Scheduler`] turns schedules (cron, intervals, calendar specs, one-off times; [`Schedules`]
+//!   manages them) into jobs: exactly one job per planned time, however many schedulers run.
 //!
 //! ```no_run
 //! use jobq::{Handlers, JobContext, JobError, Worker, WorkerConfig, Mode};
@@ -41,6 +43,7 @@ pub mod job;
 pub mod liveness;
 pub mod reaper;
 pub mod retry;
+pub mod scheduler;
 pub mod session;
 pub mod shutdown;
 pub mod supervisor;
@@ -52,6 +55,7 @@ pub use db::enqueue::{NewJob, enqueue, enqueue_many};
 pub use error::{Error, Result};
 pub use handler::{Handler, Handlers, JobContext, JobError};
 pub use job::{JobRecord, State};
+pub use scheduler::{Clock, ScheduleDef, Scheduler, SchedulerConfig, Schedules, TickReport};
 pub use worker::{Mode, Worker, WorkerConfig, WorkerReport};
 
 /// Re-exported so library users need not depend on tokio-util for the shutdown token.

@@ -267,6 +267,9 @@ impl Supervisor {
             }
         };
         let mut n = 0;
+        if let Err(e) = reap::forget_process(&self.pool, &me.host_id, pid).await {
+            warn!(pid, error = %e, "could not remove the dead worker's registry row; the reaper will");
+        }
         for claim in claims {
             let reason = format!(
                 "claimant {claim} died ({why}); released by its supervisor; its attempt counts"

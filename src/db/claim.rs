@@ -21,6 +21,8 @@
 //! where UPDATE LIMIT needs a second query to read back what it stamped. So: SKIP LOCKED.
 //! SKIP LOCKED needs MariaDB 10.6+ or MySQL 8.0.1+.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
@@ -80,13 +82,46 @@ pub async fn claim_batch(
     kinds: &[String],
     limit: u32,
 ) -> Result<Vec<ClaimedJob>> {
+    claim_batch_watched(pool, token, queue, kinds, limit, &AtomicBool::new(false)).await
+}
+
+/// [`claim_batch`], setting `uncertain` when a try failed in a way that may have committed anyway: a
+/// connection lost after COMMIT was sent leaves rows stamped with `token` that the caller never saw.
+/// A worker that sees the flag reconciles: it hands back the rows under its token that it is not running.
+pub(crate) async fn claim_batch_watched(
+    pool: &MySqlPool,
+    token: &str,
+    queue: &str,
+    kinds: &[String],
+    limit: u32,
+    uncertain: &AtomicBool,
+) -> Result<Vec<ClaimedJob>> {
     if limit == 0 || kinds.is_empty() {
         return Ok(Vec::new());
     }
-    retry_transient("claim", TRIES, || {
-        claim_once(pool, token, queue, kinds, limit)
+    let result = retry_transient("claim", TRIES, || async {
+        let r = claim_once(pool, token, queue, kinds, limit).await;
+        if matches!(&r, Err(e) if !matches!(e, sqlx::Error::Database(_))) {
+            uncertain.store(true, Ordering::SeqCst);
+        }
+        r
     })
-    .await
+    .await;
+    if result.is_err() {
+        uncertain.store(true, Ordering::SeqCst);
+    }
+    result
+}
+
+/// Running rows stamped with `token`, with their attempt numbers: what a worker compares with what it
+/// runs when a claim's outcome was uncertain.
+pub(crate) async fn held_by(pool: &MySqlPool, token: &str) -> Result<Vec<(u64, u16)>> {
+    Ok(
+        sqlx::query_as("SELECT id, attempts FROM job_queue WHERE claim = ? AND state = 'running'")
+            .bind(token)
+            .fetch_all(pool)
+            .await?,
+    )
 }
 
 async fn claim_once(

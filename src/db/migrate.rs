@@ -43,6 +43,16 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_cancel_requests.sql",
         sql: include_str!("../../migrations/0003_cancel_requests.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_schedules.sql",
+        sql: include_str!("../../migrations/0004_schedules.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "0005_schedule_runs.sql",
+        sql: include_str!("../../migrations/0005_schedule_runs.sql"),
+    },
 ];
 
 /// The schema version this build needs.

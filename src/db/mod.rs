@@ -10,6 +10,7 @@ pub mod prune;
 pub mod reap;
 pub mod registry;
 pub(crate) mod row;
+pub mod schedule;
 
 use std::future::Future;
 use std::str::FromStr;
@@ -37,6 +38,8 @@ pub(crate) mod codes {
     pub(crate) const ACCESS_DENIED: u16 = 1045;
     /// `ER_ACCESS_DENIED_NO_PASSWORD_ERROR`: e.g. root that may only log in through the unix socket.
     pub(crate) const ACCESS_DENIED_NO_PASSWORD: u16 = 1698;
+    /// `ER_CON_COUNT_ERROR`: the server has `max_connections` clients already.
+    pub(crate) const TOO_MANY_CONNECTIONS: u16 = 1040;
     /// `ER_BAD_DB_ERROR`: unknown database.
     pub(crate) const BAD_DB: u16 = 1049;
     /// `ER_NO_SUCH_TABLE`.
@@ -66,6 +69,7 @@ pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
                     | codes::SERVER_SHUTDOWN
                     | codes::CONNECTION_KILLED
                     | codes::QUERY_INTERRUPTED
+                    | codes::TOO_MANY_CONNECTIONS
             )
         ),
         _ => false,
@@ -241,6 +245,12 @@ fn connect_error(url: &str, e: sqlx::Error) -> Error {
         }
         (_, Some(codes::BAD_DB)) => {
             format!("{}; create it first (CREATE DATABASE ...)", db_message(&e))
+        }
+        (_, Some(codes::TOO_MANY_CONNECTIONS)) => {
+            format!(
+                "server unreachable (too many connections: {})",
+                db_message(&e)
+            )
         }
         (sqlx::Error::Io(io), _) => format!("server unreachable ({io})"),
         (sqlx::Error::PoolTimedOut, _) => "server unreachable (timed out)".to_string(),

@@ -209,6 +209,18 @@ pub async fn forget(pool: &MySqlPool, token: &str) -> Result<()> {
     Ok(())
 }
 
+/// Removes the registry rows of local process `pid` (whatever its token), once it is known dead.
+pub async fn forget_process(pool: &MySqlPool, host_id: &str, pid: u32) -> Result<u64> {
+    Ok(
+        sqlx::query("DELETE FROM jobq_processes WHERE host_id = ? AND pid = ? AND host_id <> ''")
+            .bind(host_id)
+            .bind(pid)
+            .execute(pool)
+            .await?
+            .rows_affected(),
+    )
+}
+
 /// Running rows whose claim token names `host` and `pid` (any nonce and session): what a supervisor
 /// releases when its child `pid` has died.
 pub async fn claims_of_process(pool: &MySqlPool, host: &str, pid: u32) -> Result<Vec<String>> {

@@ -24,10 +24,13 @@ enum Ended {
 
 /// Runs `job` and records its outcome. The permit is the job's slot; it is given back when the job's
 /// row has been finished, so a draining worker's next claim sees the slot free.
-pub(super) async fn run_job(shared: Arc<Shared>, job: ClaimedJob, permit: OwnedSemaphorePermit) {
+pub(super) async fn run_job(
+    shared: Arc<Shared>,
+    job: ClaimedJob,
+    permit: OwnedSemaphorePermit,
+    cancel_request: CancellationToken,
+) {
     let attempt = job.attempt();
-    let cancel_request = CancellationToken::new();
-    lock(&shared.running).insert(job.id, cancel_request.clone());
     let outcome = if shared.hard_stop.is_cancelled() {
         // Claimed but never started: give it back as it was.
         Finish::Release

@@ -200,6 +200,11 @@ pub(crate) struct Shared {
     pub(crate) hard_stop: CancellationToken,
     /// Running jobs by id, each with the token an operator's cancel request trips.
     pub(crate) running: std::sync::Mutex<std::collections::HashMap<u64, CancellationToken>>,
+    /// Held while a claim is made and its jobs entered in `running`, so that reconciling never sees a
+    /// half-registered claim.
+    claim_gate: tokio::sync::Mutex<()>,
+    /// Set when a claim may have committed without our seeing its rows.
+    uncertain_claims: std::sync::atomic::AtomicBool,
 }
 
 impl Worker {
@@ -247,6 +252,8 @@ impl Worker {
             job_ended: Notify::new(),
             hard_stop: CancellationToken::new(),
             running: Default::default(),
+            claim_gate: tokio::sync::Mutex::new(()),
+            uncertain_claims: Default::default(),
         });
         let tracker = TaskTracker::new();
         let watch_stop = CancellationToken::new();
@@ -322,12 +329,15 @@ fn is_outage(e: &Error) -> bool {
 }
 
 /// Polls for operators' cancel requests on this worker's running jobs, once a second while it runs any,
-/// and trips the jobs' cancel tokens.
+/// and trips the jobs' cancel tokens. Also reconciles after a claim whose outcome was uncertain.
 async fn watch_cancel_requests(shared: Arc<Shared>, stop: CancellationToken) {
     const EVERY: Duration = Duration::from_secs(1);
     loop {
         if sleep_or_stop(EVERY, &stop).await {
             return;
+        }
+        if shared.uncertain_claims.load(Ordering::SeqCst) {
+            reconcile(&shared).await;
         }
         if shared
             .running
@@ -355,6 +365,48 @@ async fn watch_cancel_requests(shared: Arc<Shared>, stop: CancellationToken) {
             Err(e) => debug!(error = %e, "could not read cancel requests"),
         }
     }
+}
+
+/// Hands back rows stamped with this worker's token that it is not running: left by a claim whose
+/// COMMIT went through while its reply was lost. Without this they would stay `running` under the token
+/// of a live worker, which no reaper touches.
+async fn reconcile(shared: &Shared) {
+    let _gate = shared.claim_gate.lock().await;
+    let held = match claim::held_by(&shared.pool, &shared.token).await {
+        Ok(h) => h,
+        Err(e) => {
+            debug!(error = %e, "cannot reconcile claims yet");
+            return;
+        }
+    };
+    let unknown: Vec<(u64, u16)> = {
+        let running = shared.running.lock().unwrap_or_else(|e| e.into_inner());
+        held.into_iter()
+            .filter(|(id, _)| !running.contains_key(id))
+            .collect()
+    };
+    for (id, attempt) in unknown {
+        match crate::db::finish::finish(
+            &shared.pool,
+            id,
+            &shared.token,
+            attempt,
+            &crate::db::finish::Finish::Release,
+        )
+        .await
+        {
+            Ok(true) => warn!(
+                job_id = id,
+                "handed back a job claimed by a claim whose reply was lost"
+            ),
+            Ok(false) => {}
+            Err(e) => {
+                debug!(error = %e, "cannot reconcile claims yet");
+                return;
+            }
+        }
+    }
+    shared.uncertain_claims.store(false, Ordering::SeqCst);
 }
 
 /// Claims while there is room and work; returns when drained or told to stop.
@@ -385,6 +437,7 @@ async fn fetch_loop(
             }
         }
 
+        let gate = shared.claim_gate.lock().await;
         let claimed = match claim_some(shared, &kinds, permits.len() as u32, probing).await {
             Ok(jobs) => {
                 error_wait = Duration::from_millis(100);
@@ -397,6 +450,7 @@ async fn fetch_loop(
                 if cfg.mode == Mode::Forever
                     || (e.is_transient() && failures < DRAIN_CLAIM_TRIES) =>
             {
+                drop(gate);
                 drop(permits);
                 failures += 1;
                 shared.counters.claim_errors.fetch_add(1, Ordering::Relaxed);
@@ -411,6 +465,7 @@ async fn fetch_loop(
         };
 
         if claimed.is_empty() {
+            drop(gate);
             drop(permits);
             match cfg.mode {
                 Mode::Drain => {
@@ -443,7 +498,18 @@ async fn fetch_loop(
             .claimed
             .fetch_add(claimed.len() as u64, Ordering::Relaxed);
         for (job, permit) in claimed.into_iter().zip(permits) {
-            tracker.spawn(execute::run_job(shared.clone(), job, permit));
+            let cancel_request = CancellationToken::new();
+            shared
+                .running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(job.id, cancel_request.clone());
+            tracker.spawn(execute::run_job(
+                shared.clone(),
+                job,
+                permit,
+                cancel_request,
+            ));
         }
     }
 }
@@ -465,7 +531,17 @@ async fn claim_some(
         if want == 0 {
             break;
         }
-        jobs.extend(claim::claim_batch(&shared.pool, &shared.token, queue, kinds, want).await?);
+        jobs.extend(
+            claim::claim_batch_watched(
+                &shared.pool,
+                &shared.token,
+                queue,
+                kinds,
+                want,
+                &shared.uncertain_claims,
+            )
+            .await?,
+        );
     }
     Ok(jobs)
 }

@@ -191,7 +191,7 @@ async fn ten_thousand_jobs_through_four_concurrent_workers_each_run_exactly_once
     let seen: Seen = Arc::default();
     let mut tasks = Vec::new();
     for _ in 0..4 {
-        let pool = db.pool(6).await;
+        let pool = db.pool(4).await;
         let handlers = counting("count", &seen);
         let cfg = WorkerConfig {
             mode: Mode::Drain,
@@ -225,7 +225,7 @@ async fn deadlock_torture_many_claimers_and_producers_surface_no_error_and_lose_
     let stop = CancellationToken::new();
     let mut workers = Vec::new();
     for i in 0..6 {
-        let pool = db.pool(6).await;
+        let pool = db.pool(4).await;
         let cfg = WorkerConfig {
             mode: Mode::Forever,
             concurrency: 4 + i,

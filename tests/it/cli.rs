@@ -137,12 +137,15 @@ async fn an_unmigrated_database_says_to_run_migrate_and_migrate_is_idempotent() 
     .fetch_all(&db.pool)
     .await
     .unwrap();
-    let mut names: Vec<String> = names
+    let names: Vec<String> = names
         .into_iter()
         .map(|n| String::from_utf8(n).unwrap())
         .collect();
     for table in ["job_queue", "jobq_processes", "jobq_schema_migrations"] {
-        assert!(names.iter().any(|n| n == table), "{table} missing: {names:?}");
+        assert!(
+            names.iter().any(|n| n == table),
+            "{table} missing: {names:?}"
+        );
     }
     let versions: i64 = db
         .scalar("SELECT COUNT(*) FROM jobq_schema_migrations")

@@ -55,7 +55,7 @@ impl TestDb {
             .expect("create test database");
         admin.close().await;
         let url = url_for(&name);
-        let pool = db::connect(&ConnectConfig::new(&url).max_connections(10))
+        let pool = db::connect(&ConnectConfig::new(&url).max_connections(5))
             .await
             .expect("connect to test database");
         TestDb { pool, url, name }

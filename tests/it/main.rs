@@ -17,3 +17,13 @@ mod worker;
 mod handlers;
 // The jobq binary: commands and their error messages.
 mod cli;
+// The reaper: recovering dead claimants' jobs.
+mod reaper;
+// Cancelling running jobs.
+mod cancel;
+// The supervisor: N workers through crashes.
+mod supervisor;
+// Restarting the database server under running workers.
+mod restart;
+// The scheduler: exactly one job per planned time, policies, DST, racing schedulers, the CLI.
+mod scheduler;

@@ -3,6 +3,8 @@
 mod enqueue;
 mod jobs;
 mod reaper;
+mod schedule;
+mod scheduler;
 mod stats;
 mod supervise;
 mod worker;
@@ -84,6 +86,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Jobs(cmd) => jobs::run(&env, cmd).await,
         Command::Reaper(args) => reaper::run(&env, args).await,
         Command::Supervise(args) => supervise::run(&env, args).await,
+        Command::Schedule(cmd) => schedule::run(&env, cmd).await,
+        Command::Scheduler(args) => scheduler::run(&env, args).await,
         Command::Prune(args) => {
             let pool = env.migrated_pool(2).await?;
             let retention = args.retention.unwrap_or_else(|| env.config.retention());

@@ -73,7 +73,7 @@ pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
     }
     let shutdown = shutdown::on_signals()?;
     // Claims and finishes share the pool with SQL handlers, which hold a connection while they run.
-    let pool = env.migrated_pool(cfg.concurrency + 4).await?;
+    let pool = env.migrated_pool(cfg.concurrency + 2).await?;
     let handlers = Handlers::from_config(&env.config, &pool)?;
     let worker = Worker::new(pool.clone(), handlers, cfg)?;
     worker.run(shutdown).await?;

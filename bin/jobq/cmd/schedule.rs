@@ -1,0 +1,309 @@
+//! `jobq schedule create|update|drop|list|show|runs|pause|resume|run-now|next|abort`.
+
+use anyhow::{Context, Result, anyhow};
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use jobq::scheduler::{RunRecord, ScheduleDef, Schedules, Spec, def::ScheduleRecord};
+
+use super::Env;
+use crate::args::{ScheduleCommand, ScheduleCreateArgs, ScheduleOptions, ScheduleUpdateArgs};
+
+pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
+    // `next --spec` needs no database; everything else is checked before it is touched.
+    if let ScheduleCommand::Next(a) = &cmd
+        && let Some(text) = &a.spec
+    {
+        let spec = Spec::parse(text, a.time_zone.as_deref().unwrap_or("UTC"))?;
+        let now = Utc::now();
+        print_times(&spec.upcoming(now, now, a.count), spec.tz());
+        return Ok(());
+    }
+    let create = match &cmd {
+        ScheduleCommand::Create(a) => Some(create_def(a)?),
+        _ => None,
+    };
+    let pool = env.migrated_pool(2).await?;
+    let schedules = Schedules::new(pool);
+    match cmd {
+        ScheduleCommand::Create(_) => {
+            let def = create.expect("built above");
+            let s = schedules.create(&def).await?;
+            println!(
+                "schedule {} created; next run {}",
+                s.def.name,
+                fmt_opt(s.next_run_at, s.spec()?.tz())
+            );
+        }
+        ScheduleCommand::Update(a) => {
+            let mut def = schedules.get(&a.name).await?.def;
+            update_def(&mut def, &a)?;
+            let r = schedules.update(&def).await?;
+            let s = schedules.get(&a.name).await?;
+            println!(
+                "schedule {} {}; next run {}",
+                s.def.name,
+                match r {
+                    jobq::scheduler::Upserted::Rescheduled => "updated and rescheduled",
+                    jobq::scheduler::Upserted::Unchanged => "unchanged",
+                    _ => "updated",
+                },
+                fmt_opt(s.next_run_at, s.spec()?.tz())
+            );
+        }
+        ScheduleCommand::Drop { name } => {
+            schedules.remove(&name).await?;
+            println!("schedule {name} dropped");
+        }
+        ScheduleCommand::List => print_list(&schedules.list().await?),
+        ScheduleCommand::Show { name, runs } => {
+            let s = schedules.get(&name).await?;
+            print_one(&s);
+            println!();
+            print_runs(&schedules.runs(&name, runs).await?);
+        }
+        ScheduleCommand::Runs { name, limit } => print_runs(&schedules.runs(&name, limit).await?),
+        ScheduleCommand::Pause { name } => {
+            schedules.pause(&name).await?;
+            println!("schedule {name} paused");
+        }
+        ScheduleCommand::Resume { name } => {
+            let s = schedules.resume(&name).await?;
+            println!(
+                "schedule {name} is {}; next run {}",
+                s.state,
+                fmt_opt(s.next_run_at, s.spec()?.tz())
+            );
+        }
+        ScheduleCommand::RunNow { name } => {
+            let id = schedules.run_now(&name).await?;
+            println!("{id}");
+        }
+        ScheduleCommand::Next(a) => {
+            let name = a
+                .name
+                .ok_or_else(|| anyhow!("give a schedule name or --spec"))?;
+            let s = schedules.get(&name).await?;
+            let times = schedules.next(&name, a.count).await?;
+            if times.is_empty() {
+                println!("schedule {name} is {} and has no next run", s.state);
+            }
+            print_times(&times, s.spec()?.tz());
+        }
+        ScheduleCommand::Abort { name, pause } => {
+            if pause {
+                schedules.pause(&name).await?;
+            }
+            let r = schedules.abort(&name).await?;
+            println!(
+                "schedule {name}: {} job(s) cancelled or told to stop{}",
+                r.cancelled,
+                if pause { "; schedule paused" } else { "" }
+            );
+        }
+    }
+    Ok(())
+}
+
+fn create_def(a: &ScheduleCreateArgs) -> Result<ScheduleDef> {
+    let mut def = ScheduleDef::new(&a.name, &a.kind, &a.spec);
+    def.paused = a.paused;
+    apply_options(&mut def, &a.options)?;
+    def.validate()?;
+    Ok(def)
+}
+
+fn update_def(def: &mut ScheduleDef, a: &ScheduleUpdateArgs) -> Result<()> {
+    if let Some(k) = &a.kind {
+        def.kind = k.clone();
+    }
+    if let Some(s) = &a.spec {
+        def.spec = s.clone();
+    }
+    apply_options(def, &a.options)?;
+    def.validate()?;
+    Ok(())
+}
+
+fn apply_options(def: &mut ScheduleDef, o: &ScheduleOptions) -> Result<()> {
+    if let Some(tz) = &o.time_zone {
+        def.time_zone = tz.clone();
+    }
+    if let Some(p) = &o.payload {
+        serde_json::from_str::<serde_json::Value>(p)
+            .map_err(|e| anyhow!("invalid --payload: payload is not valid JSON: {e}"))?;
+        def.payload = p.clone();
+    }
+    if let Some(q) = &o.queue {
+        def.queue = q.clone();
+    }
+    if let Some(p) = o.priority {
+        def.priority = p;
+    }
+    if let Some(n) = o.max_attempts {
+        def.max_attempts = Some(n);
+    }
+    if let Some(t) = o.timeout {
+        def.timeout = Some(t);
+    }
+    if let Some(s) = &o.start {
+        def.start_at = parse_time("--start", s)?;
+    }
+    if let Some(s) = &o.end {
+        def.end_at = parse_time("--end", s)?;
+    }
+    if let Some(b) = o.at_startup {
+        def.at_startup = b;
+    }
+    if let Some(s) = &o.overlap {
+        def.overlap = s.parse().context("--overlap")?;
+    }
+    if let Some(s) = &o.on_error {
+        def.on_error = s.parse().context("--on-error")?;
+    }
+    if let Some(s) = &o.misfire {
+        def.misfire = s.parse().context("--misfire")?;
+    }
+    if let Some(j) = o.jitter {
+        def.jitter = j;
+    }
+    if let Some(n) = o.broken_after {
+        def.broken_after = n;
+    }
+    Ok(())
+}
+
+fn parse_time(flag: &str, s: &str) -> Result<Option<DateTime<Utc>>> {
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    DateTime::parse_from_rfc3339(s)
+        .map(|t| Some(t.with_timezone(&Utc)))
+        .map_err(|e| anyhow!("invalid {flag} {s:?}: {e}; use RFC 3339, e.g. 2030-01-01T00:00:00Z"))
+}
+
+fn fmt_utc(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
+}
+
+fn fmt_opt(t: Option<DateTime<Utc>>, tz: Tz) -> String {
+    t.map_or_else(|| "-".to_string(), |t| fmt_both(t, tz))
+}
+
+/// UTC, and the schedule's local time when it is not UTC.
+fn fmt_both(t: DateTime<Utc>, tz: Tz) -> String {
+    if tz == chrono_tz::UTC {
+        fmt_utc(t)
+    } else {
+        format!(
+            "{} ({})",
+            fmt_utc(t),
+            t.with_timezone(&tz).format("%Y-%m-%d %H:%M:%S %Z")
+        )
+    }
+}
+
+fn print_times(times: &[DateTime<Utc>], tz: Tz) {
+    for t in times {
+        println!("{}", fmt_both(*t, tz));
+    }
+}
+
+fn first_line(s: Option<&str>, max: usize) -> String {
+    s.map(|e| e.lines().next().unwrap_or("").chars().take(max).collect())
+        .unwrap_or_default()
+}
+
+fn print_list(list: &[ScheduleRecord]) {
+    println!(
+        "{:<24} {:<9} {:<24} {:<16} {:<23} {:>6} {:>5}  LAST ERROR",
+        "NAME", "STATE", "SPEC", "TIME ZONE", "NEXT RUN (UTC)", "RUNS", "FAILS"
+    );
+    for s in list {
+        println!(
+            "{:<24} {:<9} {:<24} {:<16} {:<23} {:>6} {:>5}  {}",
+            s.def.name,
+            s.state,
+            s.def.spec,
+            s.def.time_zone,
+            s.next_run_at.map_or_else(|| "-".into(), fmt_utc),
+            s.total_runs,
+            s.consecutive_failures,
+            first_line(s.last_error.as_deref(), 60)
+        );
+    }
+    if list.is_empty() {
+        println!("(no schedules)");
+    }
+}
+
+fn print_one(s: &ScheduleRecord) {
+    let d = &s.def;
+    let tz = s.spec().map(|sp| sp.tz()).unwrap_or(chrono_tz::UTC);
+    let opt = |t: Option<DateTime<Utc>>| fmt_opt(t, tz);
+    println!("name:          {}", d.name);
+    println!("state:         {}", s.state);
+    println!("spec:          {} ({})", d.spec, d.time_zone);
+    println!("kind:          {}", d.kind);
+    println!("queue:         {} (priority {})", d.queue, d.priority);
+    println!("payload:       {}", d.payload);
+    println!(
+        "attempts:      {} per run{}",
+        d.effective_max_attempts(),
+        d.timeout
+            .map(|t| format!(", timeout {}", humantime::format_duration(t)))
+            .unwrap_or_default()
+    );
+    println!(
+        "policies:      overlap {}, on error {}, misfire {}, jitter {}, broken after {}",
+        d.overlap,
+        d.on_error,
+        d.misfire,
+        humantime::format_duration(d.jitter),
+        d.broken_after
+    );
+    println!("window:        {} to {}", opt(d.start_at), opt(d.end_at));
+    println!("at startup:    {}", if d.at_startup { "yes" } else { "no" });
+    println!("next run:      {}", opt(s.next_run_at));
+    println!("last run:      {}", opt(s.last_run_at));
+    println!(
+        "runs:          {} created, {} failed, {} skipped",
+        s.total_runs, s.total_failures, s.skipped_runs
+    );
+    println!(
+        "failures:      {} in a row{}",
+        s.consecutive_failures,
+        if d.broken_after > 0 {
+            format!(" (broken at {})", d.broken_after)
+        } else {
+            String::new()
+        }
+    );
+    match &s.last_error {
+        Some(e) => println!("last error:    {}", e.replace('\n', "\n               ")),
+        None => println!("last error:    -"),
+    }
+    println!("created at:    {}", fmt_utc(s.created_at));
+}
+
+fn print_runs(runs: &[RunRecord]) {
+    println!(
+        "{:<23} {:<9} {:>10} {:<9} {:<23} {:<23} {:<9}  ERROR",
+        "PLANNED (UTC)", "CAUSE", "JOB", "JOB STATE", "STARTED (UTC)", "FINISHED (UTC)", "OUTCOME"
+    );
+    for r in runs {
+        println!(
+            "{:<23} {:<9} {:>10} {:<9} {:<23} {:<23} {:<9}  {}",
+            fmt_utc(r.planned_at),
+            r.cause,
+            r.job_id.map_or_else(|| "-".into(), |j| j.to_string()),
+            r.job_state.as_deref().unwrap_or("-"),
+            r.started_at.map_or_else(|| "-".into(), fmt_utc),
+            r.finished_at.map_or_else(|| "-".into(), fmt_utc),
+            r.outcome.as_deref().unwrap_or("-"),
+            first_line(r.error.as_deref(), 60)
+        );
+    }
+    if runs.is_empty() {
+        println!("(no runs yet)");
+    }
+}

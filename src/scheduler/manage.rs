@@ -1,0 +1,351 @@
+//! Managing schedules: create, update, upsert (config sync), drop, pause, resume, run now, abort, and
+//! reading them back. The CLI and library users go through [`Schedules`]; the SQL is in
+//! [`crate::db::schedule`].
+
+use chrono::{DateTime, TimeDelta, Utc};
+use sqlx::MySqlPool;
+use tracing::{info, warn};
+
+use super::Clock;
+use super::def::{RunRecord, ScheduleDef, ScheduleRecord, ScheduleState};
+use super::policy::{self, Cause};
+use super::spec::Spec;
+use crate::db::schedule::{self as sql, Fire, Reschedule};
+use crate::error::{Error, Result};
+
+/// Operations on stored schedules. Cheap to create; holds a pool handle and a clock.
+#[derive(Debug, Clone)]
+pub struct Schedules {
+    pool: MySqlPool,
+    clock: Clock,
+}
+
+/// What [`Schedules::upsert`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upserted {
+    /// A new schedule.
+    Created,
+    /// The spec, time zone or window changed: the next run was computed again from now.
+    Rescheduled,
+    /// Other fields changed; state and next run were kept.
+    Updated,
+    /// Nothing changed.
+    Unchanged,
+}
+
+/// What [`Schedules::abort`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AbortReport {
+    /// Jobs cancelled, or (running ones) asked to stop: their worker tells the handler and ends the job
+    /// `cancelled`.
+    pub cancelled: u64,
+    /// Jobs that ended on their own meanwhile.
+    pub already_ended: u64,
+}
+
+impl Schedules {
+    /// Schedules on `pool`, timed by the database clock.
+    pub fn new(pool: MySqlPool) -> Self {
+        Self::with_clock(pool, Clock::Database)
+    }
+
+    /// Schedules timed by `clock` (tests use a manual clock).
+    pub fn with_clock(pool: MySqlPool, clock: Clock) -> Self {
+        Self { pool, clock }
+    }
+
+    async fn now(&self) -> Result<DateTime<Utc>> {
+        self.clock.now(&self.pool).await
+    }
+
+    /// One schedule.
+    ///
+    /// # Errors
+    /// [`Error::Schedule`] when there is none of that name.
+    pub async fn get(&self, name: &str) -> Result<ScheduleRecord> {
+        sql::get(&self.pool, name)
+            .await?
+            .ok_or_else(|| Error::Schedule {
+                name: name.to_string(),
+                reason: "no such schedule (`jobq schedule list` shows them all)".into(),
+            })
+    }
+
+    /// Every schedule, by name.
+    pub async fn list(&self) -> Result<Vec<ScheduleRecord>> {
+        sql::list(&self.pool).await
+    }
+
+    /// A schedule's runs, newest first.
+    pub async fn runs(&self, name: &str, limit: u32) -> Result<Vec<RunRecord>> {
+        let s = self.get(name).await?;
+        sql::runs(&self.pool, s.id, limit).await
+    }
+
+    /// The next `n` planned times of a stored schedule, from now (or from its next run, if that is
+    /// earlier: a due run not yet made is shown too).
+    pub async fn next(&self, name: &str, n: usize) -> Result<Vec<DateTime<Utc>>> {
+        let s = self.get(name).await?;
+        let spec = s.spec()?;
+        let Some(first) = s.next_run_at else {
+            return Ok(vec![]);
+        };
+        let mut out = vec![first];
+        out.extend(
+            spec.upcoming(first, s.anchor_at, n.saturating_sub(1))
+                .into_iter()
+                .filter(|t| s.def.end_at.is_none_or(|end| *t <= end)),
+        );
+        out.truncate(n);
+        Ok(out)
+    }
+
+    /// Timing for a spec set now: anchor, first run, and the error when there is none.
+    fn timing(
+        def: &ScheduleDef,
+        spec: &Spec,
+        now: DateTime<Utc>,
+    ) -> Result<(DateTime<Utc>, DateTime<Utc>)> {
+        // Whole seconds: `every 5m` created at 12:00:03.481 runs at 12:05:03, not 12:05:03.481.
+        let now_s = now - TimeDelta::nanoseconds(i64::from(now.timestamp_subsec_nanos()));
+        let anchor = def.start_at.unwrap_or(now_s);
+        let next = policy::first_run(spec, anchor, def.start_at, def.end_at, now).ok_or_else(|| {
+            Error::Schedule {
+                name: def.name.clone(),
+                reason: if spec.is_once() {
+                    "its `once` time has passed, or is after 2038-01-19 03:14:07 UTC (the TIMESTAMP \
+                     limit); `jobq schedule run-now` runs a schedule now"
+                        .into()
+                } else {
+                    "no planned time is left in its window (or before 2038-01-19, the TIMESTAMP limit)"
+                        .into()
+                },
+            }
+        })?;
+        Ok((anchor, next))
+    }
+
+    /// Creates a schedule. Nothing is written if the definition is invalid.
+    ///
+    /// # Errors
+    /// [`Error::Spec`] or [`Error::Schedule`] saying what is wrong; [`Error::Schedule`] if the name is
+    /// taken.
+    pub async fn create(&self, def: &ScheduleDef) -> Result<ScheduleRecord> {
+        let spec = def.validate()?;
+        let now = self.now().await?;
+        let (anchor, next) = Self::timing(def, &spec, now)?;
+        let state = if def.paused {
+            ScheduleState::Paused
+        } else {
+            ScheduleState::Enabled
+        };
+        sql::insert(&self.pool, def, anchor, Some(next), state).await?;
+        info!(schedule = %def.name, spec = %spec, next = %next, "schedule created");
+        self.get(&def.name).await
+    }
+
+    /// Replaces a schedule's definition (found by `def.name`). A changed spec, time zone or window
+    /// computes the next run again from now (and a finished schedule becomes enabled); otherwise state
+    /// and next run are kept. `def.paused` is ignored: use [`Schedules::pause`] and
+    /// [`Schedules::resume`].
+    pub async fn update(&self, def: &ScheduleDef) -> Result<Upserted> {
+        let spec = def.validate()?;
+        let current = self.get(&def.name).await?;
+        self.apply(&current, def, &spec).await
+    }
+
+    async fn apply(
+        &self,
+        current: &ScheduleRecord,
+        def: &ScheduleDef,
+        spec: &Spec,
+    ) -> Result<Upserted> {
+        let cur = &current.def;
+        let timing_changed = cur.spec.trim() != def.spec.trim()
+            || cur.time_zone.trim() != def.time_zone.trim()
+            || cur.start_at != def.start_at
+            || cur.end_at != def.end_at;
+        let reschedule = if timing_changed {
+            let now = self.now().await?;
+            let (anchor_at, next) = Self::timing(def, spec, now)?;
+            Some(Reschedule {
+                anchor_at,
+                next_run_at: Some(next),
+                state: match current.state {
+                    ScheduleState::Finished => ScheduleState::Enabled,
+                    s => s,
+                },
+            })
+        } else {
+            let unchanged = normalized(cur) == normalized(def);
+            if unchanged {
+                return Ok(Upserted::Unchanged);
+            }
+            None
+        };
+        sql::update_definition(&self.pool, current.id, def, reschedule).await?;
+        Ok(if reschedule.is_some() {
+            info!(schedule = %def.name, spec = %spec, "schedule rescheduled");
+            Upserted::Rescheduled
+        } else {
+            Upserted::Updated
+        })
+    }
+
+    /// Creates the schedule, or updates the one of that name (see [`Schedules::update`]).
+    pub async fn upsert(&self, def: &ScheduleDef) -> Result<Upserted> {
+        let spec = def.validate()?;
+        match sql::get(&self.pool, &def.name).await? {
+            Some(current) => self.apply(&current, def, &spec).await,
+            None => match self.create(def).await {
+                Ok(_) => Ok(Upserted::Created),
+                // Another process created it between our read and insert: update that one instead.
+                Err(Error::Schedule { .. }) if sql::get(&self.pool, &def.name).await?.is_some() => {
+                    let current = self.get(&def.name).await?;
+                    self.apply(&current, def, &spec).await
+                }
+                Err(e) => Err(e),
+            },
+        }
+    }
+
+    /// Upserts every definition (the `[schedules.NAME]` sections of `jobq.toml`). Schedules that are not
+    /// in `defs` are left alone: removing a section does not drop its schedule (`jobq schedule drop`
+    /// does).
+    pub async fn sync(&self, defs: &[ScheduleDef]) -> Result<Vec<(String, Upserted)>> {
+        let mut out = Vec::with_capacity(defs.len());
+        for def in defs {
+            let r = self.upsert(def).await?;
+            if r != Upserted::Unchanged {
+                info!(schedule = %def.name, result = ?r, "schedule synced from config");
+            }
+            out.push((def.name.clone(), r));
+        }
+        Ok(out)
+    }
+
+    /// Deletes a schedule and its run history. Jobs it created are left as they are (abort them first
+    /// to stop them).
+    pub async fn remove(&self, name: &str) -> Result<()> {
+        let s = self.get(name).await?;
+        sql::delete(&self.pool, s.id).await?;
+        info!(schedule = %name, "schedule dropped");
+        Ok(())
+    }
+
+    /// Pauses an enabled (or broken) schedule: no new runs until [`Schedules::resume`]. Running jobs go
+    /// on (see [`Schedules::abort`]).
+    pub async fn pause(&self, name: &str) -> Result<()> {
+        let s = self.get(name).await?;
+        let ok = sql::set_state(
+            &self.pool,
+            s.id,
+            &[ScheduleState::Enabled, ScheduleState::Paused],
+            ScheduleState::Paused,
+            None,
+            false,
+        )
+        .await?;
+        if !ok {
+            return Err(Error::Schedule {
+                name: name.into(),
+                reason: format!("is {}; only an enabled schedule can be paused", s.state),
+            });
+        }
+        Ok(())
+    }
+
+    /// Resumes a paused or broken schedule (a broken one's failure count starts again at 0). Planned times
+    /// that passed while it was paused are not made up: the next run is the first planned time after now.
+    pub async fn resume(&self, name: &str) -> Result<ScheduleRecord> {
+        let s = self.get(name).await?;
+        if !matches!(
+            s.state,
+            ScheduleState::Paused | ScheduleState::Broken | ScheduleState::Enabled
+        ) {
+            return Err(Error::Schedule {
+                name: name.into(),
+                reason: format!(
+                    "is {}; change its spec or window with `jobq schedule update` to run it again",
+                    s.state
+                ),
+            });
+        }
+        let spec = s.spec()?;
+        let now = self.now().await?;
+        let next = match s.next_run_at {
+            Some(t) if t > now => Some(t),
+            _ => policy::first_run(&spec, s.anchor_at, s.def.start_at, s.def.end_at, now),
+        };
+        let state = if next.is_some() {
+            ScheduleState::Enabled
+        } else {
+            ScheduleState::Finished
+        };
+        sql::set_state(
+            &self.pool,
+            s.id,
+            &[
+                ScheduleState::Paused,
+                ScheduleState::Broken,
+                ScheduleState::Enabled,
+            ],
+            state,
+            Some(next),
+            true,
+        )
+        .await?;
+        self.get(name).await
+    }
+
+    /// Creates a run now, outside the schedule's times and whatever its state, overlap policy and window
+    /// (an operator asked). Returns the new job's id.
+    pub async fn run_now(&self, name: &str) -> Result<u64> {
+        let s = self.get(name).await?;
+        let now = self.now().await?;
+        let fire = Fire {
+            planned_at: now,
+            cause: Cause::Manual,
+            run_at: now,
+        };
+        sql::fire_one(&self.pool, s.id, &fire)
+            .await?
+            .ok_or_else(|| Error::Schedule {
+                name: name.into(),
+                reason: "a run for this very instant exists already; try again".into(),
+            })
+    }
+
+    /// Cancels the schedule's jobs that have not ended: queued and retry jobs at once, running ones
+    /// through their worker, which tells the handler to stop and ends the job `cancelled`. The schedule
+    /// itself goes on; pause it first to stop new runs too.
+    pub async fn abort(&self, name: &str) -> Result<AbortReport> {
+        let s = self.get(name).await?;
+        let mut report = AbortReport::default();
+        for id in sql::active_jobs(&self.pool, s.id).await? {
+            match crate::db::admin::cancel_job(&self.pool, id).await {
+                Ok(_) => report.cancelled += 1,
+                Err(Error::JobState { .. } | Error::JobNotFound(_)) => report.already_ended += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        if report.cancelled > 0 {
+            warn!(schedule = %name, jobs = report.cancelled, "schedule's jobs aborted");
+        }
+        Ok(report)
+    }
+}
+
+/// A definition as compared by [`Schedules::update`]: spec and time zone trimmed, the payload as parsed
+/// JSON (the server may store it reformatted), and the paused flag left out (state is not definition).
+fn normalized(d: &ScheduleDef) -> ScheduleDef {
+    let payload = serde_json::from_str::<serde_json::Value>(&d.payload)
+        .map_or_else(|_| d.payload.clone(), |v| v.to_string());
+    ScheduleDef {
+        spec: d.spec.trim().to_string(),
+        time_zone: d.time_zone.trim().to_string(),
+        payload,
+        paused: false,
+        ..d.clone()
+    }
+}
