@@ -1,14 +1,15 @@
 -- jobq schema 5: schedule runs, one row per planned time that got a job.
 --
 -- * UNIQUE (schedule_id, planned_at) makes "exactly one job per planned time" a database fact: the run
---   row is inserted with INSERT IGNORE in the same transaction as its job, and a scheduler whose insert
---   is ignored knows another one already made that run and creates no job.
+--   row is inserted in the same transaction as its job, and a scheduler whose insert fails with a
+--   duplicate key knows another one already made that run and creates no job.
 -- * job_id links the run to its job in job_queue (no foreign key: job_queue stays a plain table that
 --   applications write to and prune, and dropping a schedule deletes its runs itself).
 -- * outcome stays NULL while the job has not ended; the scheduler fills it (done, dead, cancelled, or
 --   missing when the job row is gone) when it sees the job end, together with the schedule's failure
 --   count, with `WHERE outcome IS NULL` so that a run is counted once however many schedulers see it.
 --   open (outcome, schedule_id) serves both "runs not ended yet" and "this schedule's active runs".
+-- * finished (finished_at) lets pruning delete ended runs past the retention by range, like finished jobs.
 -- * cause says why the run exists: scheduled, catch_up (a missed time), startup, manual (run-now).
 CREATE TABLE IF NOT EXISTS jobq_schedule_runs (
   id           BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
@@ -25,5 +26,6 @@ CREATE TABLE IF NOT EXISTS jobq_schedule_runs (
   PRIMARY KEY (id),
   UNIQUE KEY planned (schedule_id, planned_at),
   KEY open_runs (outcome, schedule_id),
-  KEY job (job_id)
+  KEY job (job_id),
+  KEY finished (finished_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4

@@ -125,6 +125,10 @@ pub struct SuperviseArgs {
     #[arg(long)]
     pub reaper: bool,
 
+    /// Also run a scheduler in the supervisor's process (any number of schedulers may run at once).
+    #[arg(long)]
+    pub scheduler: bool,
+
     #[command(flatten)]
     pub opts: WorkerOptions,
 }

@@ -11,8 +11,8 @@ use crate::error::Result;
 /// Rows per DELETE.
 pub const PRUNE_BATCH: u32 = 1000;
 
-/// Deletes done, dead and cancelled jobs that finished more than `retention` ago. Returns how many
-/// rows were deleted. Walks the `finished (state, finished_at)` index one state at a time.
+/// Deletes done, dead and cancelled jobs that finished more than `retention` ago, and schedule runs that
+/// ended as long ago. Returns how many jobs were deleted. Walks the `finished` indexes one batch at a time.
 pub async fn prune_finished(pool: &MySqlPool, retention: Duration) -> Result<u64> {
     let secs = retention.as_secs_f64();
     let mut total = 0;
@@ -35,6 +35,23 @@ pub async fn prune_finished(pool: &MySqlPool, retention: Duration) -> Result<u64
             if n < u64::from(PRUNE_BATCH) {
                 break;
             }
+        }
+    }
+    loop {
+        let n = retry_transient("prune runs", 5, || async {
+            sqlx::query(
+                "DELETE FROM jobq_schedule_runs WHERE finished_at < NOW(6) - INTERVAL ? MICROSECOND \
+                 AND outcome IS NOT NULL LIMIT ?",
+            )
+            .bind((secs * 1e6) as i64)
+            .bind(PRUNE_BATCH)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })
+        .await?;
+        if n < u64::from(PRUNE_BATCH) {
+            break;
         }
     }
     Ok(total)

@@ -192,9 +192,21 @@ async fn prune_deletes_old_finished_jobs_in_batches_and_keeps_the_rest() {
          WHERE id > 2500 AND id <= 2550",
     )
     .await;
+    db.exec(
+        "INSERT INTO jobq_schedule_runs (schedule_id, planned_at, outcome, finished_at) VALUES \
+         (1, NOW(6) - INTERVAL 9 DAY, 'done', NOW(6) - INTERVAL 9 DAY), \
+         (1, NOW(6) - INTERVAL 1 DAY, 'dead', NOW(6) - INTERVAL 1 DAY), \
+         (2, NOW(6) - INTERVAL 9 DAY, NULL, NULL)",
+    )
+    .await;
     let n = jobq::db::prune::prune_finished(&db.pool, jobq::config::DEFAULT_RETENTION)
         .await
         .unwrap();
     assert_eq!(n, 2500);
     assert_eq!(db.states().await, "done=50 queued=50");
+    let runs: i64 = db.scalar("SELECT COUNT(*) FROM jobq_schedule_runs").await;
+    assert_eq!(
+        runs, 2,
+        "the ended run past the retention is pruned; recent and open runs stay"
+    );
 }

@@ -198,3 +198,39 @@ async fn sigterm_drains_the_children_and_exits_0() {
         "workers, reaper and supervisor all deregistered"
     );
 }
+
+#[tokio::test]
+async fn sighup_rolls_every_worker_and_keeps_n_running() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = write_config(&dir, "[handlers.nap]\ncommand = [\"true\"]\n");
+    let sup = supervise(&db, &cfg, &["-n", "2", "--scheduler"]);
+    let sup_pid = sup.id();
+    n_workers(sup_pid, 2).await;
+    wait_until("scheduler registered", Duration::from_secs(10), || async {
+        db.scalar::<i64>("SELECT COUNT(*) FROM jobq_processes WHERE role = 'scheduler'")
+            .await
+            == 1
+    })
+    .await;
+    let before = children_of(sup_pid);
+    kill(Pid::from_raw(sup_pid as i32), Signal::SIGHUP).unwrap();
+    wait_until("both workers replaced", Duration::from_secs(20), || async {
+        let now = children_of(sup_pid);
+        now.len() == 2 && now.iter().all(|p| !before.contains(p))
+    })
+    .await;
+    // Still working.
+    db.insert_jobs("nap", 3).await;
+    wait_until("jobs done", Duration::from_secs(10), || async {
+        db.states().await == "done=3"
+    })
+    .await;
+    kill(Pid::from_raw(sup_pid as i32), Signal::SIGTERM).unwrap();
+    let out = wait_output(sup, Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

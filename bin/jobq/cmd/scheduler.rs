@@ -7,7 +7,9 @@ use tracing::info;
 use super::Env;
 use crate::args::SchedulerArgs;
 
-pub async fn run(env: &Env, args: SchedulerArgs) -> Result<()> {
+/// The scheduler's settings from flags, then the config file (its `[schedules.NAME]` sections), then the
+/// defaults.
+pub fn config(env: &Env, args: &SchedulerArgs) -> Result<SchedulerConfig> {
     // `[schedules.NAME]` sections were validated when the config was loaded.
     let definitions = env
         .config
@@ -23,6 +25,11 @@ pub async fn run(env: &Env, args: SchedulerArgs) -> Result<()> {
         definitions,
         ..defaults
     };
+    Ok(cfg)
+}
+
+pub async fn run(env: &Env, args: SchedulerArgs) -> Result<()> {
+    let cfg = config(env, &args)?;
     if args.forever {
         let stop = shutdown::on_signals()?;
         let pool = env.migrated_pool(4).await?;

@@ -2,13 +2,13 @@
 
 use anyhow::{Context, Result, bail};
 use jobq::reaper::Reaper;
-use jobq::shutdown;
 use jobq::supervisor::{Supervisor, SupervisorConfig};
+use jobq::{Scheduler, shutdown};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
 use super::Env;
-use crate::args::{ReaperArgs, SuperviseArgs, WorkerOptions};
+use crate::args::{ReaperArgs, SchedulerArgs, SuperviseArgs, WorkerOptions};
 
 pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
     if env.config.handlers.is_empty() {
@@ -51,9 +51,24 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
         let r = Reaper::new(pool.clone(), super::reaper::config(env, &reaper_args));
         tokio::spawn(r.run(shutdown.clone()))
     });
+    let scheduler = if args.scheduler {
+        let sched_args = SchedulerArgs {
+            forever: true,
+            once: false,
+            interval: None,
+            max_jobs_per_tick: None,
+        };
+        let s = Scheduler::new(pool.clone(), super::scheduler::config(env, &sched_args)?)?;
+        Some(tokio::spawn(s.run(shutdown.clone())))
+    } else {
+        None
+    };
     supervisor.run(shutdown, reload_rx).await?;
     if let Some(r) = reaper {
         r.await.context("reaper task")??;
+    }
+    if let Some(s) = scheduler {
+        s.await.context("scheduler task")??;
     }
     pool.close().await;
     Ok(())
