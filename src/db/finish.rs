@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use sqlx::MySqlPool;
+use sqlx::{MySql, MySqlPool, QueryBuilder};
 
 use crate::db::retry_transient;
 use crate::error::Result;
@@ -124,6 +124,57 @@ pub async fn finish(
     })
     .await?;
     Ok(rows == 1)
+}
+
+/// Finishes many jobs as done at once: one transaction, one commit, instead of one per job. Each item is
+/// fenced like [`finish`] (token, attempt, still running). Returns, per item, whether it was finished.
+///
+/// The rows are read `FOR UPDATE` first so the result is exact per row: a single multi-row UPDATE
+/// would only say how many rows matched, not which.
+pub async fn finish_done_batch(
+    pool: &MySqlPool,
+    token: &str,
+    items: &[(u64, u16)],
+) -> Result<Vec<bool>> {
+    if let [(id, attempt)] = items {
+        return Ok(vec![
+            finish(pool, *id, token, *attempt, &Finish::Done).await?,
+        ]);
+    }
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let held = retry_transient("finish batch", TRIES, || async {
+        let mut tx = pool.begin().await?;
+        let mut q = QueryBuilder::<MySql>::new("SELECT id, attempts FROM job_queue WHERE id IN (");
+        let mut ids = q.separated(", ");
+        for (id, _) in items {
+            ids.push_bind(*id);
+        }
+        q.push(") AND claim = ").push_bind(token);
+        q.push(" AND state = 'running' FOR UPDATE");
+        let rows: Vec<(u64, u16)> = q.build_query_as().fetch_all(&mut *tx).await?;
+        let fenced: Vec<u64> = rows
+            .into_iter()
+            .filter(|row| items.contains(row))
+            .map(|(id, _)| id)
+            .collect();
+        if !fenced.is_empty() {
+            let mut u = QueryBuilder::<MySql>::new(
+                "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) WHERE id IN (",
+            );
+            let mut ids = u.separated(", ");
+            for id in &fenced {
+                ids.push_bind(*id);
+            }
+            u.push(")");
+            u.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(fenced)
+    })
+    .await?;
+    Ok(items.iter().map(|(id, _)| held.contains(id)).collect())
 }
 
 /// Keeps the head and the tail of a long error message, cut on character boundaries.

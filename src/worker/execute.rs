@@ -40,6 +40,7 @@ pub(super) async fn run_job(
     };
     record(&shared, &job, attempt, &outcome).await;
     lock(&shared.running).remove(&job.id);
+    shared.jobs_ended.fetch_add(1, Ordering::SeqCst);
     drop(permit);
     shared.job_ended.notify_one();
 }
@@ -152,20 +153,20 @@ async fn finish_patiently(
     attempt: u16,
     outcome: &Finish,
 ) -> crate::error::Result<bool> {
-    let mut wait = Duration::from_millis(200);
-    loop {
-        match finish(&shared.pool, job.id, &shared.token, attempt, outcome).await {
-            Err(e) if e.is_transient() && !shared.hard_stop.is_cancelled() => {
-                warn!(job_id = job.id, error = %e, retry_in = ?wait, "cannot record the job's outcome yet; retrying");
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    () = shared.hard_stop.cancelled() => {}
-                }
-                wait = (wait * 2).min(Duration::from_secs(5));
-            }
-            other => return other,
-        }
+    if *outcome == Finish::Done {
+        return shared
+            .finisher
+            .done(job.id, attempt)
+            .await
+            .map_err(|e| crate::error::Error::Io {
+                context: "recording a finished job".into(),
+                source: std::io::Error::other(e),
+            });
     }
+    super::patiently(&shared.hard_stop, "the job's outcome", || {
+        finish(&shared.pool, job.id, &shared.token, attempt, outcome)
+    })
+    .await
 }
 
 async fn record(shared: &Shared, job: &ClaimedJob, attempt: u16, outcome: &Finish) {

@@ -15,6 +15,7 @@
 //! runnable (the attempt counts). It removes its registry row and returns.
 
 mod execute;
+mod finisher;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -196,6 +197,8 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// Signalled each time a job task ends, so a draining worker can claim again.
     pub(crate) job_ended: Notify,
+    /// Jobs whose outcome has been recorded, counted before their slot is given back.
+    pub(crate) jobs_ended: AtomicU64,
     /// Cancelled when the shutdown grace is over: running jobs must stop.
     pub(crate) hard_stop: CancellationToken,
     /// Running jobs by id, each with the token an operator's cancel request trips.
@@ -205,6 +208,8 @@ pub(crate) struct Shared {
     claim_gate: tokio::sync::Mutex<()>,
     /// Set when a claim may have committed without our seeing its rows.
     uncertain_claims: std::sync::atomic::AtomicBool,
+    /// Batches the done finishes.
+    pub(crate) finisher: finisher::Finisher,
 }
 
 impl Worker {
@@ -243,6 +248,14 @@ impl Worker {
         info!(claim = %token, queues = ?self.cfg.queues, kinds = ?self.handlers.kinds(),
               concurrency = self.cfg.concurrency, mode = ?self.cfg.mode, "worker started");
 
+        let hard_stop = CancellationToken::new();
+        let finisher_stop = CancellationToken::new();
+        let (finisher, finisher_task) = finisher::Finisher::start(
+            self.pool.clone(),
+            token.clone(),
+            finisher_stop.clone(),
+            hard_stop.clone(),
+        );
         let shared = Arc::new(Shared {
             pool: self.pool.clone(),
             handlers: self.handlers.clone(),
@@ -250,10 +263,12 @@ impl Worker {
             token,
             counters: Counters::default(),
             job_ended: Notify::new(),
-            hard_stop: CancellationToken::new(),
+            jobs_ended: AtomicU64::new(0),
+            hard_stop,
             running: Default::default(),
             claim_gate: tokio::sync::Mutex::new(()),
             uncertain_claims: Default::default(),
+            finisher,
         });
         let tracker = TaskTracker::new();
         let watch_stop = CancellationToken::new();
@@ -277,6 +292,9 @@ impl Worker {
         }
         watch_stop.cancel();
         let _ = watcher.await;
+        // Every job task has ended, so nothing is waiting on the finisher.
+        finisher_stop.cancel();
+        let _ = finisher_task.await;
         beat_stop.cancel();
         let session = beat.await.map_err(|e| Error::Io {
             context: "heartbeat task".into(),
@@ -438,6 +456,7 @@ async fn fetch_loop(
         }
 
         let gate = shared.claim_gate.lock().await;
+        let ended_before_claim = shared.jobs_ended.load(Ordering::SeqCst);
         let claimed = match claim_some(shared, &kinds, permits.len() as u32, probing).await {
             Ok(jobs) => {
                 error_wait = Duration::from_millis(100);
@@ -469,9 +488,16 @@ async fn fetch_loop(
             drop(permits);
             match cfg.mode {
                 Mode::Drain => {
-                    if slots.available_permits() == cfg.concurrency as usize {
+                    // Drained only if nothing ran while we looked: a job that ended during the claim
+                    // may have left a retry, or enqueued more, that the claim did not see.
+                    if slots.available_permits() == cfg.concurrency as usize
+                        && shared.jobs_ended.load(Ordering::SeqCst) == ended_before_claim
+                    {
                         debug!("nothing due; drained");
                         return Ok(());
+                    }
+                    if slots.available_permits() == cfg.concurrency as usize {
+                        continue;
                     }
                     // Jobs are still running: they may enqueue more, so look again when one ends.
                     tokio::select! {
@@ -544,6 +570,34 @@ async fn claim_some(
         );
     }
     Ok(jobs)
+}
+
+/// Runs `op` until it succeeds or fails for good, waiting out transient failures (a database outage)
+/// with a backoff up to 5 s. Used to record outcomes: a live worker that gave up would leave its own rows
+/// `running` under the token of a live process, which no reaper may touch. Only a hard stop ends the
+/// patience (the worker is exiting; its claims are then recovered like any dead claimant's).
+pub(crate) async fn patiently<T, F, Fut>(
+    hard_stop: &CancellationToken,
+    what: &str,
+    mut op: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut wait = Duration::from_millis(200);
+    loop {
+        match op().await {
+            Err(e) if e.is_transient() && !hard_stop.is_cancelled() => {
+                warn!(error = %e, retry_in = ?wait, "cannot record {what} yet; retrying");
+                if sleep_or_stop(wait, hard_stop).await {
+                    continue;
+                }
+                wait = (wait * 2).min(Duration::from_secs(5));
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Sleeps, or returns true early if `stop` is cancelled.

@@ -34,9 +34,10 @@ struct PrivateServer {
 impl PrivateServer {
     fn create() -> Self {
         let dir = scratch_dir().join("mariadb");
-        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::create_dir_all(dir.join("tmp")).unwrap();
         let out = Command::new(find(&["mariadb-install-db", "mysql_install_db"]))
             .args(["--no-defaults", "--skip-test-db", "--user=root"])
+            .arg(format!("--tmpdir={}", dir.join("tmp").display()))
             .arg(format!("--datadir={}", dir.join("data").display()))
             .stdout(Stdio::null())
             .output()
@@ -64,12 +65,16 @@ impl PrivateServer {
 
     async fn start(&mut self) {
         let log = std::fs::File::create(self.dir.join("server.log")).unwrap();
+        // A tmpdir of its own: at start-up the server deletes every `#sql*` file in its tmpdir, which in
+        // the shared /tmp would include the temporary tables of the other server's running queries.
+        let tmp = self.dir.join("tmp");
         let child = Command::new(find(&["mariadbd", "mysqld"]))
             .arg("--no-defaults")
             .arg(format!("--datadir={}", self.dir.join("data").display()))
             .arg(format!("--socket={}", self.dir.join("sock").display()))
             .arg(format!("--pid-file={}", self.dir.join("pid").display()))
             .arg(format!("--port={}", self.port))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .args([
                 "--bind-address=127.0.0.1",
                 "--user=root",

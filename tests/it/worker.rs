@@ -83,7 +83,7 @@ async fn a_job_that_keeps_failing_is_dead_after_max_attempts_with_its_last_error
         ..drain()
     };
     let report = run(&db, handlers, cfg).await;
-    assert_eq!((report.retried, report.dead), (2, 1));
+    assert_eq!((report.retried, report.dead), (2, 1), "{report:?}");
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     let job = job_row(&db, 1).await;
     assert_eq!(job.state, jobq::State::Dead);

@@ -1,0 +1,109 @@
+//! Gathering the "done" finishes of concurrently running jobs into one fenced transaction.
+//!
+//! Each finish is a commit, and on a durable server (`innodb_flush_log_at_trx_commit = 1`) every commit
+//! waits for a log flush: with short jobs that, not the jobs, is what limits a worker. Job tasks hand their
+//! successful outcomes to this one task, which takes everything that arrived while it was busy with the
+//! previous batch and finishes it in one transaction. Nothing waits on purpose: a lone finish goes out at
+//! once, and batches grow only when finishes arrive faster than the database takes them.
+//!
+//! Failures, cancellations and hand-backs carry per-row data and stay one statement each.
+
+use sqlx::MySqlPool;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::db::finish::finish_done_batch;
+
+/// Most rows finished by one transaction.
+const MAX_BATCH: usize = 500;
+
+type Reply = Result<bool, String>;
+
+struct Request {
+    id: u64,
+    attempt: u16,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// The job tasks' handle.
+#[derive(Debug, Clone)]
+pub(crate) struct Finisher {
+    tx: mpsc::UnboundedSender<Request>,
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Request").field("id", &self.id).finish()
+    }
+}
+
+impl Finisher {
+    /// Starts the task. It runs until `stop` is cancelled; `hard_stop` ends its patience with an outage.
+    pub(crate) fn start(
+        pool: MySqlPool,
+        token: String,
+        stop: CancellationToken,
+        hard_stop: CancellationToken,
+    ) -> (Finisher, tokio::task::JoinHandle<()>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run(pool, token, rx, stop, hard_stop));
+        (Finisher { tx }, task)
+    }
+
+    /// Finishes job `id` (claimed as `attempt`) as done. `Ok(false)`: the fence did not match.
+    pub(crate) async fn done(&self, id: u64, attempt: u16) -> Reply {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Request { id, attempt, reply })
+            .map_err(|_| "the finisher has stopped".to_string())?;
+        rx.await
+            .map_err(|_| "the finisher has stopped".to_string())?
+    }
+}
+
+async fn run(
+    pool: MySqlPool,
+    token: String,
+    mut rx: mpsc::UnboundedReceiver<Request>,
+    stop: CancellationToken,
+    hard_stop: CancellationToken,
+) {
+    loop {
+        let first = tokio::select! {
+            r = rx.recv() => match r {
+                Some(r) => r,
+                None => return,
+            },
+            () = stop.cancelled() => return,
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(r) => batch.push(r),
+                Err(_) => break,
+            }
+        }
+        let items: Vec<(u64, u16)> = batch.iter().map(|r| (r.id, r.attempt)).collect();
+        let result = patiently(&pool, &token, &items, &hard_stop).await;
+        for (i, req) in batch.into_iter().enumerate() {
+            let reply = match &result {
+                Ok(flags) => Ok(flags[i]),
+                Err(e) => Err(e.clone()),
+            };
+            let _ = req.reply.send(reply);
+        }
+    }
+}
+
+async fn patiently(
+    pool: &MySqlPool,
+    token: &str,
+    items: &[(u64, u16)],
+    hard_stop: &CancellationToken,
+) -> Result<Vec<bool>, String> {
+    super::patiently(hard_stop, "finished jobs", || {
+        finish_done_batch(pool, token, items)
+    })
+    .await
+    .map_err(|e| e.to_string())
+}
