@@ -6,6 +6,8 @@
 //! process lives, the heartbeat opens a new one, takes the lock again and records the new connection id
 //! in the registry; the token stays the same.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::mysql::MySqlConnectOptions;
@@ -28,6 +30,9 @@ pub struct Session {
     queues: Vec<String>,
     connection_id: u64,
     server: ServerIdentity,
+    /// Unix milliseconds of the last heartbeat written by someone else on this process's behalf (an idle
+    /// worker's server-side wait writes one); while recent, a beat only pings the anchor.
+    beat_elsewhere: Arc<AtomicU64>,
 }
 
 /// The name of the lock a claimant holds on its anchor session. MySQL limits lock names to 64
@@ -53,12 +58,19 @@ impl Session {
             queues: queues.to_vec(),
             connection_id,
             server,
+            beat_elsewhere: Arc::default(),
         })
     }
 
     /// This process's claim token.
     pub fn token(&self) -> &ClaimToken {
         &self.token
+    }
+
+    /// Where to record a heartbeat written elsewhere (as Unix milliseconds), so this session's next beat
+    /// can skip its own UPDATE and only check that the anchor is alive.
+    pub fn beat_recorder(&self) -> Arc<AtomicU64> {
+        self.beat_elsewhere.clone()
     }
 
     /// Refreshes the heartbeat every `interval` until `stop` is cancelled, re-establishing the session if
@@ -72,7 +84,7 @@ impl Session {
                 () = stop.cancelled() => return self,
                 () = tokio::time::sleep(wait) => {}
             }
-            match self.beat_once().await {
+            match self.beat_once(interval).await {
                 Ok(()) => {
                     failures = 0;
                     wait = interval;
@@ -89,7 +101,7 @@ impl Session {
         }
     }
 
-    async fn beat_once(&mut self) -> Result<()> {
+    async fn beat_once(&mut self, interval: Duration) -> Result<()> {
         if self.conn.is_none() {
             let mut conn = db::open_anchor(&self.opts).await?;
             let (connection_id, server) = registry::session_identity(&mut conn).await?;
@@ -100,6 +112,12 @@ impl Session {
             warn!(claim = %self.token, connection_id, "anchor session re-established");
         }
         let conn = self.conn.as_mut().expect("set above");
+        let elsewhere = self.beat_elsewhere.load(Ordering::Relaxed);
+        if elsewhere > 0 && now_millis().saturating_sub(elsewhere) < interval.as_millis() as u64 {
+            // The registry row is fresh already; a ping (not a statement) proves the anchor still lives.
+            conn.ping().await?;
+            return Ok(());
+        }
         let alive = registry::heartbeat(conn, &self.token, self.connection_id, self.server).await?;
         if !alive {
             warn!(claim = %self.token, "registry row was removed; registering again");
@@ -119,6 +137,13 @@ impl Session {
             let _ = conn.close().await;
         }
     }
+}
+
+/// Now, in Unix milliseconds.
+pub(crate) fn now_millis() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 async fn take_lock(conn: &mut MySqlConnection, token: &ClaimToken) -> Result<()> {

@@ -183,6 +183,43 @@ pub async fn any_due(pool: &MySqlPool, queues: &[String], kinds: &[String]) -> R
     Ok(found.is_some())
 }
 
+/// Waits server-side (in `jobq_wait_for_work`, schema 6) up to `wait` for a due job of these queues and
+/// kinds, refreshing `token`'s heartbeat first. One client statement however long it waits; returns as
+/// soon as the server-side probe, repeated every 100 ms, sees a due job.
+pub async fn wait_for_work(
+    pool: &MySqlPool,
+    token: &str,
+    queues: &[String],
+    kinds: &[String],
+    wait: std::time::Duration,
+) -> Result<bool> {
+    // Names are validated identifiers (no quotes possible); quoting is doubled anyway.
+    let list = |items: &[String]| {
+        items
+            .iter()
+            .map(|i| format!("'{}'", i.replace('\'', "''")))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let probe = format!(
+        "SELECT COUNT(*) INTO @jobq_due FROM (SELECT 1 FROM job_queue FORCE INDEX (claim_order) \
+         WHERE ready_queue IN ({}) AND run_at <= NOW(6) AND kind IN ({}) LIMIT 1) AS due",
+        list(queues),
+        list(kinds)
+    );
+    let wait_ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
+    let due: Option<i64> = retry_transient("wait for work", 3, || async {
+        sqlx::query_scalar("CALL jobq_wait_for_work(?, ?, ?)")
+            .bind(token)
+            .bind(&probe)
+            .bind(wait_ms)
+            .fetch_optional(pool)
+            .await
+    })
+    .await?;
+    Ok(due.unwrap_or(0) > 0)
+}
+
 fn push_list<'a>(q: &mut QueryBuilder<'a, MySql>, items: &'a [String]) {
     let mut list = q.separated(", ");
     for item in items {

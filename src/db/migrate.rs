@@ -53,6 +53,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0005_schedule_runs.sql",
         sql: include_str!("../../migrations/0005_schedule_runs.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_wait_for_work.sql",
+        sql: include_str!("../../migrations/0006_wait_for_work.sql"),
+    },
 ];
 
 /// The schema version this build needs.
@@ -145,8 +150,16 @@ fn already_applied(e: &sqlx::Error) -> bool {
 }
 
 /// Splits a migration file into statements: `;` at the end of a line ends one, and lines starting with
-/// `--` are comments. Our migrations hold no procedures, so nothing more is needed.
+/// `--` are comments. A file with the comment line `-- jobq: one statement` (a stored procedure, whose
+/// body has semicolons of its own) is sent whole.
 fn statements(sql: &str) -> Vec<String> {
+    if sql.lines().any(|l| l.trim() == "-- jobq: one statement") {
+        let body: Vec<&str> = sql
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("--"))
+            .collect();
+        return vec![body.join("\n").trim().to_string()];
+    }
     let mut out = Vec::new();
     let mut cur = String::new();
     for line in sql.lines() {
@@ -204,6 +217,17 @@ pub async fn ensure_migrated(pool: &MySqlPool) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_procedure_file_is_one_statement() {
+        let s = statements(
+            "-- jobq: one statement\nCREATE PROCEDURE p()\nBEGIN\n  DO 1;\n  DO 2;\nEND\n",
+        );
+        assert_eq!(
+            s,
+            vec!["CREATE PROCEDURE p()\nBEGIN\n  DO 1;\n  DO 2;\nEND".to_string()]
+        );
+    }
 
     #[test]
     fn splits_statements_and_skips_comments() {

@@ -210,6 +210,10 @@ pub(crate) struct Shared {
     uncertain_claims: std::sync::atomic::AtomicBool,
     /// Batches the done finishes.
     pub(crate) finisher: finisher::Finisher,
+    /// Where an idle wait records the heartbeat it wrote (see [`Session::beat_recorder`]).
+    beat_recorder: Arc<AtomicU64>,
+    /// False once the server-side wait turned out to be unusable; idle polling then sleeps and probes.
+    server_wait: std::sync::atomic::AtomicBool,
 }
 
 impl Worker {
@@ -243,6 +247,7 @@ impl Worker {
             return Ok(WorkerReport::default());
         };
         let token = session.token().to_string();
+        let beat_recorder = session.beat_recorder();
         let beat_stop = CancellationToken::new();
         let beat = tokio::spawn(session.heartbeat(self.cfg.heartbeat_interval, beat_stop.clone()));
         info!(claim = %token, queues = ?self.cfg.queues, kinds = ?self.handlers.kinds(),
@@ -269,6 +274,8 @@ impl Worker {
             claim_gate: tokio::sync::Mutex::new(()),
             uncertain_claims: Default::default(),
             finisher,
+            beat_recorder,
+            server_wait: std::sync::atomic::AtomicBool::new(true),
         });
         let tracker = TaskTracker::new();
         let watch_stop = CancellationToken::new();
@@ -506,13 +513,24 @@ async fn fetch_loop(
                         () = shared.job_ended.notified() => {}
                     }
                 }
-                Mode::Forever => {
-                    probing = true;
-                    if sleep_or_stop(idle_wait, shutdown).await {
-                        return Ok(());
-                    }
+                Mode::Forever => loop {
+                    let outcome = idle_wait_for_work(shared, &kinds, idle_wait, shutdown).await;
                     idle_wait = (idle_wait * 2).min(cfg.poll_interval);
-                }
+                    match outcome {
+                        IdleWait::Stop => return Ok(()),
+                        // Work is due: claim at once, without a probe first.
+                        IdleWait::Due => {
+                            probing = false;
+                            break;
+                        }
+                        // The server-side wait already looked: wait again rather than probe again.
+                        IdleWait::Nothing if shared.server_wait.load(Ordering::Relaxed) => {}
+                        IdleWait::Nothing => {
+                            probing = true;
+                            break;
+                        }
+                    }
+                },
             }
             continue;
         }
@@ -537,6 +555,56 @@ async fn fetch_loop(
                 cancel_request,
             ));
         }
+    }
+}
+
+enum IdleWait {
+    Stop,
+    Due,
+    Nothing,
+}
+
+/// Waits up to `wait` for work while idle. With the server-side wait (schema 6) that is one statement,
+/// which also writes the heartbeat and returns as soon as a job is due; without it, a sleep followed by
+/// the next claim's probe.
+async fn idle_wait_for_work(
+    shared: &Shared,
+    kinds: &[String],
+    wait: Duration,
+    shutdown: &CancellationToken,
+) -> IdleWait {
+    if shared.server_wait.load(Ordering::Relaxed) {
+        let call =
+            claim::wait_for_work(&shared.pool, &shared.token, &shared.cfg.queues, kinds, wait);
+        let result = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return IdleWait::Stop,
+            r = call => r,
+        };
+        match result {
+            Ok(due) => {
+                shared
+                    .beat_recorder
+                    .store(crate::session::now_millis(), Ordering::Relaxed);
+                return if due {
+                    IdleWait::Due
+                } else {
+                    IdleWait::Nothing
+                };
+            }
+            Err(e) if e.is_transient() => {
+                debug!(error = %e, "idle wait failed; sleeping instead");
+            }
+            Err(e) => {
+                warn!(error = %e, "the server-side idle wait is unusable; polling instead");
+                shared.server_wait.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+    if sleep_or_stop(wait, shutdown).await {
+        IdleWait::Stop
+    } else {
+        IdleWait::Nothing
     }
 }
 
