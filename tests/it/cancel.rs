@@ -5,9 +5,12 @@ use std::time::Duration;
 use jobq::db::admin::{CancelOutcome, cancel_job};
 use jobq::db::claim::claim_batch;
 use jobq::reaper::{Reaper, ReaperConfig};
-use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
+use jobq::{Handlers, JobContext, JobError};
 
-use crate::common::{TestDb, jobq, scratch_dir, wait_output, wait_until, write_config};
+use crate::common::{
+    TestDb, jobq, scratch_dir, spawn_forever_worker, start_forever_worker, wait_output, wait_until,
+    write_config,
+};
 
 #[tokio::test]
 async fn a_running_library_job_is_told_and_ends_cancelled_never_retried() {
@@ -19,17 +22,7 @@ async fn a_running_library_job_is_told_and_ends_cancelled_never_retried() {
             Err::<(), _>(JobError::retry("stopped on request"))
         })
         .unwrap();
-    let stop = CancellationToken::new();
-    let worker = Worker::new(
-        db.pool(4).await,
-        handlers,
-        WorkerConfig {
-            mode: Mode::Forever,
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let task = tokio::spawn(worker.run(stop.clone()));
+    let (task, stop) = start_forever_worker(&db, handlers).await;
     wait_until("running", Duration::from_secs(5), || async {
         db.states().await == "running=1"
     })
@@ -63,14 +56,7 @@ async fn a_running_command_gets_sigterm_and_the_cli_reports_the_request() {
         ),
     );
     db.insert_jobs("loop", 1).await;
-    let worker = jobq(
-        Some(&db.url),
-        &["worker", "--forever", "--config", cfg.to_str().unwrap()],
-    )
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let worker = spawn_forever_worker(&db, &cfg);
     wait_until("running", Duration::from_secs(10), || async {
         db.states().await == "running=1"
     })

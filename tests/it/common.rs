@@ -258,3 +258,36 @@ pub fn write_config(dir: &Path, text: &str) -> PathBuf {
     std::fs::write(&p, text).unwrap();
     p
 }
+
+/// `jobq worker --forever --config CONFIG` against the test database, stdout discarded.
+pub fn spawn_forever_worker(db: &TestDb, config: &Path) -> Child {
+    jobq(
+        Some(&db.url),
+        &["worker", "--forever", "--config", config.to_str().unwrap()],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn jobq worker")
+}
+
+/// A library worker in forever mode on a pool of its own, running until the returned token is cancelled.
+pub async fn start_forever_worker(
+    db: &TestDb,
+    handlers: jobq::Handlers,
+) -> (
+    tokio::task::JoinHandle<jobq::Result<jobq::WorkerReport>>,
+    jobq::CancellationToken,
+) {
+    let stop = jobq::CancellationToken::new();
+    let worker = jobq::Worker::new(
+        db.pool(4).await,
+        handlers,
+        jobq::WorkerConfig {
+            mode: jobq::Mode::Forever,
+            ..jobq::WorkerConfig::default()
+        },
+    )
+    .unwrap();
+    (tokio::spawn(worker.run(stop.clone())), stop)
+}

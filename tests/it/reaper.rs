@@ -9,7 +9,10 @@ use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, Work
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-use crate::common::{TestDb, jobq, scratch_dir, wait_output, wait_until, write_config};
+use crate::common::{
+    TestDb, jobq, scratch_dir, spawn_forever_worker, start_forever_worker, wait_output, wait_until,
+    write_config,
+};
 
 /// A claim token that parses but belongs to nobody: not registered, no session holds its lock.
 fn ghost(n: u32) -> String {
@@ -46,14 +49,7 @@ async fn a_sigkilled_workers_job_is_runnable_within_two_intervals_and_runs_again
     );
     db.exec("INSERT INTO job_queue (kind) VALUES ('victim')")
         .await;
-    let worker = jobq(
-        Some(&db.url),
-        &["worker", "--forever", "--config", cfg.to_str().unwrap()],
-    )
-    .stdout(std::process::Stdio::null())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let worker = spawn_forever_worker(&db, &cfg);
     wait_until("the job running", Duration::from_secs(10), || async {
         db.states().await == "running=1" && dir.join("effects").exists()
     })
@@ -236,19 +232,10 @@ async fn dead_processes_leave_the_registry_and_live_ones_stay() {
         hid = me.host_id,
     ))
     .await;
-    let stop = CancellationToken::new();
-    let worker = Worker::new(
-        db.pool(4).await,
-        Handlers::new()
-            .register("x", |_j: JobContext| async { Ok::<(), JobError>(()) })
-            .unwrap(),
-        WorkerConfig {
-            mode: Mode::Forever,
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let task = tokio::spawn(worker.run(stop.clone()));
+    let handlers = Handlers::new()
+        .register("x", |_j: JobContext| async { Ok::<(), JobError>(()) })
+        .unwrap();
+    let (task, stop) = start_forever_worker(&db, handlers).await;
     wait_until("worker registered", Duration::from_secs(5), || async {
         db.scalar::<i64>("SELECT COUNT(*) FROM jobq_processes")
             .await

@@ -10,7 +10,9 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use sqlx::Row;
 
-use crate::common::{TestDb, jobq, scratch_dir, wait_output, wait_until, write_config};
+use crate::common::{
+    TestDb, jobq, scratch_dir, spawn_forever_worker, wait_output, wait_until, write_config,
+};
 
 fn drain() -> WorkerConfig {
     WorkerConfig {
@@ -316,14 +318,7 @@ async fn sigterm_lets_the_binarys_running_jobs_finish_and_exits_0() {
         "INSERT INTO job_queue (kind, payload) VALUES ('nap', '1'), ('nap', '1'), ('nap', '1')",
     )
     .await;
-    let child = jobq(
-        Some(&db.url),
-        &["worker", "--forever", "--config", cfg.to_str().unwrap()],
-    )
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let child = spawn_forever_worker(&db, &cfg);
     let pid = Pid::from_raw(child.id() as i32);
     wait_until("3 jobs running", Duration::from_secs(10), || async {
         db.states().await == "running=3"
@@ -349,14 +344,7 @@ async fn a_second_signal_exits_at_once() {
     let cfg = sh_config(&dir, "shutdown_grace = \"60s\"");
     db.exec("INSERT INTO job_queue (kind, payload) VALUES ('nap', '30')")
         .await;
-    let child = jobq(
-        Some(&db.url),
-        &["worker", "--forever", "--config", cfg.to_str().unwrap()],
-    )
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap();
+    let child = spawn_forever_worker(&db, &cfg);
     let pid = Pid::from_raw(child.id() as i32);
     wait_until("job running", Duration::from_secs(10), || async {
         db.states().await == "running=1"
