@@ -35,6 +35,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod bench;
 pub mod config;
 pub mod db;
 pub mod error;

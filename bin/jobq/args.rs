@@ -68,6 +68,40 @@ pub enum Command {
     /// Turn due schedules into jobs. By default one pass, then exit (for cron); --forever keeps ticking.
     /// Any number may run at once: each planned time still gets exactly one job.
     Scheduler(SchedulerArgs),
+    /// Measure jobq on this server (in a scratch database it creates and drops): raw-SQL limit, drain
+    /// throughput, steady-state latency, big table, idle cost, memory, enqueue. Prints one table.
+    Bench(BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Jobs drained by the library drain (default 100000; 2000 with --quick).
+    #[arg(long)]
+    pub jobs: Option<u64>,
+
+    /// The CI-sized run: tiny sizes and a reduced grid, to prove the bench works. Figures mean little.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Print the report as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Sections to run (comma-separated): raw,drain,steady,big,idle,footprint,enqueue. Default all.
+    #[arg(long, value_delimiter = ',')]
+    pub sections: Vec<String>,
+
+    /// Finished rows kept in the table by the big-table section (default 1000000).
+    #[arg(long)]
+    pub big_rows: Option<u64>,
+
+    /// Jobs per raw-SQL cell (default 10000; a quarter at 1 row per claim, twice from 100 rows).
+    #[arg(long)]
+    pub raw_jobs: Option<u64>,
+
+    /// Keep the scratch database at the end (its name is printed).
+    #[arg(long)]
+    pub keep_db: bool,
 }
 
 #[derive(Debug, Args)]

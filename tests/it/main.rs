@@ -27,3 +27,5 @@ mod supervisor;
 mod restart;
 // The scheduler: exactly one job per planned time, policies, DST, racing schedulers, the CLI.
 mod scheduler;
+// `jobq bench` at CI size: it runs, and every job finishes exactly once.
+mod bench;

@@ -1,5 +1,6 @@
 //! One module per subcommand: arguments in, library call, output out.
 
+mod bench;
 mod enqueue;
 mod jobs;
 mod reaper;
@@ -88,6 +89,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Supervise(args) => supervise::run(&env, args).await,
         Command::Schedule(cmd) => schedule::run(&env, cmd).await,
         Command::Scheduler(args) => scheduler::run(&env, args).await,
+        Command::Bench(args) => bench::run(&env, args).await,
         Command::Prune(args) => {
             let pool = env.migrated_pool(2).await?;
             let retention = args.retention.unwrap_or_else(|| env.config.retention());

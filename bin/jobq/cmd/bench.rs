@@ -1,0 +1,57 @@
+//! `jobq bench`.
+
+use anyhow::{Result, bail};
+use jobq::CancellationToken;
+use jobq::bench::{self, BenchConfig, Section};
+
+use super::Env;
+use crate::args::BenchArgs;
+
+pub async fn run(env: &Env, args: BenchArgs) -> Result<()> {
+    let mut cfg = if args.quick {
+        BenchConfig::quick(&env.url)
+    } else {
+        BenchConfig::full(&env.url)
+    };
+    if let Some(n) = args.jobs {
+        cfg = cfg.with_jobs(n);
+    }
+    if !args.sections.is_empty() {
+        cfg.sections = args
+            .sections
+            .iter()
+            .map(|s| s.parse::<Section>())
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(anyhow::Error::msg)?;
+    }
+    if let Some(n) = args.big_rows {
+        cfg.big_rows = n;
+    }
+    if let Some(n) = args.raw_jobs {
+        cfg.raw_jobs = n.max(1);
+    }
+    cfg.keep_db = args.keep_db;
+    // The footprint section runs this very binary as `jobq worker`.
+    cfg.jobq_exe = std::env::current_exe().ok();
+    cfg.progress = !args.json;
+
+    // Ctrl-C: stop the run; the library drops the scratch database before returning.
+    let stop = CancellationToken::new();
+    let on_signal = stop.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("bench: interrupted; dropping the scratch database");
+            on_signal.cancel();
+        }
+    });
+    let report = bench::run_until(cfg, stop).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", bench::render_text(&report));
+    }
+    if !report.all_checks_pass() {
+        bail!("correctness checks failed (see CORRECTNESS above)");
+    }
+    Ok(())
+}

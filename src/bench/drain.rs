@@ -1,0 +1,327 @@
+//! Drain throughput through the library: N no-op jobs drained by W [`Worker`]s in the bench's own process
+//! (each with its own pool, as separate `jobq worker` processes would have), first with jobq's defaults,
+//! then with the best settings of a sweep; the cost of a command and of an SQL handler; and, through a
+//! counting relay, the commands jobq sends per job next to the raw loop's.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use sqlx::MySqlPool;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::cpu::CpuMeter;
+use super::report::{HandlerCost, WireProfile};
+use super::wire::Relay;
+use super::{BResult, Ctx, DrainReport, DrainRun, FinishMode, RawReport, Section, Settings, raw};
+use crate::config::{Config, HandlerConfig};
+use crate::db::{self, ConnectConfig};
+use crate::{Handlers, JobContext, Mode, Worker, WorkerConfig, WorkerReport};
+
+pub(crate) const KIND: &str = "bench.noop";
+
+/// The raw finish variant that mirrors what jobq's worker sends for done jobs today.
+pub(crate) const JOBQ_FINISH: FinishMode = FinishMode::BatchTx;
+
+/// Connections the bench lets all workers of one measurement open together. The binary sizes a worker's
+/// pool at concurrency + 2; the bench caps the sum so that a sweep of 4 workers stays well inside a
+/// default `max_connections` (151) on a server other clients share.
+const CONNECTION_BUDGET: u32 = 96;
+
+/// Pool size of each of `s.workers` workers.
+pub(crate) fn pool_size(s: Settings) -> u32 {
+    (s.concurrency + 2).min(CONNECTION_BUDGET / s.workers.max(1))
+}
+
+/// Which handler the drained jobs get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HandlerKind {
+    /// An async Rust function that counts its calls.
+    Noop,
+    /// A command handler running `true`.
+    Command,
+    /// An SQL handler running `DO 0`.
+    Sql,
+}
+
+/// Workers started by [`start_workers`].
+pub(crate) struct Running {
+    handles: Vec<JoinHandle<crate::Result<WorkerReport>>>,
+    pools: Vec<MySqlPool>,
+}
+
+impl Running {
+    /// Waits for every worker; returns the summed report and the first error.
+    pub(crate) async fn join(self) -> (WorkerReport, Option<String>) {
+        let mut sum = WorkerReport::default();
+        let mut err = None;
+        for h in self.handles {
+            match h.await {
+                Ok(Ok(r)) => {
+                    sum.claimed += r.claimed;
+                    sum.done += r.done;
+                    sum.retried += r.retried;
+                    sum.dead += r.dead;
+                    sum.lost += r.lost;
+                    sum.claim_errors += r.claim_errors;
+                }
+                Ok(Err(e)) => err = Some(e.to_string()),
+                Err(e) => err = Some(e.to_string()),
+            }
+        }
+        for p in self.pools {
+            p.close().await;
+        }
+        (sum, err)
+    }
+}
+
+/// Starts `s.workers` workers on `url` for jobs of `kind`. `on_start` is called with the job id when a
+/// no-op handler starts.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn start_workers(
+    url: &str,
+    s: Settings,
+    mode: Mode,
+    kind: &str,
+    handler: HandlerKind,
+    calls: &Arc<AtomicU64>,
+    on_start: Option<Arc<dyn Fn(u64) + Send + Sync>>,
+    shutdown: &CancellationToken,
+) -> BResult<Running> {
+    let mut handles = Vec::new();
+    let mut pools = Vec::new();
+    for _ in 0..s.workers {
+        let pool = db::connect(&ConnectConfig::new(url).max_connections(pool_size(s))).await?;
+        let handlers = match handler {
+            HandlerKind::Noop => {
+                let (calls, on_start) = (calls.clone(), on_start.clone());
+                Handlers::new().register(kind, move |job: JobContext| {
+                    let (calls, on_start) = (calls.clone(), on_start.clone());
+                    async move {
+                        if let Some(f) = on_start {
+                            f(job.id);
+                        }
+                        calls.fetch_add(1, Ordering::Relaxed);
+                        Ok::<(), crate::JobError>(())
+                    }
+                })?
+            }
+            HandlerKind::Command | HandlerKind::Sql => {
+                let h = if handler == HandlerKind::Command {
+                    HandlerConfig {
+                        command: Some(vec!["true".into()]),
+                        ..Default::default()
+                    }
+                } else {
+                    HandlerConfig {
+                        sql: Some("DO 0".into()),
+                        ..Default::default()
+                    }
+                };
+                let config = Config {
+                    handlers: BTreeMap::from([(kind.to_string(), h)]),
+                    ..Default::default()
+                };
+                Handlers::from_config(&config, &pool)?
+            }
+        };
+        let cfg = WorkerConfig {
+            concurrency: s.concurrency,
+            batch_size: s.batch_size,
+            mode,
+            ..WorkerConfig::default()
+        };
+        let worker = Worker::new(pool.clone(), handlers, cfg)?;
+        handles.push(tokio::spawn(worker.run(shutdown.clone())));
+        pools.push(pool);
+    }
+    Ok(Running { handles, pools })
+}
+
+/// Drains the `jobs` jobs of `kind` already in the table with settings `s`, and checks that each ran and
+/// finished once.
+pub(crate) async fn drain_with(
+    ctx: &Ctx,
+    url: &str,
+    section: Section,
+    s: Settings,
+    kind: &str,
+    handler: HandlerKind,
+    jobs: u64,
+) -> BResult<DrainRun> {
+    let calls = Arc::new(AtomicU64::new(0));
+    let shutdown = ctx.stop.child_token();
+    let meter = CpuMeter::start(ctx.local_server);
+    let t0 = Instant::now();
+    let running =
+        start_workers(url, s, Mode::Drain, kind, handler, &calls, None, &shutdown).await?;
+    let (report, err) = running.join().await;
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = meter.finish(jobs);
+    let what = format!("drain {s} {handler:?} {jobs} jobs");
+    let counted_ok = err.is_none() && report.done == jobs && report.lost == 0;
+    ctx.check(
+        section,
+        format!("{what}: workers"),
+        counted_ok,
+        match err {
+            Some(e) => format!("a worker failed: {e}"),
+            None => format!(
+                "workers report {} claimed, {} done, {} retried, {} lost",
+                report.claimed, report.done, report.retried, report.lost
+            ),
+        },
+    );
+    let calls = (handler == HandlerKind::Noop).then(|| calls.load(Ordering::Relaxed));
+    let db_ok = ctx
+        .verify_once(section, &format!("{what}: rows"), kind, jobs, calls)
+        .await?;
+    let (claim_stmts, finish_stmts) = super::statement_counts(&ctx.pool, kind).await?;
+    Ok(DrainRun {
+        rows_per_claim: jobs as f64 / claim_stmts.max(1) as f64,
+        rows_per_finish: jobs as f64 / finish_stmts.max(1) as f64,
+        settings: s,
+        jobs,
+        secs,
+        jobs_per_sec: jobs as f64 / secs,
+        cpu,
+        ok: counted_ok && db_ok,
+    })
+}
+
+pub(crate) async fn run(ctx: &Ctx, raw: Option<&RawReport>) -> BResult<DrainReport> {
+    let cfg = &ctx.cfg;
+    let url = ctx.url.as_str();
+    let noop = HandlerKind::Noop;
+
+    ctx.fill(KIND, cfg.jobs).await?;
+    let defaults = drain_with(
+        ctx,
+        url,
+        Section::Drain,
+        Settings::DEFAULTS,
+        KIND,
+        noop,
+        cfg.jobs,
+    )
+    .await?;
+    ctx.progress(format!(
+        "drain defaults ({}): {:.0} jobs/s",
+        Settings::DEFAULTS,
+        defaults.jobs_per_sec
+    ));
+
+    let mut sweep = Vec::new();
+    for &s in &cfg.sweep {
+        ctx.fill(KIND, cfg.sweep_jobs).await?;
+        let r = drain_with(ctx, url, Section::Drain, s, KIND, noop, cfg.sweep_jobs).await?;
+        ctx.progress(format!("drain sweep {s}: {:.0} jobs/s", r.jobs_per_sec));
+        sweep.push(r);
+    }
+    let best = sweep
+        .iter()
+        .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
+        .map_or(Settings::DEFAULTS, |r| r.settings);
+    let winner = if best == Settings::DEFAULTS {
+        defaults.clone()
+    } else {
+        ctx.fill(KIND, cfg.jobs).await?;
+        drain_with(ctx, url, Section::Drain, best, KIND, noop, cfg.jobs).await?
+    };
+    ctx.progress(format!(
+        "drain winner ({best}): {:.0} jobs/s",
+        winner.jobs_per_sec
+    ));
+
+    let mut handlers = Vec::new();
+    let mut noop_rate = None;
+    for (label, h) in [
+        ("no-op Rust fn", HandlerKind::Noop),
+        ("command `true`", HandlerKind::Command),
+        ("SQL `DO 0`", HandlerKind::Sql),
+    ] {
+        ctx.fill(KIND, cfg.handler_jobs).await?;
+        let r = drain_with(
+            ctx,
+            url,
+            Section::Drain,
+            Settings::DEFAULTS,
+            KIND,
+            h,
+            cfg.handler_jobs,
+        )
+        .await?;
+        let base = *noop_rate.get_or_insert(r.jobs_per_sec);
+        ctx.progress(format!("handler {label}: {:.0} jobs/s", r.jobs_per_sec));
+        handlers.push(HandlerCost {
+            handler: label.to_string(),
+            jobs: r.jobs,
+            jobs_per_sec: r.jobs_per_sec,
+            extra_us_per_job: 1e6 / r.jobs_per_sec - 1e6 / base,
+            client_cpu_us_per_job: r.cpu.client_us_per_job,
+        });
+    }
+
+    let mut wire: Vec<WireProfile> = Vec::new();
+    for s in [Settings::DEFAULTS, best] {
+        if wire.iter().any(|w| w.settings == s) {
+            continue;
+        }
+        if let Some(w) = wire_profile(ctx, s).await? {
+            wire.push(w);
+        }
+    }
+    Ok(DrainReport::new(
+        defaults, sweep, winner, handlers, wire, raw,
+    ))
+}
+
+/// Runs the winning settings and the raw loop at the same W and B through the counting relay.
+async fn wire_profile(ctx: &Ctx, s: Settings) -> BResult<Option<WireProfile>> {
+    let opts = db::parse_url(&ctx.url)?;
+    if opts.get_socket().is_some() {
+        return Ok(None);
+    }
+    let relay = match Relay::start(opts.get_host().to_string(), opts.get_port()).await {
+        Ok(r) => r,
+        Err(_) => return Ok(None),
+    };
+    let jobs = ctx.cfg.sweep_jobs;
+    ctx.fill(KIND, jobs).await?;
+    let before = relay.counts.snapshot();
+    let jobq_run = drain_with(
+        ctx,
+        &relay.url(&ctx.url),
+        Section::Drain,
+        s,
+        KIND,
+        HandlerKind::Noop,
+        jobs,
+    )
+    .await?;
+    let jobq = relay.counts.snapshot().since(&before);
+    let (raw_cell, raw) =
+        raw::wire_profile(ctx, &relay, s.workers, s.batch_size, JOBQ_FINISH, jobs).await?;
+    ctx.progress(format!(
+        "wire {s}: jobq {:.3} round trips/job, raw {:.3}",
+        jobq.round_trips() as f64 / jobs as f64,
+        raw.round_trips() as f64 / jobs as f64
+    ));
+    Ok(Some(WireProfile {
+        settings: s,
+        jobs,
+        jobq_rows_per_claim: jobq_run.rows_per_claim,
+        jobq_rows_per_finish: jobq_run.rows_per_finish,
+        raw_rows_per_claim: raw_cell.rows_per_claim,
+        raw_rows_per_finish: raw_cell.rows_per_finish,
+        jobq,
+        raw,
+        jobq_jobs_per_sec: jobq_run.jobs_per_sec,
+        raw_jobs_per_sec: raw_cell.jobs_per_sec,
+        jobq_cpu: jobq_run.cpu,
+        raw_cpu: raw_cell.cpu,
+    }))
+}

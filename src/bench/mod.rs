@@ -1,0 +1,707 @@
+//! `jobq bench`: how fast jobq drains, claims and enqueues on a given server, next to what the same SQL
+//! does with no jobq code around it.
+//!
+//! One run creates a scratch database `jobq_bench_<random>` on the configured server, migrates it, runs the
+//! sections it was asked for, drops the database (also on error, and on Ctrl-C when the caller cancels the
+//! token given to [`run_until`]), and returns a [`BenchReport`]: numbers, targets with PASS/MISS, and
+//! correctness checks. Sections:
+//!
+//! * `raw`: jobq's claim and finish statements (copied into [`raw`] from `src/db/claim.rs` and
+//!   `src/db/finish.rs`) in a hand-written loop, over connections × rows per claim: the limit.
+//! * `drain`: the library [`Worker`](crate::Worker) with a no-op handler, with jobq's defaults and with
+//!   the best settings of a sweep; the cost of a command and of an SQL handler.
+//! * `steady`: a producer at a fixed rate under forever-mode workers; pickup latency, sustainable rate.
+//! * `big`: drain throughput with a million finished rows in the table, against an empty one.
+//! * `idle`: statements per second of one idle forever worker, and INSERT-to-start time of an idle queue.
+//! * `footprint`: peak RSS of a real `jobq worker` process while it drains.
+//! * `enqueue`: rows/s of the library's enqueue and enqueue_many against plain SQL.
+//!
+//! The benchmark is not a test of speed: only its correctness checks (every job finished exactly once)
+//! decide whether a run is good. Speed is compared with targets and reported.
+
+mod bigtable;
+mod cpu;
+mod drain;
+mod enqueue;
+mod footprint;
+mod idle;
+mod raw;
+mod report;
+mod steady;
+mod wire;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
+use tokio_util::sync::CancellationToken;
+
+use crate::db::{self, ConnectConfig};
+
+pub use cpu::CpuUse;
+pub use raw::FinishMode;
+pub use report::{
+    BenchReport, BigReport, Check, DrainReport, DrainRun, EnqueueReport, FootprintReport,
+    HandlerCost, IdleReport, LOAD_THRESHOLD, Load, RatePoint, RawCell, RawReport, ServerInfo,
+    SteadyReport, Target, WireProfile, render_text,
+};
+pub use wire::Commands;
+
+/// The sections of a run, in the order they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Section {
+    /// The raw-SQL grid.
+    Raw,
+    /// Library drain throughput and handler costs.
+    Drain,
+    /// Fixed-rate producer; pickup latency.
+    Steady,
+    /// A million finished rows in the table.
+    Big,
+    /// An idle forever worker.
+    Idle,
+    /// Peak RSS of a worker process.
+    Footprint,
+    /// Enqueue rates.
+    Enqueue,
+}
+
+impl Section {
+    /// Every section, in run order.
+    pub const ALL: [Section; 7] = [
+        Section::Raw,
+        Section::Drain,
+        Section::Steady,
+        Section::Big,
+        Section::Idle,
+        Section::Footprint,
+        Section::Enqueue,
+    ];
+
+    /// The name used by `--sections`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Section::Raw => "raw",
+            Section::Drain => "drain",
+            Section::Steady => "steady",
+            Section::Big => "big",
+            Section::Idle => "idle",
+            Section::Footprint => "footprint",
+            Section::Enqueue => "enqueue",
+        }
+    }
+}
+
+impl FromStr for Section {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Section::ALL
+            .into_iter()
+            .find(|x| x.name() == s.trim())
+            .ok_or_else(|| {
+                format!(
+                    "unknown section {s:?}; sections are {}",
+                    Section::ALL.map(Section::name).join(",")
+                )
+            })
+    }
+}
+
+/// Worker settings tried by the drain sweep: processes-worth of workers (all in one process), concurrency
+/// and batch size of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Settings {
+    /// Workers (each a [`Worker`](crate::Worker) with its own pool), all in the bench's process.
+    pub workers: u32,
+    /// `concurrency` of each worker.
+    pub concurrency: u32,
+    /// `batch_size` of each worker.
+    pub batch_size: u32,
+}
+
+impl Settings {
+    /// jobq's defaults: one worker, concurrency 10, batch 10.
+    pub const DEFAULTS: Settings = Settings {
+        workers: 1,
+        concurrency: crate::WorkerConfig::DEFAULT_CONCURRENCY,
+        batch_size: crate::WorkerConfig::DEFAULT_BATCH_SIZE,
+    };
+}
+
+impl std::fmt::Display for Settings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "W={} c={} b={}",
+            self.workers, self.concurrency, self.batch_size
+        )
+    }
+}
+
+/// What to run and how big. [`BenchConfig::full`] is `jobq bench`; [`BenchConfig::quick`] is the
+/// CI-sized run (`--quick`), which only proves that everything works.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// The server, as a URL; its database part is replaced by the scratch database.
+    pub url: String,
+    /// Sections to run.
+    pub sections: Vec<Section>,
+    /// Jobs drained by the library with the defaults and with the winning settings (default 100,000).
+    pub jobs: u64,
+    /// Jobs drained by each raw-SQL cell.
+    pub raw_jobs: u64,
+    /// Connections swept by the raw grid.
+    pub raw_workers: Vec<u32>,
+    /// Rows per claim swept by the raw grid.
+    pub raw_batches: Vec<u32>,
+    /// Finish variants of the raw grid.
+    pub raw_finishes: Vec<FinishMode>,
+    /// Jobs per sweep point of the library drain (the winner is measured again with `jobs`).
+    pub sweep_jobs: u64,
+    /// Settings the library drain sweeps.
+    pub sweep: Vec<Settings>,
+    /// Jobs per handler-cost measurement (no-op, command `true`, SQL `DO 0`).
+    pub handler_jobs: u64,
+    /// How long each steady-state rate is offered (after a short warm-up).
+    pub steady_window: Duration,
+    /// First rate tried by the steady-state search, jobs/s; it doubles until p99 passes 100 ms.
+    pub steady_start_rate: f64,
+    /// Most doublings of the steady-state search.
+    pub steady_max_doublings: u32,
+    /// Bisection steps between the last sustained rate and the first one that was not.
+    pub steady_bisections: u32,
+    /// Finished rows kept in the table by the big-table section (default 1,000,000).
+    pub big_rows: u64,
+    /// Jobs drained on the empty and on the big table.
+    pub big_jobs: u64,
+    /// How long the idle worker is watched.
+    pub idle_window: Duration,
+    /// INSERT-to-start samples taken on the idle queue.
+    pub idle_samples: u32,
+    /// Jobs drained by the worker process whose memory is measured.
+    pub footprint_jobs: u64,
+    /// Rows inserted one at a time, per enqueue measurement.
+    pub enqueue_single: u64,
+    /// Rows inserted 1,000 at a time, per enqueue measurement.
+    pub enqueue_multi: u64,
+    /// Keep the scratch database at the end (its name is in the report).
+    pub keep_db: bool,
+    /// The `jobq` binary run by the footprint section (`std::env::current_exe()` under `jobq bench`).
+    /// Without one, the section is skipped.
+    pub jobq_exe: Option<PathBuf>,
+    /// Print progress lines to stderr.
+    pub progress: bool,
+    /// True for the CI-sized configuration.
+    pub quick: bool,
+}
+
+impl BenchConfig {
+    /// The full run: 100,000 jobs, the whole raw grid, a million-row history.
+    pub fn full(url: impl Into<String>) -> Self {
+        let mut sweep = Vec::new();
+        for workers in [1, 2, 4] {
+            for (concurrency, batch_size) in [(10, 10), (100, 10), (100, 100), (500, 500)] {
+                sweep.push(Settings {
+                    workers,
+                    concurrency,
+                    batch_size,
+                });
+            }
+        }
+        Self {
+            url: url.into(),
+            sections: Section::ALL.to_vec(),
+            jobs: 100_000,
+            raw_jobs: 10_000,
+            raw_workers: vec![1, 2, 4, 8],
+            raw_batches: vec![1, 10, 100, 500, 1000],
+            raw_finishes: vec![FinishMode::PerJob, FinishMode::BatchTx, FinishMode::Batch],
+            sweep_jobs: 20_000,
+            sweep,
+            handler_jobs: 2_000,
+            steady_window: Duration::from_secs(5),
+            steady_start_rate: 250.0,
+            steady_max_doublings: 8,
+            steady_bisections: 2,
+            big_rows: 1_000_000,
+            big_jobs: 20_000,
+            idle_window: Duration::from_secs(30),
+            idle_samples: 5,
+            footprint_jobs: 20_000,
+            enqueue_single: 2_000,
+            enqueue_multi: 50_000,
+            keep_db: false,
+            jobq_exe: None,
+            progress: false,
+            quick: false,
+        }
+    }
+
+    /// The CI-sized run: every section at a tiny size and a reduced grid, a few seconds in all. Its
+    /// figures mean little; its correctness checks are what it is for.
+    pub fn quick(url: impl Into<String>) -> Self {
+        Self {
+            jobs: 2_000,
+            raw_jobs: 1_000,
+            raw_workers: vec![1, 4],
+            raw_batches: vec![10, 100],
+            sweep_jobs: 1_000,
+            sweep: vec![
+                Settings::DEFAULTS,
+                Settings {
+                    workers: 2,
+                    concurrency: 100,
+                    batch_size: 100,
+                },
+            ],
+            handler_jobs: 100,
+            steady_window: Duration::from_millis(700),
+            steady_start_rate: 200.0,
+            steady_max_doublings: 1,
+            steady_bisections: 0,
+            big_rows: 10_000,
+            big_jobs: 1_000,
+            idle_window: Duration::from_secs(2),
+            idle_samples: 1,
+            footprint_jobs: 1_000,
+            enqueue_single: 100,
+            enqueue_multi: 2_000,
+            quick: true,
+            ..Self::full(url)
+        }
+    }
+
+    /// Sets the drain size, and scales the other sizes that follow it.
+    pub fn with_jobs(mut self, jobs: u64) -> Self {
+        let jobs = jobs.max(100);
+        self.jobs = jobs;
+        self.raw_jobs = self.raw_jobs.min(jobs);
+        self.sweep_jobs = self.sweep_jobs.min(jobs);
+        self.big_jobs = self.big_jobs.min(jobs);
+        self.footprint_jobs = self.footprint_jobs.min(jobs);
+        self.enqueue_multi = self.enqueue_multi.min(jobs.max(1_000));
+        self
+    }
+
+    fn runs(&self, s: Section) -> bool {
+        self.sections.contains(&s)
+    }
+}
+
+/// Why a run could not be completed. Correctness failures are not errors: they are [`Check`]s in the
+/// report.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BenchError {
+    /// The scratch database could not be created or prepared.
+    #[error("{0}")]
+    Setup(String),
+    /// The run was interrupted (Ctrl-C); the scratch database was dropped.
+    #[error("interrupted; scratch database {0} dropped")]
+    Interrupted(String),
+    /// A jobq call failed.
+    #[error(transparent)]
+    Jobq(#[from] crate::Error),
+    /// A statement of the bench failed.
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+}
+
+/// Result of bench internals.
+pub(crate) type BResult<T> = Result<T, BenchError>;
+
+/// Runs the configured sections once and returns the report.
+///
+/// # Errors
+/// When the server cannot be reached, the scratch database cannot be created (for instance without the
+/// CREATE privilege), or a statement of the bench itself fails.
+pub async fn run(cfg: BenchConfig) -> Result<BenchReport, BenchError> {
+    run_until(cfg, CancellationToken::new()).await
+}
+
+/// [`run`], stopping early (and dropping the scratch database) when `stop` is cancelled.
+///
+/// # Errors
+/// As [`run`]; [`BenchError::Interrupted`] when `stop` was cancelled.
+pub async fn run_until(
+    cfg: BenchConfig,
+    stop: CancellationToken,
+) -> Result<BenchReport, BenchError> {
+    let name = format!("jobq_bench_{:08x}", rand::random::<u32>());
+    let base_opts = db::parse_url(&cfg.url)?;
+    let mut admin = base_opts
+        .clone()
+        .database("")
+        .connect()
+        .await
+        .map_err(|e| {
+            BenchError::Setup(format!(
+                "cannot connect to {}: {e}",
+                db::redact_url(&cfg.url)
+            ))
+        })?;
+    if let Err(e) = admin
+        .execute(format!("CREATE DATABASE `{name}`").as_str())
+        .await
+    {
+        return Err(BenchError::Setup(format!(
+            "cannot create the scratch database {name} on {}: {}. `jobq bench` needs a user with the \
+             CREATE and DROP privileges on the server (or on databases named jobq_bench_%)",
+            db::redact_url(&cfg.url),
+            e.as_database_error()
+                .map_or_else(|| e.to_string(), |d| d.message().to_string())
+        )));
+    }
+    let url = database_url(&cfg.url, &name);
+    let work = async {
+        let pool = db::connect(&ConnectConfig::new(&url).max_connections(4)).await?;
+        db::migrate::migrate(&pool).await?;
+        let ctx = Ctx {
+            cfg: cfg.clone(),
+            url: url.clone(),
+            pool,
+            clock_offset_us: 0,
+            checks: Mutex::new(Vec::new()),
+            stop: stop.clone(),
+            local_server: is_local(&base_opts),
+        };
+        run_sections(ctx, &name).await
+    };
+    let result = tokio::select! {
+        r = work => r,
+        () = stop.cancelled() => Err(BenchError::Interrupted(name.clone())),
+    };
+    if matches!(result, Err(BenchError::Interrupted(_))) {
+        // Let the interrupted section's workers (their shutdown tokens are children of `stop`) wind down
+        // before their database goes away.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    if cfg.keep_db {
+        if cfg.progress {
+            eprintln!("bench: kept scratch database {name}");
+        }
+    } else {
+        drop_scratch(&mut admin, &name).await;
+    }
+    let _ = admin.close().await;
+    result
+}
+
+/// Ends every other session using the scratch database (workers of an interrupted section), then drops
+/// it. Best effort: errors are printed, not returned.
+async fn drop_scratch(admin: &mut sqlx::MySqlConnection, name: &str) {
+    let ids: Vec<u64> = sqlx::query_scalar(
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
+    )
+    .bind(name)
+    .fetch_all(&mut *admin)
+    .await
+    .unwrap_or_default();
+    for id in ids {
+        let _ = admin.execute(format!("KILL {id}").as_str()).await;
+    }
+    if let Err(e) = admin
+        .execute(format!("DROP DATABASE IF EXISTS `{name}`").as_str())
+        .await
+    {
+        eprintln!("bench: could not drop scratch database {name}: {e}");
+    }
+}
+
+/// What every section gets.
+pub(crate) struct Ctx {
+    pub(crate) cfg: BenchConfig,
+    /// URL of the scratch database.
+    pub(crate) url: String,
+    /// A small pool on the scratch database, for set-up and checks.
+    pub(crate) pool: MySqlPool,
+    /// The server's clock minus the client's, in microseconds (NOW(6) against SystemTime).
+    pub(crate) clock_offset_us: i64,
+    pub(crate) checks: Mutex<Vec<Check>>,
+    /// Cancelled on Ctrl-C; workers' shutdown tokens are its children.
+    pub(crate) stop: CancellationToken,
+    /// The server runs on this machine, so its CPU time can be read from /proc.
+    pub(crate) local_server: bool,
+}
+
+impl Ctx {
+    pub(crate) fn progress(&self, msg: impl AsRef<str>) {
+        if self.cfg.progress {
+            eprintln!("bench: {}", msg.as_ref());
+        }
+    }
+
+    pub(crate) fn check(
+        &self,
+        section: Section,
+        what: impl Into<String>,
+        ok: bool,
+        detail: String,
+    ) {
+        self.checks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Check {
+                section,
+                what: what.into(),
+                ok,
+                detail,
+            });
+    }
+
+    /// Empties job_queue (TRUNCATE: no history, no purge debt from the previous measurement).
+    pub(crate) async fn truncate(&self) -> BResult<()> {
+        self.pool.execute("TRUNCATE TABLE job_queue").await?;
+        Ok(())
+    }
+
+    /// Empties job_queue, inserts `n` due jobs of `kind` with 1,000-row INSERTs, and refreshes the
+    /// statistics (MARIADB-NOTES: freshly bulk-filled tables are planned as scans until they are).
+    pub(crate) async fn fill(&self, kind: &str, n: u64) -> BResult<()> {
+        self.truncate().await?;
+        insert_plain(&self.pool, kind, n).await?;
+        self.pool.execute("ANALYZE TABLE job_queue").await?;
+        Ok(())
+    }
+
+    /// Checks that `expected` jobs of `kind` exist and each finished `done` after exactly one attempt,
+    /// and records the check. A job run twice would show `attempts = 2` (or a handler count above
+    /// `expected`); a job never finished would not be `done`.
+    pub(crate) async fn verify_once(
+        &self,
+        section: Section,
+        what: &str,
+        kind: &str,
+        expected: u64,
+        handler_calls: Option<u64>,
+    ) -> BResult<bool> {
+        let (total, done_once): (i64, i64) = sqlx::query_as(
+            "SELECT COUNT(*), CAST(COALESCE(SUM(state = 'done' AND attempts = 1 AND claim IS NULL), 0) \
+             AS SIGNED) FROM job_queue WHERE kind = ?",
+        )
+        .bind(kind)
+        .fetch_one(&self.pool)
+        .await?;
+        let done_once = done_once as u64;
+        let calls_ok = handler_calls.is_none_or(|c| c == expected);
+        let ok = total as u64 == expected && done_once == expected && calls_ok;
+        let detail = format!(
+            "{expected} jobs: {total} rows, {done_once} done after exactly one attempt{}",
+            handler_calls.map_or(String::new(), |c| format!(", {c} handler calls"))
+        );
+        self.check(section, what, ok, detail);
+        Ok(ok)
+    }
+}
+
+/// Claim and finish statements that touched the jobs of `kind`, counted from the rows: every claim
+/// stamps `claimed_at = NOW(6)` and every finish `finished_at = NOW(6)`, one value per statement, so the
+/// distinct values count the statements (two in the same microsecond would count once).
+pub(crate) async fn statement_counts(pool: &MySqlPool, kind: &str) -> BResult<(u64, u64)> {
+    let (claims, finishes): (i64, i64) = sqlx::query_as(
+        "SELECT COUNT(DISTINCT claimed_at), COUNT(DISTINCT finished_at) FROM job_queue WHERE kind = ?",
+    )
+    .bind(kind)
+    .fetch_one(pool)
+    .await?;
+    Ok((claims as u64, finishes as u64))
+}
+
+/// Inserts `n` due jobs of `kind` with plain 1,000-row INSERTs.
+pub(crate) async fn insert_plain(pool: &MySqlPool, kind: &str, n: u64) -> BResult<()> {
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(1000) as usize;
+        let sql = format!(
+            "INSERT INTO job_queue (kind) VALUES {}",
+            vec![format!("('{kind}')"); k].join(",")
+        );
+        pool.execute(sql.as_str()).await?;
+        left -= k as u64;
+    }
+    Ok(())
+}
+
+/// `url` with its database replaced by `name` (any `?params` kept).
+pub(crate) fn database_url(url: &str, name: &str) -> String {
+    let (main, query) = match url.split_once('?') {
+        Some((m, q)) => (m, Some(q)),
+        None => (url, None),
+    };
+    let head = match main.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('/') {
+            Some((authority, _)) => format!("{scheme}://{authority}"),
+            None => main.to_string(),
+        },
+        None => main.to_string(),
+    };
+    match query {
+        Some(q) => format!("{head}/{name}?{q}"),
+        None => format!("{head}/{name}"),
+    }
+}
+
+fn is_local(opts: &sqlx::mysql::MySqlConnectOptions) -> bool {
+    opts.get_socket().is_some() || matches!(opts.get_host(), "localhost" | "127.0.0.1" | "::1")
+}
+
+/// Microseconds since the Unix epoch on the client's clock.
+pub(crate) fn now_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as i64)
+}
+
+/// The server's NOW(6) minus the client's clock, from the round trip with the smallest delay out of a
+/// few, so pickup latency can compare a handler's start (client clock) with `run_at` (server clock).
+pub(crate) async fn clock_offset(pool: &MySqlPool) -> BResult<i64> {
+    let mut conn = pool.acquire().await?;
+    let mut best: Option<(i64, i64)> = None;
+    for _ in 0..20 {
+        let t0 = now_us();
+        let server: i64 =
+            sqlx::query_scalar("SELECT CAST(UNIX_TIMESTAMP(NOW(6)) * 1000000 AS SIGNED)")
+                .fetch_one(&mut *conn)
+                .await?;
+        let t1 = now_us();
+        let rtt = t1 - t0;
+        if best.is_none_or(|(r, _)| rtt < r) {
+            best = Some((rtt, server - (t0 + t1) / 2));
+        }
+    }
+    Ok(best.map_or(0, |(_, off)| off))
+}
+
+/// run_at of the given job ids, in microseconds since the epoch (server clock).
+pub(crate) async fn run_at_us(pool: &MySqlPool, kind: &str) -> BResult<BTreeMap<u64, i64>> {
+    let rows: Vec<(u64, i64)> = sqlx::query_as(
+        "SELECT id, CAST(UNIX_TIMESTAMP(run_at) * 1000000 AS SIGNED) FROM job_queue WHERE kind = ?",
+    )
+    .bind(kind)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows.into_iter().collect())
+}
+
+/// The value at quantile `q` (0..=1) of sorted `v`.
+pub(crate) fn quantile(v: &[i64], q: f64) -> i64 {
+    if v.is_empty() {
+        return 0;
+    }
+    let i = ((v.len() as f64 - 1.0) * q).round() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+async fn run_sections(mut ctx: Ctx, name: &str) -> BResult<BenchReport> {
+    let started = Instant::now();
+    let load_start = cpu::loadavg();
+    let server = server_info(&ctx.pool).await?;
+    ctx.clock_offset_us = clock_offset(&ctx.pool).await?;
+    ctx.progress(format!(
+        "scratch database {name}; server {}; load average {}",
+        server.version,
+        load_start.map_or("?".into(), |l| format!("{:.2}", l[0]))
+    ));
+    let mut report = BenchReport::new(&ctx.cfg, name, server, load_start);
+
+    if ctx.cfg.runs(Section::Raw) {
+        report.raw = Some(raw::run(&ctx).await?);
+    }
+    if ctx.cfg.runs(Section::Drain) {
+        report.drain = Some(drain::run(&ctx, report.raw.as_ref()).await?);
+    }
+    let best = report
+        .drain
+        .as_ref()
+        .map_or(Settings::DEFAULTS, |d| d.winner.settings);
+    if ctx.cfg.runs(Section::Steady) {
+        report.steady = Some(steady::run(&ctx, best).await?);
+    }
+    if ctx.cfg.runs(Section::Big) {
+        report.big = Some(bigtable::run(&ctx, best).await?);
+    }
+    if ctx.cfg.runs(Section::Idle) {
+        report.idle = Some(idle::run(&ctx).await?);
+    }
+    if ctx.cfg.runs(Section::Footprint) {
+        report.footprint = footprint::run(&ctx).await?;
+    }
+    if ctx.cfg.runs(Section::Enqueue) {
+        report.enqueue = Some(enqueue::run(&ctx).await?);
+    }
+    report.load.end = cpu::loadavg();
+    report.elapsed_secs = started.elapsed().as_secs_f64();
+    report.checks = std::mem::take(&mut *ctx.checks.lock().unwrap_or_else(|e| e.into_inner()));
+    report.finish();
+    ctx.pool.close().await;
+    Ok(report)
+}
+
+async fn server_info(pool: &MySqlPool) -> BResult<ServerInfo> {
+    let version: String = sqlx::query_scalar("SELECT VERSION()")
+        .fetch_one(pool)
+        .await?;
+    let rows: Vec<(String, String)> = sqlx::query_as(
+        "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('innodb_flush_log_at_trx_commit', 'log_bin', \
+         'sync_binlog', 'innodb_buffer_pool_size', 'tx_isolation', 'transaction_isolation', \
+         'performance_schema', 'max_connections', 'innodb_log_file_size')",
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut settings: BTreeMap<String, String> = rows.into_iter().collect();
+    if let Some(b) = settings.get_mut("innodb_buffer_pool_size")
+        && let Ok(n) = b.parse::<u64>()
+    {
+        *b = format!("{} MiB", n >> 20);
+    }
+    // MariaDB 10.x names it tx_isolation, MySQL 8 transaction_isolation.
+    let session = match sqlx::query_scalar::<_, String>("SELECT @@SESSION.tx_isolation")
+        .fetch_one(pool)
+        .await
+    {
+        Ok(s) => s,
+        Err(_) => sqlx::query_scalar("SELECT @@SESSION.transaction_isolation")
+            .fetch_one(pool)
+            .await
+            .unwrap_or_else(|_| "unknown".to_string()),
+    };
+    settings.insert("jobq session isolation".into(), session);
+    Ok(ServerInfo { version, settings })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_the_database() {
+        assert_eq!(
+            database_url("mysql://u:p@h:3306/test", "x"),
+            "mysql://u:p@h:3306/x"
+        );
+        assert_eq!(
+            database_url("mysql://h/test?ssl-mode=DISABLED", "x"),
+            "mysql://h/x?ssl-mode=DISABLED"
+        );
+        assert_eq!(database_url("mysql://h", "x"), "mysql://h/x");
+    }
+
+    #[test]
+    fn sections_parse() {
+        assert_eq!("big".parse::<Section>(), Ok(Section::Big));
+        assert!("nope".parse::<Section>().unwrap_err().contains("raw,drain"));
+    }
+
+    #[test]
+    fn quantiles() {
+        let v: Vec<i64> = (1..=100).collect();
+        assert_eq!(quantile(&v, 0.5), 51);
+        assert_eq!(quantile(&v, 0.99), 99);
+        assert_eq!(quantile(&[], 0.5), 0);
+    }
+}

@@ -1,0 +1,363 @@
+//! The raw-SQL limit: jobq's own claim and finish statements in a hand-written loop, with no jobq code
+//! around them (no pool, no worker, no tasks per job, no retries beyond the loop's own).
+//!
+//! The SQL below MIRRORS src/db/claim.rs (`claim_once`: SELECT … FOR UPDATE SKIP LOCKED, then UPDATE …
+//! WHERE id IN (…), then COMMIT) and src/db/finish.rs (`finish` with `Finish::Done`: the fenced UPDATE;
+//! `finish_done_batch`: SELECT … FOR UPDATE of the fenced rows, UPDATE … WHERE id IN (…), COMMIT), text
+//! for text, and the session setup of src/db/mod.rs (`SESSION_SETUP`). When those change, change these.
+//!
+//! Each cell drains N jobs with W tasks, each on a connection of its own, claiming B rows at a time and
+//! finishing the claimed rows in one of three ways ([`FinishMode`]): one fenced UPDATE per job (jobq's
+//! `finish`, used for every outcome before commit ac9e496 and still for lone and failed jobs), jobq's
+//! batched done finish (`finish_done_batch`, since ac9e496), or one fenced multi-row UPDATE per batch
+//! (not in jobq). Every cell checks that each job was claimed once and finished once.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use sqlx::mysql::MySqlConnection;
+use sqlx::{ConnectOptions, Connection, Executor, Row};
+
+use super::cpu::CpuMeter;
+use super::wire::Relay;
+use super::{BResult, Ctx, RawCell, RawReport, Section};
+use crate::db;
+
+/// `src/db/mod.rs` SESSION_SETUP.
+const SESSION_SETUP: [&str; 2] = [
+    "SET time_zone = '+00:00', SESSION innodb_lock_wait_timeout = 10",
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+];
+
+/// `src/db/claim.rs` claim_once, first statement, with one kind.
+// language=MySQL
+const CLAIM_SELECT: &str = "SELECT id, queue, kind, payload, attempts, max_attempts, timeout_secs \
+     FROM job_queue FORCE INDEX (claim_order) \
+     WHERE ready_queue = ? AND run_at <= NOW(6) AND kind IN (?) ORDER BY priority, run_at, id LIMIT ? \
+     FOR UPDATE SKIP LOCKED";
+
+/// `src/db/claim.rs` claim_once, second statement, up to the id list.
+// language=MySQL
+const CLAIM_UPDATE: &str = "UPDATE job_queue SET state = 'running', claim = ?, \
+     claimed_at = NOW(6), started_at = NOW(6), finished_at = NULL, attempts = attempts + 1 \
+     WHERE id IN (";
+
+/// `src/db/finish.rs` Finish::Done.
+// language=MySQL
+const FINISH_ONE: &str = "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) \
+     WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'";
+
+/// `src/db/finish.rs` finish_done_batch, first statement, up to the id list; then ") AND claim = ? AND
+/// state = 'running' FOR UPDATE".
+// language=MySQL
+const FINISH_TX_SELECT: &str = "SELECT id, attempts FROM job_queue WHERE id IN (";
+
+/// `src/db/finish.rs` finish_done_batch, second statement, up to the id list of the fenced rows.
+// language=MySQL
+const FINISH_TX_UPDATE: &str =
+    "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) WHERE id IN (";
+
+/// Not in jobq: one fenced UPDATE finishing a whole claimed batch, up to the id list. The fence is the
+/// claim token and state; the attempt is not checked per row (a token is never reused for a new claim
+/// of the same row while the worker holds it).
+// language=MySQL
+const FINISH_BATCH: &str = "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) \
+     WHERE claim = ? AND state = 'running' AND id IN (";
+
+const KIND: &str = "bench.raw";
+const QUEUE: &str = "default";
+
+/// How the raw loop finishes the rows it claimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FinishMode {
+    /// One fenced `UPDATE … WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'` per job,
+    /// autocommit: what jobq does.
+    PerJob,
+    /// jobq's `finish_done_batch` per claimed batch: `SELECT id, attempts … WHERE id IN (…) AND claim = ?
+    /// AND state = 'running' FOR UPDATE`, `UPDATE … WHERE id IN (…)` of the rows whose attempt matches,
+    /// COMMIT (a lone row gets the per-job UPDATE, as in jobq).
+    BatchTx,
+    /// One fenced `UPDATE … WHERE claim = ? AND state = 'running' AND id IN (…)` per claimed batch,
+    /// autocommit. Not in jobq.
+    Batch,
+}
+
+impl FinishMode {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            FinishMode::PerJob => "per-job",
+            FinishMode::BatchTx => "batch-tx",
+            FinishMode::Batch => "one-update",
+        }
+    }
+}
+
+pub(crate) async fn run(ctx: &Ctx) -> BResult<RawReport> {
+    let cfg = &ctx.cfg;
+    let mut cells = Vec::new();
+    for &finish in &cfg.raw_finishes {
+        for &b in &cfg.raw_batches {
+            for &w in &cfg.raw_workers {
+                let jobs = cell_jobs(cfg.raw_jobs, b);
+                ctx.fill(KIND, jobs).await?;
+                let cell = cell(ctx, &ctx.url, w, b, finish, jobs).await?;
+                ctx.progress(format!(
+                    "raw W={w} B={b} {}: {:.0} jobs/s",
+                    finish.label(),
+                    cell.jobs_per_sec
+                ));
+                cells.push(cell);
+            }
+        }
+    }
+    Ok(RawReport::new(cfg.raw_jobs, cells))
+}
+
+/// Jobs drained by a cell: a quarter of `raw_jobs` for one row per claim (the slowest cells by far,
+/// where more jobs would add time and no information), twice `raw_jobs` from 100 rows per claim up (the
+/// fastest cells, which would otherwise be a handful of claims and noisy).
+pub(crate) fn cell_jobs(raw_jobs: u64, batch: u32) -> u64 {
+    match batch {
+        1 => (raw_jobs / 4).max(100),
+        2..100 => raw_jobs,
+        _ => raw_jobs * 2,
+    }
+}
+
+/// The commands one raw cell sends per job, counted through a relay (see [`super::wire`]).
+pub(crate) async fn wire_profile(
+    ctx: &Ctx,
+    relay: &Relay,
+    workers: u32,
+    batch: u32,
+    finish: FinishMode,
+    jobs: u64,
+) -> BResult<(RawCell, super::wire::Commands)> {
+    ctx.fill(KIND, jobs).await?;
+    let before = relay.counts.snapshot();
+    let cell = cell(ctx, &relay.url(&ctx.url), workers, batch, finish, jobs).await?;
+    Ok((cell, relay.counts.snapshot().since(&before)))
+}
+
+/// Drains `jobs` jobs (already inserted) with `workers` connections claiming `batch` rows at a time.
+pub(crate) async fn cell(
+    ctx: &Ctx,
+    url: &str,
+    workers: u32,
+    batch: u32,
+    finish: FinishMode,
+    jobs: u64,
+) -> BResult<RawCell> {
+    let opts = db::parse_url(url)?;
+    let mut conns = Vec::new();
+    for _ in 0..workers {
+        let mut c = opts.connect().await?;
+        for s in SESSION_SETUP {
+            c.execute(s).await?;
+        }
+        conns.push(c);
+    }
+    let meter = CpuMeter::start(ctx.local_server);
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    for (w, conn) in conns.into_iter().enumerate() {
+        let token = format!(
+            "bench-raw:{}:{w}:1-0:{:016x}",
+            std::process::id(),
+            rand::random::<u64>()
+        );
+        tasks.push(tokio::spawn(drain_one(conn, token, batch, finish)));
+    }
+    let mut claimed = Vec::with_capacity(jobs as usize);
+    let mut finished = 0u64;
+    let (mut claims, mut claim_time) = (0u64, Duration::ZERO);
+    let mut failure = None;
+    for t in tasks {
+        match t.await {
+            Ok(Ok(r)) => {
+                claimed.extend(r.ids);
+                finished += r.finished;
+                claims += r.claims;
+                claim_time += r.claim_time;
+            }
+            Ok(Err(e)) => failure = Some(e.to_string()),
+            Err(e) => failure = Some(e.to_string()),
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    let cpu = meter.finish(jobs);
+    let n_claimed = claimed.len() as u64;
+    claimed.sort_unstable();
+    claimed.dedup();
+    let unique = claimed.len() as u64;
+    let what = format!("raw W={workers} B={batch} {}", finish.label());
+    let loop_ok = failure.is_none() && n_claimed == jobs && unique == jobs && finished == jobs;
+    ctx.check(
+        Section::Raw,
+        format!("{what}: claimed and finished once"),
+        loop_ok,
+        match &failure {
+            Some(e) => format!("a task failed: {e}"),
+            None => format!(
+                "{jobs} jobs: {n_claimed} claims of {unique} distinct rows, {finished} fenced finishes"
+            ),
+        },
+    );
+    let db_ok = ctx
+        .verify_once(Section::Raw, &format!("{what}: rows"), KIND, jobs, None)
+        .await?;
+    let (claim_stmts, finish_stmts) = super::statement_counts(&ctx.pool, KIND).await?;
+    Ok(RawCell {
+        rows_per_claim: jobs as f64 / claim_stmts.max(1) as f64,
+        rows_per_finish: jobs as f64 / finish_stmts.max(1) as f64,
+        workers,
+        batch,
+        finish,
+        jobs,
+        secs,
+        jobs_per_sec: jobs as f64 / secs,
+        claim_ms: claim_time.as_secs_f64() * 1e3 / claims.max(1) as f64,
+        cpu,
+        ok: loop_ok && db_ok,
+    })
+}
+
+struct TaskResult {
+    ids: Vec<u64>,
+    finished: u64,
+    claims: u64,
+    claim_time: Duration,
+}
+
+async fn drain_one(
+    mut conn: MySqlConnection,
+    token: String,
+    batch: u32,
+    finish: FinishMode,
+) -> Result<TaskResult, sqlx::Error> {
+    let mut r = TaskResult {
+        ids: Vec::new(),
+        finished: 0,
+        claims: 0,
+        claim_time: Duration::ZERO,
+    };
+    loop {
+        let c0 = Instant::now();
+        let mut tries = 0;
+        let rows = loop {
+            // Deadlocks and lock-wait timeouts are not expected under READ COMMITTED and SKIP LOCKED, but
+            // the loop must not die on one.
+            match claim(&mut conn, &token, batch).await {
+                Err(e) if tries < 20 && db::is_transient(&e) => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                other => break other?,
+            }
+        };
+        r.claim_time += c0.elapsed();
+        r.claims += 1;
+        if rows.is_empty() {
+            break;
+        }
+        match finish {
+            FinishMode::BatchTx if rows.len() > 1 => {
+                r.finished += finish_batch_tx(&mut conn, &token, &rows).await?;
+            }
+            FinishMode::PerJob | FinishMode::BatchTx => {
+                for &(id, attempt) in &rows {
+                    let n = sqlx::query(FINISH_ONE)
+                        .bind(id)
+                        .bind(&token)
+                        .bind(attempt)
+                        .execute(&mut conn)
+                        .await?
+                        .rows_affected();
+                    r.finished += n;
+                }
+            }
+            FinishMode::Batch => {
+                let sql = format!("{FINISH_BATCH}{})", placeholders(rows.len()));
+                let mut q = sqlx::query(&sql).bind(&token);
+                for &(id, _) in &rows {
+                    q = q.bind(id);
+                }
+                r.finished += q.execute(&mut conn).await?.rows_affected();
+            }
+        }
+        r.ids.extend(rows.iter().map(|&(id, _)| id));
+    }
+    let _ = conn.close().await;
+    Ok(r)
+}
+
+/// jobq's finish_done_batch for the rows of one claim; returns how many were finished.
+async fn finish_batch_tx(
+    conn: &mut MySqlConnection,
+    token: &str,
+    items: &[(u64, u16)],
+) -> Result<u64, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    let sql = format!(
+        "{FINISH_TX_SELECT}{}) AND claim = ? AND state = 'running' FOR UPDATE",
+        placeholders(items.len())
+    );
+    let mut q = sqlx::query_as::<_, (u64, u16)>(&sql);
+    for &(id, _) in items {
+        q = q.bind(id);
+    }
+    let held = q.bind(token).fetch_all(&mut *tx).await?;
+    let fenced: Vec<u64> = held
+        .into_iter()
+        .filter(|row| items.contains(row))
+        .map(|(id, _)| id)
+        .collect();
+    if !fenced.is_empty() {
+        let sql = format!("{FINISH_TX_UPDATE}{})", placeholders(fenced.len()));
+        let mut u = sqlx::query(&sql);
+        for id in &fenced {
+            u = u.bind(id);
+        }
+        u.execute(&mut *tx).await?;
+    }
+    tx.commit().await?;
+    Ok(fenced.len() as u64)
+}
+
+/// One claim transaction; returns (id, attempt) of the rows claimed.
+async fn claim(
+    conn: &mut MySqlConnection,
+    token: &str,
+    batch: u32,
+) -> Result<Vec<(u64, u16)>, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    let rows = sqlx::query(CLAIM_SELECT)
+        .bind(QUEUE)
+        .bind(KIND)
+        .bind(batch)
+        .fetch_all(&mut *tx)
+        .await?;
+    if rows.is_empty() {
+        tx.rollback().await?;
+        return Ok(Vec::new());
+    }
+    let mut claimed = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let id: u64 = row.try_get("id")?;
+        let attempts: u16 = row.try_get("attempts")?;
+        claimed.push((id, attempts + 1));
+    }
+    let sql = format!("{CLAIM_UPDATE}{})", placeholders(claimed.len()));
+    let mut q = sqlx::query(&sql).bind(token);
+    for &(id, _) in &claimed {
+        q = q.bind(id);
+    }
+    q.execute(&mut *tx).await?;
+    tx.commit().await?;
+    Ok(claimed)
+}
+
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
