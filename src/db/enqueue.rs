@@ -7,7 +7,7 @@ use sqlx::{MySql, QueryBuilder};
 
 use crate::error::{Error, Result};
 
-/// Rows per multi-row INSERT: nine placeholders a row stays far below the protocol's 65,535, and the
+/// Rows per multi-row INSERT: at most seven placeholders a row stays far below the protocol's 65,535, and the
 /// statement stays well under the default `max_allowed_packet` for typical payloads.
 const ROWS_PER_INSERT: usize = 1000;
 
@@ -164,34 +164,91 @@ pub(crate) fn validate_name(what: &str, name: &str, max: usize) -> Result<()> {
     Ok(())
 }
 
-fn push_row(mut b: sqlx::query_builder::Separated<'_, '_, MySql, &'static str>, job: &NewJob) {
+/// The optional columns, in statement order. A column goes into the statement only when some row of the
+/// batch sets it, and a row that does not set it gets the column's `DEFAULT`: the statement stays as
+/// short as the application's own `INSERT INTO job_queue (kind, payload) VALUES …`.
+#[derive(Debug, Clone, Copy)]
+struct Columns {
+    queue: bool,
+    priority: bool,
+    run_at: bool,
+    max_attempts: bool,
+    timeout_secs: bool,
+}
+
+impl Columns {
+    fn of(jobs: &[NewJob]) -> Self {
+        Self {
+            queue: jobs.iter().any(|j| j.queue.is_some()),
+            priority: jobs.iter().any(|j| j.priority.is_some()),
+            run_at: jobs.iter().any(|j| j.run_at.is_some()),
+            max_attempts: jobs.iter().any(|j| j.max_attempts.is_some()),
+            timeout_secs: jobs.iter().any(|j| j.timeout_secs.is_some()),
+        }
+    }
+
+    fn names(self) -> String {
+        let mut names = vec!["kind", "payload"];
+        for (on, name) in [
+            (self.queue, "queue"),
+            (self.priority, "priority"),
+            (self.run_at, "run_at"),
+            (self.max_attempts, "max_attempts"),
+            (self.timeout_secs, "timeout_secs"),
+        ] {
+            if on {
+                names.push(name);
+            }
+        }
+        names.join(", ")
+    }
+}
+
+fn push_value<T>(b: &mut sqlx::query_builder::Separated<'_, '_, MySql, &'static str>, v: Option<T>)
+where
+    T: for<'q> sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + Send + 'static,
+{
+    match v {
+        Some(v) => b.push_bind(v),
+        None => b.push("DEFAULT"),
+    };
+}
+
+fn push_row(
+    mut b: sqlx::query_builder::Separated<'_, '_, MySql, &'static str>,
+    job: &NewJob,
+    cols: Columns,
+) {
     b.push_bind(job.kind.clone());
     b.push_bind(job.payload.clone());
-    b.push("COALESCE(")
-        .push_bind_unseparated(job.queue.clone())
-        .push_unseparated(", DEFAULT(queue))");
-    b.push("COALESCE(")
-        .push_bind_unseparated(job.priority)
-        .push_unseparated(", DEFAULT(priority))");
-    match job.run_at {
-        None => b.push("NOW(6)"),
-        Some(RunAt::At(t)) => b.push_bind(t),
-        Some(RunAt::After(d)) => b
-            .push("NOW(6) + INTERVAL ")
-            .push_bind_unseparated(d.as_micros().min(i64::MAX as u128) as i64)
-            .push_unseparated(" MICROSECOND"),
-    };
-    b.push("COALESCE(")
-        .push_bind_unseparated(job.max_attempts)
-        .push_unseparated(", DEFAULT(max_attempts))");
-    b.push_bind(job.timeout_secs);
+    if cols.queue {
+        push_value(&mut b, job.queue.clone());
+    }
+    if cols.priority {
+        push_value(&mut b, job.priority);
+    }
+    if cols.run_at {
+        match job.run_at {
+            None => b.push("DEFAULT"),
+            Some(RunAt::At(t)) => b.push_bind(t),
+            Some(RunAt::After(d)) => b
+                .push("NOW(6) + INTERVAL ")
+                .push_bind_unseparated(d.as_micros().min(i64::MAX as u128) as i64)
+                .push_unseparated(" MICROSECOND"),
+        };
+    }
+    if cols.max_attempts {
+        push_value(&mut b, job.max_attempts);
+    }
+    if cols.timeout_secs {
+        push_value(&mut b, job.timeout_secs);
+    }
 }
 
 fn insert_statement<'a>(jobs: &'a [NewJob]) -> QueryBuilder<'a, MySql> {
-    let mut q = QueryBuilder::new(
-        "INSERT INTO job_queue (kind, payload, queue, priority, run_at, max_attempts, timeout_secs) ",
-    );
-    q.push_values(jobs, |b, job| push_row(b, job));
+    let cols = Columns::of(jobs);
+    let mut q = QueryBuilder::new(format!("INSERT INTO job_queue ({}) ", cols.names()));
+    q.push_values(jobs, |b, job| push_row(b, job, cols));
     q
 }
 

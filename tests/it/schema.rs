@@ -172,6 +172,25 @@ async fn enqueue_joins_the_callers_transaction() {
         .await;
     assert_eq!(n, 2500);
 
+    // A batch where only some rows set a column: the others get the column's default.
+    let mixed = vec![
+        NewJob::new("mixed").queue("q1").max_attempts(2),
+        NewJob::new("mixed"),
+        NewJob::new("mixed").priority(-7).run_in(std::time::Duration::from_secs(3600)),
+    ];
+    assert_eq!(jobq::enqueue_many(&mut conn, &mixed).await.unwrap(), 3);
+    let rows: Vec<(Vec<u8>, i16, u16, i64)> = sqlx::query_as(
+        "SELECT queue, priority, max_attempts, TIMESTAMPDIFF(MINUTE, NOW(6), run_at) \
+         FROM job_queue WHERE kind = 'mixed' ORDER BY id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(rows[0], (b"q1".to_vec(), 0, 2, 0));
+    assert_eq!(rows[1], (b"default".to_vec(), 0, 20, 0));
+    assert_eq!((rows[2].1, rows[2].2), (-7, 20));
+    assert!((59..=60).contains(&rows[2].3), "{rows:?}");
+
     let e = jobq::enqueue(&db.pool, &NewJob::new("bad kind"))
         .await
         .unwrap_err();
