@@ -4,9 +4,11 @@
 -- jobq: one statement
 --
 -- An idle worker CALLs this with its token, the probe it would otherwise send (the indexed, non-locking
--- `SELECT 1 … LIMIT 1` on the claim index, built by the worker from its validated queue and kind names)
--- and how long to wait. The procedure refreshes the worker's heartbeat, then runs the probe every 100 ms
--- until a job is due or the time is up, and returns 1 or 0. Statements inside a stored procedure do not
+-- `SELECT 1 … LIMIT 1` on the claim index, built by the worker from its validated queue and kind names),
+-- how long to wait and how often to probe. The procedure refreshes the worker's heartbeat, then runs the
+-- probe every p_every_ms until a job is due or the time is up, and returns 1 or 0. The worker probes
+-- often (every 5 ms) right after it ran out of work, when more is likely to come soon, and rarely (every
+-- 100 ms) once it has been idle a while. Statements inside a stored procedure do not
 -- count as client statements (`Questions`), and each sees its own NOW(6), so a job inserted during the
 -- wait is seen on the next probe.
 --
@@ -15,12 +17,14 @@
 CREATE PROCEDURE IF NOT EXISTS jobq_wait_for_work(
   IN p_token VARCHAR(191) CHARACTER SET ascii,
   IN p_probe TEXT,
-  IN p_wait_ms INT
+  IN p_wait_ms INT,
+  IN p_every_ms INT
 )
 SQL SECURITY INVOKER
 BEGIN
   DECLARE v_polls INT DEFAULT 0;
-  DECLARE v_max_polls INT DEFAULT GREATEST(1, CEIL(p_wait_ms / 100));
+  DECLARE v_every_ms INT DEFAULT GREATEST(1, p_every_ms);
+  DECLARE v_max_polls INT DEFAULT GREATEST(1, CEIL(p_wait_ms / GREATEST(1, p_every_ms)));
   UPDATE jobq_processes SET heartbeat_at = NOW(6) WHERE token = p_token;
   SET @jobq_due = 0;
   SET @jobq_probe = p_probe;
@@ -31,7 +35,7 @@ BEGIN
     IF @jobq_due > 0 OR v_polls >= v_max_polls THEN
       LEAVE probe;
     END IF;
-    DO SLEEP(0.1);
+    DO SLEEP(v_every_ms / 1000);
   END LOOP probe;
   DEALLOCATE PREPARE jobq_probe_stmt;
   SELECT @jobq_due AS due;

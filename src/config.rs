@@ -10,7 +10,7 @@
 //! queues = ["default", "mail"]   # claimed in this order
 //! concurrency = 10               # jobs run at once per worker process
 //! batch_size = 10                # most rows one claim takes
-//! poll_interval = "1s"           # longest idle wait between polls
+//! poll_interval = "2s"           # one server-side idle wait per interval
 //! shutdown_grace = "30s"         # how long running jobs get to finish on SIGTERM
 //! default_timeout = "30m"        # run-time limit for jobs with no timeout of their own
 //!

@@ -136,7 +136,7 @@ pub struct WorkerOptions {
     #[arg(long, short = 'b')]
     pub batch_size: Option<u32>,
 
-    /// Longest wait between polls while idle (e.g. 500ms, 2s). Default 1s.
+    /// Longest idle wait (one server-side wait, probing for due jobs, per interval). Default 2s.
     #[arg(long, value_parser = parse_duration)]
     pub poll_interval: Option<Duration>,
 

@@ -40,6 +40,7 @@ pub(super) async fn run_job(
     };
     record(&shared, &job, attempt, &outcome).await;
     lock(&shared.running).remove(&job.id);
+    shared.in_flight.fetch_sub(1, Ordering::Relaxed);
     shared.jobs_ended.fetch_add(1, Ordering::SeqCst);
     drop(permit);
     shared.job_ended.notify_one();

@@ -77,8 +77,10 @@ impl WorkerConfig {
     pub const DEFAULT_CONCURRENCY: u32 = 10;
     /// Default `batch_size`: 10.
     pub const DEFAULT_BATCH_SIZE: u32 = 10;
-    /// Default `poll_interval`: 1 s, so an INSERT into an idle queue starts within a second.
-    pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+    /// Default `poll_interval`: 2 s. An idle worker sends one statement per interval, a server-side wait
+    /// that probes for due jobs every 100 ms, so an INSERT into an idle queue still starts within about
+    /// 100 ms (within the interval only where that wait cannot be used).
+    pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
     /// The first idle wait; it doubles up to `poll_interval`.
     pub const DEFAULT_MIN_POLL: Duration = Duration::from_millis(50);
     /// Default `shutdown_grace`: 30 s.
@@ -214,6 +216,8 @@ pub(crate) struct Shared {
     beat_recorder: Arc<AtomicU64>,
     /// False once the server-side wait turned out to be unusable; idle polling then sleeps and probes.
     server_wait: std::sync::atomic::AtomicBool,
+    /// Jobs claimed and not yet recorded.
+    pub(crate) in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Worker {
@@ -255,9 +259,11 @@ impl Worker {
 
         let hard_stop = CancellationToken::new();
         let finisher_stop = CancellationToken::new();
+        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let (finisher, finisher_task) = finisher::Finisher::start(
             self.pool.clone(),
             token.clone(),
+            in_flight.clone(),
             finisher_stop.clone(),
             hard_stop.clone(),
         );
@@ -276,6 +282,7 @@ impl Worker {
             finisher,
             beat_recorder,
             server_wait: std::sync::atomic::AtomicBool::new(true),
+            in_flight,
         });
         let tracker = TaskTracker::new();
         let watch_stop = CancellationToken::new();
@@ -313,6 +320,9 @@ impl Worker {
         result.map(|()| report)
     }
 }
+
+/// Longest wait for more free slots before a claim, when fewer than half a batch is free.
+const CLAIM_FILL_WAIT: Duration = Duration::from_millis(2);
 
 /// Failed claims in a row (each already retried internally) after which a draining worker gives up:
 /// about 3 s of waiting in all.
@@ -455,9 +465,19 @@ async fn fetch_loop(
             p = slots.clone().acquire_owned() => p.expect("semaphore is never closed"),
         };
         let mut permits = vec![first];
+        // Fill the claim: one claim per free slot would mean a transaction (and a log flush) per job.
+        // When fewer than half the batch is free, wait a moment for running jobs to end and free more.
+        let want = cfg.batch_size.min(cfg.concurrency.div_ceil(2)).max(1) as usize;
+        let deadline = tokio::time::Instant::now() + CLAIM_FILL_WAIT;
         while permits.len() < cfg.batch_size as usize {
             match slots.clone().try_acquire_owned() {
                 Ok(p) => permits.push(p),
+                Err(_) if permits.len() < want && !probing => {
+                    match tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await {
+                        Ok(p) => permits.push(p.expect("semaphore is never closed")),
+                        Err(_) => break,
+                    }
+                }
                 Err(_) => break,
             }
         }
@@ -548,6 +568,7 @@ async fn fetch_loop(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(job.id, cancel_request.clone());
+            shared.in_flight.fetch_add(1, Ordering::Relaxed);
             tracker.spawn(execute::run_job(
                 shared.clone(),
                 job,

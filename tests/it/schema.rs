@@ -176,7 +176,9 @@ async fn enqueue_joins_the_callers_transaction() {
     let mixed = vec![
         NewJob::new("mixed").queue("q1").max_attempts(2),
         NewJob::new("mixed"),
-        NewJob::new("mixed").priority(-7).run_in(std::time::Duration::from_secs(3600)),
+        NewJob::new("mixed")
+            .priority(-7)
+            .run_in(std::time::Duration::from_secs(3600)),
     ];
     assert_eq!(jobq::enqueue_many(&mut conn, &mixed).await.unwrap(), 3);
     let rows: Vec<(Vec<u8>, i16, u16, i64)> = sqlx::query_as(
