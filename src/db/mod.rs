@@ -149,7 +149,11 @@ pub(crate) fn parse_url(url: &str) -> Result<MySqlConnectOptions> {
             reason: "no database name: add /DATABASE at the end".into(),
         });
     }
-    Ok(opts.timezone(Some("+00:00".to_string())))
+    // sqlx's own statement logging would warn about every idle wait (a CALL that waits on purpose) as a
+    // slow statement; jobq logs what matters itself.
+    Ok(opts
+        .timezone(Some("+00:00".to_string()))
+        .disable_statement_logging())
 }
 
 /// The URL with its password replaced by `***`, for messages and logs.
