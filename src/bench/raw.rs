@@ -8,8 +8,8 @@
 //!
 //! Each cell drains N jobs with W tasks, each on a connection of its own, claiming B rows at a time and
 //! finishing the claimed rows in one of three ways ([`FinishMode`]): one fenced UPDATE per job (jobq's
-//! `finish`, used for every outcome before commit ac9e496 and still for lone and failed jobs), jobq's
-//! batched done finish (`finish_done_batch`, since ac9e496), or one fenced multi-row UPDATE per batch
+//! `finish`, used for a lone job and for failures), jobq's
+//! batched done finish (`finish_done_batch`), or one fenced multi-row UPDATE per batch
 //! (not in jobq). Every cell checks that each job was claimed once and finished once.
 
 use std::time::{Duration, Instant};

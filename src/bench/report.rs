@@ -656,8 +656,8 @@ pub fn render_text(r: &BenchReport) -> String {
         );
         let _ = writeln!(
             o,
-            "   finishes: per-job = one fenced UPDATE per job (jobq's `finish`: all outcomes before ac9e496, lone and failed jobs since);\n   \
-             batch-tx = jobq's `finish_done_batch` per claim (SELECT … FOR UPDATE + UPDATE … id IN + COMMIT; done jobs since ac9e496);\n   \
+            "   finishes: per-job = one fenced UPDATE per job (jobq's `finish`, for a lone job and for failures);\n   \
+             batch-tx = jobq's `finish_done_batch` per claim (SELECT … FOR UPDATE + UPDATE … id IN + COMMIT, for done jobs);\n   \
              one-update = one fenced UPDATE … WHERE claim = ? AND state = 'running' AND id IN (…) per claim (not in jobq)"
         );
         for finish in [FinishMode::PerJob, FinishMode::BatchTx, FinishMode::Batch] {
