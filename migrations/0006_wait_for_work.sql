@@ -7,7 +7,7 @@
 -- `SELECT 1 … LIMIT 1` on the claim index, built by the worker from its validated queue and kind names),
 -- how long to wait and how often to probe. The procedure refreshes the worker's heartbeat, then runs the
 -- probe every p_every_ms until a job is due or the time is up, and returns 1 or 0. The worker probes
--- often (every 5 ms) right after it ran out of work, when more is likely to come soon, and rarely (every
+-- often (every 2 ms) right after it ran out of work, when more is likely to come soon, and rarely (every
 -- 100 ms) once it has been idle a while. Statements inside a stored procedure do not
 -- count as client statements (`Questions`), and each sees its own NOW(6), so a job inserted during the
 -- wait is seen on the next probe.

@@ -185,7 +185,7 @@ pub async fn any_due(pool: &MySqlPool, queues: &[String], kinds: &[String]) -> R
 
 /// Waits server-side (in `jobq_wait_for_work`, schema 6) up to `wait` for a due job of these queues and
 /// kinds, refreshing `token`'s heartbeat first. One client statement however long it waits; returns as
-/// soon as the server-side probe (every 5 to 100 ms, a tenth of the wait) sees a due job.
+/// soon as the server-side probe (every 2 to 100 ms, a twentieth of the wait) sees a due job.
 pub async fn wait_for_work(
     pool: &MySqlPool,
     token: &str,
@@ -208,8 +208,9 @@ pub async fn wait_for_work(
         list(kinds)
     );
     let wait_ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
-    // Probe ten times per wait, between every 5 ms (just after the last job) and every 100 ms (long idle).
-    let every_ms = (wait_ms / 10).clamp(5, 100);
+    // Probe twenty times per wait, between every 2 ms (just after the last job, when more is likely to
+    // come) and every 100 ms (long idle).
+    let every_ms = (wait_ms / 20).clamp(2, 100);
     let due: Option<i64> = retry_transient("wait for work", 3, || async {
         sqlx::query_scalar("CALL jobq_wait_for_work(?, ?, ?, ?)")
             .bind(token)
