@@ -16,6 +16,9 @@
 //!   SQL handlers of [`config::Config`] in the `jobq` binary.
 //! * [`Scheduler`] turns schedules (cron, intervals, calendar specs, one-off times; [`Schedules`]
 //!   manages them) into jobs: exactly one job per planned time, however many schedulers run.
+//! * [`reaper::Reaper`] makes the rows of dead claimants runnable again (judged by [`liveness`]), and
+//!   [`supervisor::Supervisor`] keeps N worker processes alive, releasing a dead child's rows at once.
+//! * [`bench`](mod@bench) measures all of it against the server's own limit (`jobq bench`).
 //!
 //! ```no_run
 //! use jobq::{Handlers, JobContext, JobError, Worker, WorkerConfig, Mode};

@@ -1,5 +1,5 @@
 //! Footprint: the peak resident memory (VmHWM) of a real `jobq worker` process, jobq's defaults, draining
-//! jobs with a no-op SQL handler (`DO 0`), read from /proc/<pid>/status while it runs.
+//! jobs with a no-op SQL handler (`DO 0`), read from `/proc/<pid>/status` while it runs.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@
 //! token given to [`run_until`]), and returns a [`BenchReport`]: numbers, targets with PASS/MISS, and
 //! correctness checks. Sections:
 //!
-//! * `raw`: jobq's claim and finish statements (copied into [`raw`] from `src/db/claim.rs` and
+//! * `raw`: jobq's claim and finish statements (copied into `raw` from `src/db/claim.rs` and
 //!   `src/db/finish.rs`) in a hand-written loop, over connections × rows per claim: the limit.
 //! * `drain`: the library [`Worker`](crate::Worker) with a no-op handler, with jobq's defaults and with
 //!   the best settings of a sweep; the cost of a command and of an SQL handler.

@@ -28,7 +28,7 @@ pub(crate) struct WireCounts {
     connects: AtomicU64,
 }
 
-/// A snapshot of [`WireCounts`].
+/// A snapshot of the relay's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Commands {
     /// COM_QUERY: text statements (sqlx sends BEGIN, COMMIT, ROLLBACK and statements without

@@ -1,7 +1,7 @@
 //! Scheduler SQL: schedules (`jobq_schedules`) and their runs (`jobq_schedule_runs`).
 //!
 //! The invariant this file keeps: **each planned time of a schedule gets at most one job**, however many
-//! schedulers run. [`advance`] moves a schedule's `next_run_at` only from the value its caller read
+//! schedulers run. `advance` moves a schedule's `next_run_at` only from the value its caller read
 //! (`WHERE next_run_at = ?`), in the same transaction as the run rows and jobs for the planned times it
 //! passes; a scheduler that lost the race changes nothing. The run row's `UNIQUE (schedule_id,
 //! planned_at)` is the second guard, and also covers startup and manual runs, which do not move
