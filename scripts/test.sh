@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# THE test command (README, and CI through .ci/run): formatting, lints, the
+# THE test command (README, and CI through .ci/run): formatting, lints, docs, the
 # whole test-suite against a real MariaDB, and the doc-tests. Stops at the
 # first failure.
 #
@@ -41,6 +41,10 @@ cargo fmt --all -- --check
 
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets -- -D warnings
+
+# The docs are part of the product: a broken intra-doc link fails like a lint.
+step "cargo doc --no-deps (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 
 # Keep the test output to add up the counts at the end (see below).
 results=$(mktemp)
