@@ -99,6 +99,19 @@ pub struct BenchArgs {
     #[arg(long)]
     pub raw_jobs: Option<u64>,
 
+    /// Drain settings to sweep instead of the built-in list, as WORKERS:CONCURRENCY:BATCH
+    /// (comma-separated), e.g. `--sweep 1:10:10,2:1000:500`.
+    #[arg(long, value_delimiter = ',')]
+    pub sweep: Vec<String>,
+
+    /// Connections swept by the raw grid (comma-separated; default 1,2,4,8).
+    #[arg(long, value_delimiter = ',')]
+    pub raw_workers: Vec<u32>,
+
+    /// Rows per claim swept by the raw grid (comma-separated; default 1,10,100,500,1000).
+    #[arg(long, value_delimiter = ',')]
+    pub raw_batches: Vec<u32>,
+
     /// Keep the scratch database at the end (its name is printed).
     #[arg(long)]
     pub keep_db: bool,

@@ -13,7 +13,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::cpu::CpuMeter;
-use super::report::{HandlerCost, WireProfile};
+use super::report::{HandlerCost, HeadToHead, RawCell, WireProfile};
 use super::wire::Relay;
 use super::{BResult, Ctx, DrainReport, DrainRun, FinishMode, RawReport, Section, Settings, raw};
 use crate::config::{Config, HandlerConfig};
@@ -274,9 +274,57 @@ pub(crate) async fn run(ctx: &Ctx, raw: Option<&RawReport>) -> BResult<DrainRepo
             wire.push(w);
         }
     }
+    let head_to_head = match raw.and_then(RawReport::best_any) {
+        Some(limit) => Some(head_to_head(ctx, limit, best).await?),
+        None => None,
+    };
     Ok(DrainReport::new(
-        defaults, sweep, winner, handlers, wire, raw,
+        defaults,
+        sweep,
+        winner,
+        handlers,
+        wire,
+        raw,
+        head_to_head,
     ))
+}
+
+/// Measures the best raw cell and jobq's best settings again at the full drain size, alternately, for
+/// `ctx.cfg.rounds` rounds (see [`HeadToHead`]).
+async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<HeadToHead> {
+    let jobs = ctx.cfg.jobs;
+    let mut h = HeadToHead {
+        jobs,
+        raw_workers: limit.workers,
+        raw_batch: limit.batch,
+        raw_finish: limit.finish,
+        settings: best,
+        raw: Vec::new(),
+        jobq: Vec::new(),
+        ok: true,
+    };
+    for round in 1..=ctx.cfg.rounds.max(1) {
+        let r = raw::measure(ctx, limit.workers, limit.batch, limit.finish, jobs).await?;
+        ctx.fill(KIND, jobs).await?;
+        let j = drain_with(
+            ctx,
+            &ctx.url,
+            Section::Drain,
+            best,
+            KIND,
+            HandlerKind::Noop,
+            jobs,
+        )
+        .await?;
+        ctx.progress(format!(
+            "head to head round {round}: raw {:.0} jobs/s, jobq {:.0} jobs/s",
+            r.jobs_per_sec, j.jobs_per_sec
+        ));
+        h.ok &= r.ok && j.ok;
+        h.raw.push(r.jobs_per_sec);
+        h.jobq.push(j.jobs_per_sec);
+    }
+    Ok(h)
 }
 
 /// Runs the winning settings and the raw loop at the same W and B through the counting relay.

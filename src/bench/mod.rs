@@ -46,8 +46,8 @@ pub use cpu::CpuUse;
 pub use raw::FinishMode;
 pub use report::{
     BenchReport, BigReport, Check, DrainReport, DrainRun, EnqueueReport, FootprintReport,
-    HandlerCost, IdleReport, LOAD_THRESHOLD, Load, RatePoint, RawCell, RawReport, ServerInfo,
-    SteadyReport, Target, WireProfile, render_text,
+    HandlerCost, HeadToHead, IdleReport, LOAD_THRESHOLD, Load, RatePoint, RawCell, RawReport,
+    ServerInfo, SteadyReport, Target, WireProfile, render_text,
 };
 pub use wire::Commands;
 
@@ -143,6 +143,25 @@ impl std::fmt::Display for Settings {
     }
 }
 
+impl FromStr for Settings {
+    type Err = String;
+    /// `W:c:b`, as `--sweep` takes them: workers, concurrency, batch size.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let parts: Vec<&str> = s.trim().split(':').collect();
+        let bad =
+            || format!("sweep setting {s:?}: expected WORKERS:CONCURRENCY:BATCH, e.g. 2:1000:500");
+        let [w, c, b] = parts.as_slice() else {
+            return Err(bad());
+        };
+        let num = |x: &str| x.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(bad);
+        Ok(Settings {
+            workers: num(w)?,
+            concurrency: num(c)?,
+            batch_size: num(b)?,
+        })
+    }
+}
+
 /// What to run and how big. [`BenchConfig::full`] is `jobq bench`; [`BenchConfig::quick`] is the
 /// CI-sized run (`--quick`), which only proves that everything works.
 #[derive(Debug, Clone)]
@@ -189,6 +208,9 @@ pub struct BenchConfig {
     pub enqueue_single: u64,
     /// Rows inserted 1,000 at a time, per enqueue measurement.
     pub enqueue_multi: u64,
+    /// Rounds of the head-to-head re-measurement of the limit and the winner (see
+    /// [`HeadToHead`]).
+    pub rounds: u32,
     /// Keep the scratch database at the end (its name is in the report).
     pub keep_db: bool,
     /// The `jobq` binary run by the footprint section (`std::env::current_exe()` under `jobq bench`).
@@ -205,7 +227,15 @@ impl BenchConfig {
     pub fn full(url: impl Into<String>) -> Self {
         let mut sweep = Vec::new();
         for workers in [1, 2, 4] {
-            for (concurrency, batch_size) in [(10, 10), (100, 10), (100, 100), (500, 500)] {
+            // Concurrency twice the batch lets a worker claim its next batch while the last one's
+            // finishes are being recorded.
+            for (concurrency, batch_size) in [
+                (10, 10),
+                (100, 100),
+                (500, 500),
+                (1000, 500),
+                (2000, 1000),
+            ] {
                 sweep.push(Settings {
                     workers,
                     concurrency,
@@ -235,6 +265,7 @@ impl BenchConfig {
             footprint_jobs: 20_000,
             enqueue_single: 2_000,
             enqueue_multi: 50_000,
+            rounds: 3,
             keep_db: false,
             jobq_exe: None,
             progress: false,
@@ -271,6 +302,7 @@ impl BenchConfig {
             footprint_jobs: 1_000,
             enqueue_single: 100,
             enqueue_multi: 2_000,
+            rounds: 1,
             quick: true,
             ..Self::full(url)
         }

@@ -3,7 +3,7 @@
 //!
 //! The SQL below MIRRORS src/db/claim.rs (`claim_once`: SELECT … FOR UPDATE SKIP LOCKED, then UPDATE …
 //! WHERE id IN (…), then COMMIT) and src/db/finish.rs (`finish` with `Finish::Done`: the fenced UPDATE;
-//! `finish_done_batch`: SELECT … FOR UPDATE of the fenced rows, UPDATE … WHERE id IN (…), COMMIT), text
+//! `finish_done_batch`: BEGIN, one UPDATE fenced by token and (id, attempt) pairs, COMMIT), text
 //! for text, and the session setup of src/db/mod.rs (`SESSION_SETUP`). When those change, change these.
 //!
 //! Each cell drains N jobs with W tasks, each on a connection of its own, claiming B rows at a time and
@@ -47,15 +47,12 @@ const CLAIM_UPDATE: &str = "UPDATE job_queue SET state = 'running', claim = ?, \
 const FINISH_ONE: &str = "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) \
      WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'";
 
-/// `src/db/finish.rs` finish_done_batch, first statement, up to the id list; then ") AND claim = ? AND
-/// state = 'running' FOR UPDATE".
+/// `src/db/finish.rs` finish_done_batch (`finish_fenced`), the statement between BEGIN and COMMIT, up to
+/// the list of (id, attempt) pairs. (When it changes fewer rows than it names, jobq rolls back and redoes
+/// the batch row by row; a drain whose claims are never lost does not go there.)
 // language=MySQL
-const FINISH_TX_SELECT: &str = "SELECT id, attempts FROM job_queue WHERE id IN (";
-
-/// `src/db/finish.rs` finish_done_batch, second statement, up to the id list of the fenced rows.
-// language=MySQL
-const FINISH_TX_UPDATE: &str =
-    "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) WHERE id IN (";
+const FINISH_TX_UPDATE: &str = "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) \
+     WHERE claim = ? AND state = 'running' AND (id, attempts) IN (";
 
 /// Not in jobq: one fenced UPDATE finishing a whole claimed batch, up to the id list. The fence is the
 /// claim token and state; the attempt is not checked per row (a token is never reused for a new claim
@@ -74,9 +71,9 @@ pub enum FinishMode {
     /// One fenced `UPDATE … WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'` per job,
     /// autocommit: what jobq does.
     PerJob,
-    /// jobq's `finish_done_batch` per claimed batch: `SELECT id, attempts … WHERE id IN (…) AND claim = ?
-    /// AND state = 'running' FOR UPDATE`, `UPDATE … WHERE id IN (…)` of the rows whose attempt matches,
-    /// COMMIT (a lone row gets the per-job UPDATE, as in jobq).
+    /// jobq's `finish_done_batch` per claimed batch: BEGIN, `UPDATE … WHERE claim = ? AND state =
+    /// 'running' AND (id, attempts) IN ((?, ?), …)`, COMMIT (a lone row gets the per-job UPDATE, as in
+    /// jobq).
     BatchTx,
     /// One fenced `UPDATE … WHERE claim = ? AND state = 'running' AND id IN (…)` per claimed batch,
     /// autocommit. Not in jobq.
@@ -123,6 +120,18 @@ pub(crate) fn cell_jobs(raw_jobs: u64, batch: u32) -> u64 {
         2..100 => raw_jobs,
         _ => raw_jobs * 2,
     }
+}
+
+/// Fills the table and drains it with one raw cell's settings.
+pub(crate) async fn measure(
+    ctx: &Ctx,
+    workers: u32,
+    batch: u32,
+    finish: FinishMode,
+    jobs: u64,
+) -> BResult<RawCell> {
+    ctx.fill(KIND, jobs).await?;
+    cell(ctx, &ctx.url, workers, batch, finish, jobs).await
 }
 
 /// The commands one raw cell sends per job, counted through a relay (see [`super::wire`]).
@@ -300,29 +309,16 @@ async fn finish_batch_tx(
 ) -> Result<u64, sqlx::Error> {
     let mut tx = conn.begin().await?;
     let sql = format!(
-        "{FINISH_TX_SELECT}{}) AND claim = ? AND state = 'running' FOR UPDATE",
-        placeholders(items.len())
+        "{FINISH_TX_UPDATE}{})",
+        vec!["(?, ?)"; items.len()].join(", ")
     );
-    let mut q = sqlx::query_as::<_, (u64, u16)>(&sql);
-    for &(id, _) in items {
-        q = q.bind(id);
+    let mut q = sqlx::query(&sql).bind(token);
+    for &(id, attempt) in items {
+        q = q.bind(id).bind(attempt);
     }
-    let held = q.bind(token).fetch_all(&mut *tx).await?;
-    let fenced: Vec<u64> = held
-        .into_iter()
-        .filter(|row| items.contains(row))
-        .map(|(id, _)| id)
-        .collect();
-    if !fenced.is_empty() {
-        let sql = format!("{FINISH_TX_UPDATE}{})", placeholders(fenced.len()));
-        let mut u = sqlx::query(&sql);
-        for id in &fenced {
-            u = u.bind(id);
-        }
-        u.execute(&mut *tx).await?;
-    }
+    let n = q.execute(&mut *tx).await?.rows_affected();
     tx.commit().await?;
-    Ok(fenced.len() as u64)
+    Ok(n)
 }
 
 /// One claim transaction; returns (id, attempt) of the rows claimed.

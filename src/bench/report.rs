@@ -156,11 +156,10 @@ impl RawReport {
             .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
     }
 
-    /// The best cell sending jobq's own statements (per-job or batch-tx finishes): the limit.
-    pub fn best_jobq(&self) -> Option<&RawCell> {
+    /// The best cell of the grid, whatever its finishes: the limit.
+    pub fn best_any(&self) -> Option<&RawCell> {
         self.cells
             .iter()
-            .filter(|c| c.finish != FinishMode::Batch)
             .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
     }
 
@@ -237,6 +236,57 @@ pub struct WireProfile {
     pub raw_cpu: CpuUse,
 }
 
+/// The limit and jobq's winner measured again, alternately, at the full drain size. The grid's best
+/// cell is the best of many short runs and the winner one run, so comparing those two alone would favour
+/// the limit by its luckiest cell; here both get the same number of tries at the same size, and the
+/// medians are compared.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeadToHead {
+    /// Jobs per run.
+    pub jobs: u64,
+    /// The raw cell re-measured: connections.
+    pub raw_workers: u32,
+    /// The raw cell re-measured: rows per claim.
+    pub raw_batch: u32,
+    /// The raw cell re-measured: finishes.
+    pub raw_finish: FinishMode,
+    /// jobq's settings re-measured.
+    pub settings: Settings,
+    /// The raw loop's jobs/s, one per round.
+    pub raw: Vec<f64>,
+    /// jobq's jobs/s, one per round.
+    pub jobq: Vec<f64>,
+    /// Every run of every round passed its checks.
+    pub ok: bool,
+}
+
+impl HeadToHead {
+    /// Median of the raw runs.
+    pub fn raw_median(&self) -> f64 {
+        median(&self.raw)
+    }
+
+    /// Median of jobq's runs.
+    pub fn jobq_median(&self) -> f64 {
+        median(&self.jobq)
+    }
+
+    /// jobq's median over the raw loop's.
+    pub fn ratio(&self) -> f64 {
+        self.jobq_median() / self.raw_median()
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
 /// Library drain results.
 #[derive(Debug, Clone, Serialize)]
 pub struct DrainReport {
@@ -246,10 +296,10 @@ pub struct DrainReport {
     pub sweep: Vec<DrainRun>,
     /// The best sweep settings at N.
     pub winner: DrainRun,
-    /// Winner / best raw cell with jobq's statements (the limit).
+    /// Winner / best raw cell of the grid.
     pub vs_best_raw: Option<f64>,
-    /// Winner / best raw cell with one-update finishes (not jobq's statements).
-    pub vs_best_raw_update: Option<f64>,
+    /// The winner and the best raw cell re-measured alternately at N: the figure the target uses.
+    pub head_to_head: Option<HeadToHead>,
     /// Winner / raw cell at the same W and B, with jobq's batched done finish.
     pub vs_raw_same: Option<f64>,
     /// Defaults / raw cell at W=1, B=10, with jobq's batched done finish.
@@ -268,6 +318,7 @@ impl DrainReport {
         handlers: Vec<HandlerCost>,
         wire: Vec<WireProfile>,
         raw: Option<&RawReport>,
+        head_to_head: Option<HeadToHead>,
     ) -> Self {
         let ratio = |run: &DrainRun, cell: Option<&RawCell>| {
             cell.map(|c| run.jobs_per_sec / c.jobs_per_sec)
@@ -275,8 +326,8 @@ impl DrainReport {
         let s = winner.settings;
         let d = defaults.settings;
         Self {
-            vs_best_raw: ratio(&winner, raw.and_then(RawReport::best_jobq)),
-            vs_best_raw_update: ratio(&winner, raw.and_then(|r| r.best(FinishMode::Batch))),
+            vs_best_raw: ratio(&winner, raw.and_then(RawReport::best_any)),
+            head_to_head,
             vs_raw_same: ratio(
                 &winner,
                 raw.and_then(|r| r.at(s.workers, s.batch_size, JOBQ)),
@@ -481,22 +532,23 @@ impl BenchReport {
                 pass,
             })
         };
-        if let (Some(d), Some(raw)) = (&self.drain, &self.raw)
-            && let (Some(ratio), Some(best)) = (d.vs_best_raw, raw.best_jobq())
-        {
+        if let Some(h) = self.drain.as_ref().and_then(|d| d.head_to_head.as_ref()) {
             add(
                 "best jobq drain vs best raw-SQL cell",
                 ">= 90%",
                 format!(
-                    "{:.0}% ({:.0} vs {:.0} jobs/s, raw W={} B={} {})",
-                    ratio * 100.0,
-                    d.winner.jobs_per_sec,
-                    best.jobs_per_sec,
-                    best.workers,
-                    best.batch,
-                    best.finish.label()
+                    "{:.0}% (medians of {} alternating runs of {} jobs: jobq {} {:.0} vs raw W={} B={} {} {:.0} jobs/s)",
+                    h.ratio() * 100.0,
+                    h.jobq.len(),
+                    h.jobs,
+                    h.settings,
+                    h.jobq_median(),
+                    h.raw_workers,
+                    h.raw_batch,
+                    h.raw_finish.label(),
+                    h.raw_median(),
                 ),
-                ratio >= 0.9,
+                h.ratio() >= 0.9,
             );
         }
         if let Some(b) = &self.big {
@@ -657,8 +709,8 @@ pub fn render_text(r: &BenchReport) -> String {
         let _ = writeln!(
             o,
             "   finishes: per-job = one fenced UPDATE per job (jobq's `finish`, for a lone job and for failures);\n   \
-             batch-tx = jobq's `finish_done_batch` per claim (SELECT … FOR UPDATE + UPDATE … id IN + COMMIT, for done jobs);\n   \
-             one-update = one fenced UPDATE … WHERE claim = ? AND state = 'running' AND id IN (…) per claim (not in jobq)"
+             batch-tx = jobq's `finish_done_batch` per claim (BEGIN + UPDATE … WHERE claim = ? AND state = 'running' AND (id, attempts) IN (…) + COMMIT, for done jobs);\n   \
+             one-update = one UPDATE … WHERE claim = ? AND state = 'running' AND id IN (…) per claim, autocommit, no attempt fence (not in jobq)"
         );
         for finish in [FinishMode::PerJob, FinishMode::BatchTx, FinishMode::Batch] {
             let cells: Vec<&RawCell> = raw.cells.iter().filter(|c| c.finish == finish).collect();
@@ -756,12 +808,35 @@ pub fn render_text(r: &BenchReport) -> String {
         let pct = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{:.0}%", v * 100.0));
         let _ = writeln!(
             o,
-            "   winner vs best raw cell with jobq's statements: {}; vs best one-update cell: {}; vs raw batch-tx at same W and B: {}; defaults vs raw batch-tx W=1 B=10: {}",
+            "   winner vs best raw cell: {}; vs raw batch-tx at same W and B: {}; defaults vs raw batch-tx W=1 B=10: {}",
             pct(d.vs_best_raw),
-            pct(d.vs_best_raw_update),
             pct(d.vs_raw_same),
             pct(d.defaults_vs_raw_same)
         );
+        if let Some(h) = &d.head_to_head {
+            let runs = |v: &[f64]| {
+                v.iter()
+                    .map(|x| format!("{x:.0}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let _ = writeln!(
+                o,
+                "   head to head, {} alternating rounds of {} jobs: raw W={} B={} {} median {:.0} jobs/s ({}); jobq {} median {:.0} ({}): {:.0}%{}",
+                h.raw.len(),
+                h.jobs,
+                h.raw_workers,
+                h.raw_batch,
+                h.raw_finish.label(),
+                h.raw_median(),
+                runs(&h.raw),
+                h.settings,
+                h.jobq_median(),
+                runs(&h.jobq),
+                h.ratio() * 100.0,
+                if h.ok { "" } else { "  CHECK FAILED" }
+            );
+        }
         let _ = writeln!(
             o,
             "   handler cost at jobq's defaults ({}):",

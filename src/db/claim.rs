@@ -24,8 +24,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::mysql::MySqlRow;
-use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
+use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 
+use crate::db::dedicated::Dedicated;
 use crate::db::retry_transient;
 use crate::db::row::text;
 use crate::error::Result;
@@ -82,14 +83,22 @@ pub async fn claim_batch(
     kinds: &[String],
     limit: u32,
 ) -> Result<Vec<ClaimedJob>> {
-    claim_batch_watched(pool, token, queue, kinds, limit, &AtomicBool::new(false)).await
+    if limit == 0 || kinds.is_empty() {
+        return Ok(Vec::new());
+    }
+    retry_transient("claim", TRIES, || async {
+        let mut conn = pool.acquire().await?;
+        claim_once(&mut conn, token, queue, kinds, limit).await
+    })
+    .await
 }
 
-/// [`claim_batch`], setting `uncertain` when a try failed in a way that may have committed anyway: a
-/// connection lost after COMMIT was sent leaves rows stamped with `token` that the caller never saw.
-/// A worker that sees the flag reconciles: it hands back the rows under its token that it is not running.
+/// [`claim_batch`] on the worker's own connection, setting `uncertain` when a try failed in a way that
+/// may have committed anyway: a connection lost after COMMIT was sent leaves rows stamped with `token`
+/// that the caller never saw. A worker that sees the flag reconciles: it hands back the rows under its
+/// token that it is not running.
 pub(crate) async fn claim_batch_watched(
-    pool: &MySqlPool,
+    conn: &mut Dedicated,
     token: &str,
     queue: &str,
     kinds: &[String],
@@ -99,14 +108,15 @@ pub(crate) async fn claim_batch_watched(
     if limit == 0 || kinds.is_empty() {
         return Ok(Vec::new());
     }
-    let result = retry_transient("claim", TRIES, || async {
-        let r = claim_once(pool, token, queue, kinds, limit).await;
-        if matches!(&r, Err(e) if !matches!(e, sqlx::Error::Database(_))) {
-            uncertain.store(true, Ordering::SeqCst);
-        }
-        r
-    })
-    .await;
+    let result = conn
+        .run("claim", TRIES, |mut c| async move {
+            let r = claim_once(&mut c, token, queue, kinds, limit).await;
+            if matches!(&r, Err(e) if !matches!(e, sqlx::Error::Database(_))) {
+                uncertain.store(true, Ordering::SeqCst);
+            }
+            (c, r)
+        })
+        .await;
     if result.is_err() {
         uncertain.store(true, Ordering::SeqCst);
     }
@@ -125,13 +135,13 @@ pub(crate) async fn held_by(pool: &MySqlPool, token: &str) -> Result<Vec<(u64, u
 }
 
 async fn claim_once(
-    pool: &MySqlPool,
+    conn: &mut MySqlConnection,
     token: &str,
     queue: &str,
     kinds: &[String],
     limit: u32,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
-    let mut tx = pool.begin().await?;
+    let mut tx = conn.begin().await?;
     // FORCE INDEX: the plan must never become a table scan, also on a freshly bulk-loaded table whose
     // statistics have not caught up yet.
     let mut select = QueryBuilder::<MySql>::new(
@@ -156,10 +166,8 @@ async fn claim_once(
         ", claimed_at = NOW(6), started_at = NOW(6), finished_at = NULL, attempts = attempts + 1 \
          WHERE id IN (",
     );
-    let mut ids = update.separated(", ");
-    for j in &jobs {
-        ids.push_bind(j.id);
-    }
+    let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
+    crate::db::push_id_list(&mut update, &ids);
     update.push(")");
     update.build().execute(&mut *tx).await?;
     tx.commit().await?;
@@ -168,26 +176,32 @@ async fn claim_once(
 
 /// True when at least one job of these queues and kinds is due. One indexed, non-locking query: this is
 /// all an idle worker sends between claims.
-pub async fn any_due(pool: &MySqlPool, queues: &[String], kinds: &[String]) -> Result<bool> {
-    let found = retry_transient("probe", 3, || async {
-        let mut q = QueryBuilder::<MySql>::new(
-            "SELECT 1 FROM job_queue FORCE INDEX (claim_order) WHERE ready_queue IN (",
-        );
-        push_list(&mut q, queues);
-        q.push(") AND run_at <= NOW(6) AND kind IN (");
-        push_list(&mut q, kinds);
-        q.push(") LIMIT 1");
-        q.build_query_scalar::<i32>().fetch_optional(pool).await
-    })
-    .await?;
+pub(crate) async fn any_due(
+    conn: &mut Dedicated,
+    queues: &[String],
+    kinds: &[String],
+) -> Result<bool> {
+    let found = conn
+        .run("probe", 3, |mut c| async move {
+            let mut q = QueryBuilder::<MySql>::new(
+                "SELECT 1 FROM job_queue FORCE INDEX (claim_order) WHERE ready_queue IN (",
+            );
+            push_list(&mut q, queues);
+            q.push(") AND run_at <= NOW(6) AND kind IN (");
+            push_list(&mut q, kinds);
+            q.push(") LIMIT 1");
+            let r = q.build_query_scalar::<i32>().fetch_optional(&mut c).await;
+            (c, r)
+        })
+        .await?;
     Ok(found.is_some())
 }
 
 /// Waits server-side (in `jobq_wait_for_work`, schema 6) up to `wait` for a due job of these queues and
 /// kinds, refreshing `token`'s heartbeat first. One client statement however long it waits; returns as
 /// soon as the server-side probe (every 2 to 100 ms, a twentieth of the wait) sees a due job.
-pub async fn wait_for_work(
-    pool: &MySqlPool,
+pub(crate) async fn wait_for_work(
+    conn: &mut Dedicated,
     token: &str,
     queues: &[String],
     kinds: &[String],
@@ -211,16 +225,19 @@ pub async fn wait_for_work(
     // Probe twenty times per wait, between every 2 ms (just after the last job, when more is likely to
     // come) and every 100 ms (long idle).
     let every_ms = (wait_ms / 20).clamp(2, 100);
-    let due: Option<i64> = retry_transient("wait for work", 3, || async {
-        sqlx::query_scalar("CALL jobq_wait_for_work(?, ?, ?, ?)")
-            .bind(token)
-            .bind(&probe)
-            .bind(wait_ms)
-            .bind(every_ms)
-            .fetch_optional(pool)
-            .await
-    })
-    .await?;
+    let probe = probe.as_str();
+    let due: Option<i64> = conn
+        .run("wait for work", 3, |mut c| async move {
+            let r = sqlx::query_scalar("CALL jobq_wait_for_work(?, ?, ?, ?)")
+                .bind(token)
+                .bind(probe)
+                .bind(wait_ms)
+                .bind(every_ms)
+                .fetch_optional(&mut c)
+                .await;
+            (c, r)
+        })
+        .await?;
     Ok(due.unwrap_or(0) > 0)
 }
 

@@ -13,13 +13,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sqlx::MySqlPool;
+
+use crate::db::dedicated::Dedicated;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::db::finish::finish_done_batch;
 
-/// Most rows finished by one transaction.
-const MAX_BATCH: usize = 500;
+/// Most rows finished by one transaction: at least a whole claim of the largest batch size the bench
+/// sweeps, so that a claim's jobs, which end together, are finished together.
+const MAX_BATCH: usize = 2048;
 
 /// Longest wait for more finishes while other jobs are still running.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
@@ -79,6 +82,20 @@ async fn run(
     stop: CancellationToken,
     hard_stop: CancellationToken,
 ) {
+    // The finisher's own connection: see `Dedicated` for why.
+    let mut conn = Dedicated::new(pool);
+    run_on(&mut conn, &token, &mut rx, &in_flight, &stop, &hard_stop).await;
+    conn.close().await;
+}
+
+async fn run_on(
+    conn: &mut Dedicated,
+    token: &str,
+    rx: &mut mpsc::UnboundedReceiver<Request>,
+    in_flight: &AtomicUsize,
+    stop: &CancellationToken,
+    hard_stop: &CancellationToken,
+) {
     loop {
         let first = tokio::select! {
             r = rx.recv() => match r {
@@ -104,7 +121,7 @@ async fn run(
             }
         }
         let items: Vec<(u64, u16)> = batch.iter().map(|r| (r.id, r.attempt)).collect();
-        let result = patiently(&pool, &token, &items, &hard_stop).await;
+        let result = patiently(conn, token, &items, hard_stop).await;
         for (i, req) in batch.into_iter().enumerate() {
             let reply = match &result {
                 Ok(flags) => Ok(flags[i]),
@@ -115,15 +132,18 @@ async fn run(
     }
 }
 
+/// [`super::patiently`] on the finisher's own connection.
 async fn patiently(
-    pool: &MySqlPool,
+    conn: &mut Dedicated,
     token: &str,
     items: &[(u64, u16)],
     hard_stop: &CancellationToken,
 ) -> Result<Vec<bool>, String> {
-    super::patiently(hard_stop, "finished jobs", || {
-        finish_done_batch(pool, token, items)
-    })
-    .await
-    .map_err(|e| e.to_string())
+    let mut patience = super::Patience::new(hard_stop);
+    loop {
+        match finish_done_batch(conn, token, items).await {
+            Err(e) if patience.wait_after(&e, "finished jobs").await => {}
+            other => return other.map_err(|e| e.to_string()),
+        }
+    }
 }

@@ -28,6 +28,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::db::claim;
+use crate::db::dedicated::Dedicated;
 use crate::db::enqueue::validate_name;
 use crate::db::registry::Role;
 use crate::error::{Error, Result};
@@ -287,7 +288,9 @@ impl Worker {
         let tracker = TaskTracker::new();
         let watch_stop = CancellationToken::new();
         let watcher = tokio::spawn(watch_cancel_requests(shared.clone(), watch_stop.clone()));
-        let result = fetch_loop(&shared, &tracker, &shutdown).await;
+        let mut claim_conn = Dedicated::new(self.pool.clone());
+        let result = fetch_loop(&shared, &mut claim_conn, &tracker, &shutdown).await;
+        claim_conn.close().await;
 
         tracker.close();
         if !tracker.is_empty() {
@@ -447,6 +450,7 @@ async fn reconcile(shared: &Shared) {
 /// Claims while there is room and work; returns when drained or told to stop.
 async fn fetch_loop(
     shared: &Arc<Shared>,
+    conn: &mut Dedicated,
     tracker: &TaskTracker,
     shutdown: &CancellationToken,
 ) -> Result<()> {
@@ -484,7 +488,7 @@ async fn fetch_loop(
 
         let gate = shared.claim_gate.lock().await;
         let ended_before_claim = shared.jobs_ended.load(Ordering::SeqCst);
-        let claimed = match claim_some(shared, &kinds, permits.len() as u32, probing).await {
+        let claimed = match claim_some(shared, conn, &kinds, permits.len() as u32, probing).await {
             Ok(jobs) => {
                 error_wait = Duration::from_millis(100);
                 failures = 0;
@@ -534,7 +538,8 @@ async fn fetch_loop(
                     }
                 }
                 Mode::Forever => loop {
-                    let outcome = idle_wait_for_work(shared, &kinds, idle_wait, shutdown).await;
+                    let outcome =
+                        idle_wait_for_work(shared, conn, &kinds, idle_wait, shutdown).await;
                     idle_wait = (idle_wait * 2).min(cfg.poll_interval);
                     match outcome {
                         IdleWait::Stop => return Ok(()),
@@ -590,13 +595,13 @@ enum IdleWait {
 /// the next claim's probe.
 async fn idle_wait_for_work(
     shared: &Shared,
+    conn: &mut Dedicated,
     kinds: &[String],
     wait: Duration,
     shutdown: &CancellationToken,
 ) -> IdleWait {
     if shared.server_wait.load(Ordering::Relaxed) {
-        let call =
-            claim::wait_for_work(&shared.pool, &shared.token, &shared.cfg.queues, kinds, wait);
+        let call = claim::wait_for_work(conn, &shared.token, &shared.cfg.queues, kinds, wait);
         let result = tokio::select! {
             biased;
             () = shutdown.cancelled() => return IdleWait::Stop,
@@ -633,11 +638,12 @@ async fn idle_wait_for_work(
 /// only if the probe saw something due.
 async fn claim_some(
     shared: &Shared,
+    conn: &mut Dedicated,
     kinds: &[String],
     limit: u32,
     probing: bool,
 ) -> Result<Vec<claim::ClaimedJob>> {
-    if probing && !claim::any_due(&shared.pool, &shared.cfg.queues, kinds).await? {
+    if probing && !claim::any_due(conn, &shared.cfg.queues, kinds).await? {
         return Ok(Vec::new());
     }
     let mut jobs = Vec::new();
@@ -648,7 +654,7 @@ async fn claim_some(
         }
         jobs.extend(
             claim::claim_batch_watched(
-                &shared.pool,
+                conn,
                 &shared.token,
                 queue,
                 kinds,
@@ -674,18 +680,39 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T>>,
 {
-    let mut wait = Duration::from_millis(200);
+    let mut patience = Patience::new(hard_stop);
     loop {
         match op().await {
-            Err(e) if e.is_transient() && !hard_stop.is_cancelled() => {
-                warn!(error = %e, retry_in = ?wait, "cannot record {what} yet; retrying");
-                if sleep_or_stop(wait, hard_stop).await {
-                    continue;
-                }
-                wait = (wait * 2).min(Duration::from_secs(5));
-            }
+            Err(e) if patience.wait_after(&e, what).await => {}
             other => return other,
         }
+    }
+}
+
+/// The waiting of [`patiently`], for loops that cannot hand it a closure.
+pub(crate) struct Patience<'a> {
+    hard_stop: &'a CancellationToken,
+    wait: Duration,
+}
+
+impl<'a> Patience<'a> {
+    pub(crate) fn new(hard_stop: &'a CancellationToken) -> Self {
+        Self {
+            hard_stop,
+            wait: Duration::from_millis(200),
+        }
+    }
+
+    /// After a failure to record `what`: true, after a pause, when it is worth trying again.
+    pub(crate) async fn wait_after(&mut self, e: &Error, what: &str) -> bool {
+        if !e.is_transient() || self.hard_stop.is_cancelled() {
+            return false;
+        }
+        warn!(error = %e, retry_in = ?self.wait, "cannot record {what} yet; retrying");
+        if !sleep_or_stop(self.wait, self.hard_stop).await {
+            self.wait = (self.wait * 2).min(Duration::from_secs(5));
+        }
+        true
     }
 }
 

@@ -193,6 +193,69 @@ async fn drain_mode_waits_for_running_jobs_and_runs_what_they_enqueue() {
     assert_eq!(db.states().await, "done=6");
 }
 
+/// Rows taken away while their jobs run (reset by a reaper that misjudged the worker, then claimed by
+/// someone else or again by this worker) must not be finished by the old attempt, even when their
+/// finishes travel in one batch with finishes that do count.
+#[tokio::test]
+async fn batched_finishes_skip_exactly_the_rows_taken_away() {
+    let db = TestDb::new().await;
+    db.insert_jobs("steal", 30).await;
+    let gate = Arc::new(tokio::sync::Barrier::new(30));
+    let pool = db.pool.clone();
+    let handlers = Handlers::new()
+        .register("steal", move |job: JobContext| {
+            let (pool, gate) = (pool.clone(), gate.clone());
+            async move {
+                let taken = match job.id % 3 {
+                    0 => "UPDATE job_queue SET claim = 'someone-else' WHERE id = ?",
+                    1 => "UPDATE job_queue SET attempts = attempts + 1 WHERE id = ?",
+                    _ => "DO ?",
+                };
+                sqlx::query(taken)
+                    .bind(job.id)
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+                // All thirty end together, so their finishes share batches.
+                gate.wait().await;
+                Ok::<(), JobError>(())
+            }
+        })
+        .unwrap();
+    let cfg = WorkerConfig {
+        concurrency: 30,
+        batch_size: 30,
+        ..drain()
+    };
+    let report = run(&db, handlers, cfg).await;
+    assert_eq!((report.claimed, report.done, report.lost), (30, 10, 20));
+    let rows: Vec<(u64, String, Option<String>, u16)> = sqlx::query_as(
+        "SELECT id, CAST(state AS CHAR), CAST(claim AS CHAR), attempts FROM job_queue ORDER BY id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    for (id, state, claim, attempts) in rows {
+        match id % 3 {
+            0 => assert_eq!(
+                (state.as_str(), claim.as_deref(), attempts),
+                ("running", Some("someone-else"), 1),
+                "job {id}"
+            ),
+            1 => assert_eq!(
+                (state.as_str(), attempts),
+                ("running", 2),
+                "job {id}: a later attempt is not finished by an earlier one"
+            ),
+            _ => assert_eq!(
+                (state.as_str(), claim, attempts),
+                ("done", None, 1),
+                "job {id}"
+            ),
+        }
+    }
+}
+
 #[tokio::test]
 async fn shutdown_lets_running_jobs_finish_then_hands_back_what_outlives_the_grace() {
     let db = TestDb::new().await;

@@ -30,6 +30,26 @@ pub async fn run(env: &Env, args: BenchArgs) -> Result<()> {
     if let Some(n) = args.raw_jobs {
         cfg.raw_jobs = n.max(1);
     }
+    if !args.sweep.is_empty() {
+        cfg.sweep = args
+            .sweep
+            .iter()
+            .map(|s| s.parse::<bench::Settings>())
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(anyhow::Error::msg)?;
+    }
+    if !args.raw_workers.is_empty() {
+        if args.raw_workers.contains(&0) {
+            bail!("--raw-workers: every count must be at least 1");
+        }
+        cfg.raw_workers = args.raw_workers;
+    }
+    if !args.raw_batches.is_empty() {
+        if args.raw_batches.contains(&0) {
+            bail!("--raw-batches: every size must be at least 1");
+        }
+        cfg.raw_batches = args.raw_batches;
+    }
     cfg.keep_db = args.keep_db;
     // The footprint section runs this very binary as `jobq worker`.
     cfg.jobq_exe = std::env::current_exe().ok();

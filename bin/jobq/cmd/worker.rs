@@ -72,7 +72,8 @@ pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
         }
     }
     let shutdown = shutdown::on_signals()?;
-    // Claims and finishes share the pool with SQL handlers, which hold a connection while they run.
+    // SQL handlers hold a pooled connection while they run; the heartbeat, the cancel watcher and failure
+    // finishes share two more. The claim loop and the finisher hold connections of their own.
     let pool = env.migrated_pool(cfg.concurrency + 2).await?;
     let handlers = Handlers::from_config(&env.config, &pool)?;
     let worker = Worker::new(pool.clone(), handlers, cfg)?;
