@@ -112,6 +112,16 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub raw_batches: Vec<u32>,
 
+    /// Measure pickup latency at these rates (jobs/s, comma-separated) instead of searching for the
+    /// sustainable rate.
+    #[arg(long, value_delimiter = ',')]
+    pub steady_rates: Vec<f64>,
+
+    /// Worker settings (WORKERS:CONCURRENCY:BATCH) for the steady and big-table sections, instead of
+    /// the drain's winner.
+    #[arg(long)]
+    pub settings: Option<String>,
+
     /// Keep the scratch database at the end (its name is printed).
     #[arg(long)]
     pub keep_db: bool,

@@ -208,6 +208,11 @@ pub struct BenchConfig {
     pub enqueue_single: u64,
     /// Rows inserted 1,000 at a time, per enqueue measurement.
     pub enqueue_multi: u64,
+    /// Rates to measure in the steady-state section instead of searching for the sustainable rate.
+    pub steady_rates: Vec<f64>,
+    /// Worker settings of the steady-state and big-table sections; by default the drain's winner (or
+    /// jobq's defaults when the drain section does not run).
+    pub settings_override: Option<Settings>,
     /// Rounds of the head-to-head re-measurement of the limit and the winner (see
     /// [`HeadToHead`]).
     pub rounds: u32,
@@ -229,13 +234,9 @@ impl BenchConfig {
         for workers in [1, 2, 4] {
             // Concurrency twice the batch lets a worker claim its next batch while the last one's
             // finishes are being recorded.
-            for (concurrency, batch_size) in [
-                (10, 10),
-                (100, 100),
-                (500, 500),
-                (1000, 500),
-                (2000, 1000),
-            ] {
+            for (concurrency, batch_size) in
+                [(10, 10), (100, 100), (500, 500), (1000, 500), (2000, 1000)]
+            {
                 sweep.push(Settings {
                     workers,
                     concurrency,
@@ -266,6 +267,8 @@ impl BenchConfig {
             enqueue_single: 2_000,
             enqueue_multi: 50_000,
             rounds: 3,
+            steady_rates: Vec::new(),
+            settings_override: None,
             keep_db: false,
             jobq_exe: None,
             progress: false,
@@ -647,10 +650,12 @@ async fn run_sections(mut ctx: Ctx, name: &str) -> BResult<BenchReport> {
     if ctx.cfg.runs(Section::Drain) {
         report.drain = Some(drain::run(&ctx, report.raw.as_ref()).await?);
     }
-    let best = report
-        .drain
-        .as_ref()
-        .map_or(Settings::DEFAULTS, |d| d.winner.settings);
+    let best = ctx.cfg.settings_override.unwrap_or_else(|| {
+        report
+            .drain
+            .as_ref()
+            .map_or(Settings::DEFAULTS, |d| d.winner.settings)
+    });
     if ctx.cfg.runs(Section::Steady) {
         report.steady = Some(steady::run(&ctx, best).await?);
     }

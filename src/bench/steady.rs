@@ -28,6 +28,20 @@ const SETTLE: Duration = Duration::from_secs(10);
 
 pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<SteadyReport> {
     let cfg = &ctx.cfg;
+    if !cfg.steady_rates.is_empty() {
+        let mut points = Vec::new();
+        for &rate in &cfg.steady_rates {
+            points.push(at_rate(ctx, s, rate, cfg.steady_window).await?);
+        }
+        return Ok(SteadyReport {
+            kept_up_rate: None,
+            settings: s,
+            sustainable_rate: None,
+            search_capped: false,
+            points,
+            at_half: None,
+        });
+    }
     let mut points: Vec<RatePoint> = Vec::new();
     let mut rate = cfg.steady_start_rate;
     // Double while the workers keep up (nothing left over, p99 under a second). A rate can keep up and

@@ -50,6 +50,17 @@ pub async fn run(env: &Env, args: BenchArgs) -> Result<()> {
         }
         cfg.raw_batches = args.raw_batches;
     }
+    if args
+        .steady_rates
+        .iter()
+        .any(|r| !(r.is_finite() && *r > 0.0))
+    {
+        bail!("--steady-rates: every rate must be a number of jobs per second above 0");
+    }
+    cfg.steady_rates = args.steady_rates;
+    if let Some(s) = &args.settings {
+        cfg.settings_override = Some(s.parse().map_err(anyhow::Error::msg)?);
+    }
     cfg.keep_db = args.keep_db;
     // The footprint section runs this very binary as `jobq worker`.
     cfg.jobq_exe = std::env::current_exe().ok();
