@@ -1,57 +1,97 @@
-//! Big table: drain throughput (claim + finish through the library, the winning drain settings) with a
-//! large history of finished rows kept in job_queue, against the same drain on an empty table. The claim
-//! index puts finished rows outside the range a claim reads, so the history should cost little; this
-//! measures how little.
+//! Big table: drain throughput (claim + finish through the library) with a large history of finished
+//! rows kept in job_queue, against the same drain on an empty table. The claim index puts finished rows
+//! outside the range a claim reads, so the history should cost little; this measures how little.
 //!
 //! The history is bulk-loaded fast: 1,000 `done` rows, then doubling with `INSERT … SELECT` from the table
-//! itself (at most 100,000 rows a statement, so no single transaction grows huge), then ANALYZE TABLE.
+//! itself (at most 100,000 rows a statement, so no single transaction grows huge), then ANALYZE TABLE. An
+//! empty twin (`CREATE TABLE … LIKE`) is swapped in and out by RENAME TABLE, so the two tables take turns
+//! for `rounds` rounds and are compared by their median: single short drains on a shared machine differ
+//! by more than the history costs.
 
 use std::time::Instant;
 
 use sqlx::Executor;
 
 use super::drain::{HandlerKind, drain_with};
+use super::report::median;
 use super::{BResult, BigReport, Ctx, Section, Settings, insert_plain};
 
 const KIND: &str = "bench.big";
 
+/// Where the table not in use waits.
+const PARKED_EMPTY: &str = "jobq_bench_empty";
+const PARKED_BIG: &str = "jobq_bench_history";
+
 pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<BigReport> {
     let jobs = ctx.cfg.big_jobs;
-    ctx.fill(KIND, jobs).await?;
-    let empty = drain_with(
-        ctx,
-        &ctx.url,
-        Section::Big,
-        s,
-        KIND,
-        HandlerKind::Noop,
-        jobs,
-    )
-    .await?;
-    ctx.progress(format!("big: empty table {:.0} jobs/s", empty.jobs_per_sec));
-
     let t0 = Instant::now();
     let rows = load_history(ctx, ctx.cfg.big_rows).await?;
     let load_secs = t0.elapsed().as_secs_f64();
     ctx.progress(format!(
         "big: loaded {rows} finished rows in {load_secs:.1} s"
     ));
-    insert_plain(&ctx.pool, KIND, jobs).await?;
-    ctx.pool.execute("ANALYZE TABLE job_queue").await?;
-    let big = drain_with(
-        ctx,
-        &ctx.url,
-        Section::Big,
-        s,
-        KIND,
-        HandlerKind::Noop,
-        jobs,
-    )
-    .await?;
-    ctx.progress(format!(
-        "big: {rows} finished rows {:.0} jobs/s",
-        big.jobs_per_sec
-    ));
+    ctx.pool
+        .execute(format!("DROP TABLE IF EXISTS {PARKED_EMPTY}, {PARKED_BIG}").as_str())
+        .await?;
+    ctx.pool
+        .execute(format!("CREATE TABLE {PARKED_EMPTY} LIKE job_queue").as_str())
+        .await?;
+    let mut empty = Vec::new();
+    let mut big = Vec::new();
+    let mut big_in_place = true;
+    for round in 1..=ctx.cfg.rounds.max(1) {
+        for with_history in [false, true] {
+            if with_history != big_in_place {
+                let (out, park, in_) = if with_history {
+                    ("job_queue", PARKED_EMPTY, PARKED_BIG)
+                } else {
+                    ("job_queue", PARKED_BIG, PARKED_EMPTY)
+                };
+                ctx.pool
+                    .execute(format!("RENAME TABLE {out} TO {park}, {in_} TO {out}").as_str())
+                    .await?;
+                big_in_place = with_history;
+            }
+            insert_plain(&ctx.pool, KIND, jobs).await?;
+            ctx.pool.execute("ANALYZE TABLE job_queue").await?;
+            let run = drain_with(
+                ctx,
+                &ctx.url,
+                Section::Big,
+                s,
+                KIND,
+                HandlerKind::Noop,
+                jobs,
+            )
+            .await?;
+            // The drained jobs go, so the empty table stays empty and the history stays its size.
+            sqlx::query("DELETE FROM job_queue WHERE kind = ?")
+                .bind(KIND)
+                .execute(&ctx.pool)
+                .await?;
+            ctx.progress(format!(
+                "big: round {round}, {}: {:.0} jobs/s",
+                if with_history {
+                    "with history"
+                } else {
+                    "empty"
+                },
+                run.jobs_per_sec
+            ));
+            if with_history { &mut big } else { &mut empty }.push(run);
+        }
+    }
+    if !big_in_place {
+        ctx.pool
+            .execute(
+                format!("RENAME TABLE job_queue TO {PARKED_EMPTY}, {PARKED_BIG} TO job_queue")
+                    .as_str(),
+            )
+            .await?;
+    }
+    ctx.pool
+        .execute(format!("DROP TABLE IF EXISTS {PARKED_EMPTY}").as_str())
+        .await?;
     let history_ok: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM job_queue WHERE kind = 'bench.history'")
             .fetch_one(&ctx.pool)
@@ -62,11 +102,16 @@ pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<BigReport> {
         history_ok as u64 == rows,
         format!("{history_ok} of {rows} history rows still there"),
     );
+    let rate =
+        |v: &[super::DrainRun]| median(&v.iter().map(|r| r.jobs_per_sec).collect::<Vec<_>>());
     Ok(BigReport {
         settings: s,
         history_rows: rows,
         load_secs,
-        ratio: big.jobs_per_sec / empty.jobs_per_sec,
+        jobs,
+        ratio: rate(&big) / rate(&empty),
+        empty_jobs_per_sec: rate(&empty),
+        big_jobs_per_sec: rate(&big),
         empty,
         big,
     })

@@ -260,7 +260,7 @@ impl BenchConfig {
             steady_max_doublings: 8,
             steady_bisections: 2,
             big_rows: 1_000_000,
-            big_jobs: 20_000,
+            big_jobs: 50_000,
             idle_window: Duration::from_secs(30),
             idle_samples: 5,
             footprint_jobs: 20_000,
@@ -657,7 +657,15 @@ async fn run_sections(mut ctx: Ctx, name: &str) -> BResult<BenchReport> {
             .map_or(Settings::DEFAULTS, |d| d.winner.settings)
     });
     if ctx.cfg.runs(Section::Steady) {
-        report.steady = Some(steady::run(&ctx, best).await?);
+        // jobq's defaults are its latency settings; the drain's winner trades latency for throughput.
+        // Both are measured, each against its own sustainable rate.
+        let mut all = vec![ctx.cfg.settings_override.unwrap_or(Settings::DEFAULTS)];
+        if !all.contains(&best) {
+            all.push(best);
+        }
+        for s in all {
+            report.steady.push(steady::run(&ctx, s).await?);
+        }
     }
     if ctx.cfg.runs(Section::Big) {
         report.big = Some(bigtable::run(&ctx, best).await?);

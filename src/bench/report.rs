@@ -39,8 +39,8 @@ pub struct BenchReport {
     pub raw: Option<RawReport>,
     /// Library drain.
     pub drain: Option<DrainReport>,
-    /// Steady state.
-    pub steady: Option<SteadyReport>,
+    /// Steady state: at jobq's defaults, then at the drain's winning settings when they differ.
+    pub steady: Vec<SteadyReport>,
     /// Big table.
     pub big: Option<BigReport>,
     /// Idle worker.
@@ -277,7 +277,14 @@ impl HeadToHead {
     }
 }
 
-fn median(v: &[f64]) -> f64 {
+fn rates(runs: &[DrainRun]) -> String {
+    runs.iter()
+        .map(|r| format!("{:.0}", r.jobs_per_sec))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut v = v.to_vec();
     v.sort_by(f64::total_cmp);
     match v.len() {
@@ -386,6 +393,8 @@ pub struct SteadyReport {
     pub points: Vec<RatePoint>,
     /// At half the sustainable rate.
     pub at_half: Option<RatePoint>,
+    /// The rates were given (`--steady-rates`), not searched: no sustainable rate, no target.
+    pub fixed_rates: bool,
 }
 
 /// Big-table results.
@@ -397,11 +406,17 @@ pub struct BigReport {
     pub history_rows: u64,
     /// Time to load them.
     pub load_secs: f64,
-    /// Drain on the empty table.
-    pub empty: DrainRun,
-    /// Drain with the history.
-    pub big: DrainRun,
-    /// big / empty.
+    /// Jobs per drain.
+    pub jobs: u64,
+    /// Drains on the empty table, one per round.
+    pub empty: Vec<DrainRun>,
+    /// Drains with the history, one per round.
+    pub big: Vec<DrainRun>,
+    /// Median of the empty table's drains.
+    pub empty_jobs_per_sec: f64,
+    /// Median of the drains with the history.
+    pub big_jobs_per_sec: f64,
+    /// big / empty, of the medians.
     pub ratio: f64,
 }
 
@@ -489,7 +504,7 @@ impl BenchReport {
             elapsed_secs: 0.0,
             raw: None,
             drain: None,
-            steady: None,
+            steady: Vec::new(),
             big: None,
             idle: None,
             footprint: None,
@@ -557,29 +572,30 @@ impl BenchReport {
                 ">= 0.85x",
                 format!(
                     "{:.2}x ({:.0} vs {:.0} jobs/s, {} finished rows)",
-                    b.ratio, b.big.jobs_per_sec, b.empty.jobs_per_sec, b.history_rows
+                    b.ratio, b.big_jobs_per_sec, b.empty_jobs_per_sec, b.history_rows
                 ),
                 b.ratio >= 0.85,
             );
         }
-        if let Some(s) = &self.steady {
+        for s in self.steady.iter().filter(|s| !s.fixed_rates) {
+            let at = format!("at half the sustainable rate, {}", s.settings);
             match &s.at_half {
                 Some(h) => {
                     add(
-                        "pickup latency p50 at half the sustainable rate",
+                        &format!("pickup latency p50 {at}"),
                         "<= 5 ms",
                         format!("{:.1} ms at {:.0}/s", h.p50_ms, h.rate),
                         h.p50_ms <= 5.0,
                     );
                     add(
-                        "pickup latency p99 at half the sustainable rate",
+                        &format!("pickup latency p99 {at}"),
                         "<= 50 ms",
                         format!("{:.1} ms at {:.0}/s", h.p99_ms, h.rate),
                         h.p99_ms <= 50.0,
                     );
                 }
                 None => add(
-                    "pickup latency at half the sustainable rate",
+                    &format!("pickup latency {at}"),
                     "p50 <= 5 ms, p99 <= 50 ms",
                     format!("no rate kept p99 <= {} ms", steady::P99_LIMIT_MS),
                     false,
@@ -898,7 +914,7 @@ pub fn render_text(r: &BenchReport) -> String {
         }
     }
 
-    if let Some(s) = &r.steady {
+    for s in &r.steady {
         let _ = writeln!(
             o,
             "\n3. STEADY STATE: producer at a fixed rate, forever workers {}; pickup latency = run_at (NOW(6)) to handler start",
@@ -922,6 +938,9 @@ pub fn render_text(r: &BenchReport) -> String {
                 if p.sustained { "yes" } else { "no" }
             );
         }
+        if s.fixed_rates {
+            continue;
+        }
         let _ = writeln!(
             o,
             "   sustainable with p99 <= 100 ms: {}{}; last row is half that rate\n   \
@@ -941,12 +960,15 @@ pub fn render_text(r: &BenchReport) -> String {
     if let Some(b) = &r.big {
         let _ = writeln!(
             o,
-            "\n4. BIG TABLE: drain {} of {} jobs; empty table {:.0} jobs/s, with {} finished rows {:.0} jobs/s = {:.2}x (history loaded in {:.1} s)",
+            "\n4. BIG TABLE: drain {} of {} jobs, {} alternating rounds; empty table median {:.0} jobs/s ({}), with {} finished rows median {:.0} jobs/s ({}) = {:.2}x (history loaded in {:.1} s)",
             b.settings,
-            b.empty.jobs,
-            b.empty.jobs_per_sec,
+            b.jobs,
+            b.empty.len(),
+            b.empty_jobs_per_sec,
+            rates(&b.empty),
             b.history_rows,
-            b.big.jobs_per_sec,
+            b.big_jobs_per_sec,
+            rates(&b.big),
             b.ratio,
             b.load_secs
         );

@@ -40,6 +40,7 @@ pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<SteadyReport> {
             search_capped: false,
             points,
             at_half: None,
+            fixed_rates: true,
         });
     }
     let mut points: Vec<RatePoint> = Vec::new();
@@ -101,6 +102,7 @@ pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<SteadyReport> {
         search_capped: capped,
         points,
         at_half,
+        fixed_rates: false,
     })
 }
 
