@@ -198,11 +198,12 @@ pub(crate) async fn any_due(
 }
 
 /// Waits server-side (in `jobq_wait_for_work`, schema 6) up to `wait` for a due job of these queues and
-/// kinds, refreshing `token`'s heartbeat first. One client statement however long it waits; returns as
-/// soon as the server-side probe (every 2 to 100 ms, a twentieth of the wait) sees a due job.
+/// kinds, refreshing `token`'s heartbeat first (`None`: no heartbeat; the procedure's UPDATE then
+/// matches no row and writes nothing). One client statement however long it waits; returns as soon as
+/// the server-side probe (every 1 to 100 ms, a twentieth of the wait) sees a due job.
 pub(crate) async fn wait_for_work(
     conn: &mut Dedicated,
-    token: &str,
+    token: Option<&str>,
     queues: &[String],
     kinds: &[String],
     wait: std::time::Duration,
@@ -222,9 +223,9 @@ pub(crate) async fn wait_for_work(
         list(kinds)
     );
     let wait_ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
-    // Probe twenty times per wait, between every 2 ms (just after the last job, when more is likely to
+    // Probe twenty times per wait, between every 1 ms (just after the last job, when more is likely to
     // come) and every 100 ms (long idle).
-    let every_ms = (wait_ms / 20).clamp(2, 100);
+    let every_ms = (wait_ms / 20).clamp(1, 100);
     let probe = probe.as_str();
     let due: Option<i64> = conn
         .run("wait for work", 3, |mut c| async move {

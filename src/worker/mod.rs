@@ -3,9 +3,10 @@
 //! Two modes:
 //! * [`Mode::Drain`] (the default of `jobq worker`): claim and run until nothing due is left, then return.
 //!   A crontab line `* * * * * jobq worker` thus starts as many workers as the backlog keeps busy.
-//! * [`Mode::Forever`]: keep polling. After a claim that found work the next claim follows at once; after
-//!   an empty one the worker waits, doubling the wait from [`WorkerConfig::DEFAULT_MIN_POLL`] up to
-//!   `poll_interval`, and while idle it only sends one indexed, non-locking probe per wait.
+//! * [`Mode::Forever`]: keep polling. After a claim that filled every free slot the next claim follows
+//!   at once; after a short or empty one the worker waits, doubling the wait from
+//!   [`WorkerConfig::DEFAULT_MIN_POLL`] up to `poll_interval`, and while idle it only sends one
+//!   statement per wait (a server-side wait that probes without locking).
 //!
 //! A worker never holds claimed rows it is not running: each claim takes at most as many rows as it has
 //! free slots (`concurrency`), so an idle worker elsewhere is never starved by one that hoards.
@@ -83,7 +84,7 @@ impl WorkerConfig {
     /// 100 ms (within the interval only where that wait cannot be used).
     pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
     /// The first idle wait; it doubles up to `poll_interval`.
-    pub const DEFAULT_MIN_POLL: Duration = Duration::from_millis(50);
+    pub const DEFAULT_MIN_POLL: Duration = Duration::from_millis(20);
     /// Default `shutdown_grace`: 30 s.
     pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
     /// Default `default_timeout`: 30 min.
@@ -626,7 +627,14 @@ async fn idle_wait_for_work(
     shutdown: &CancellationToken,
 ) -> IdleWait {
     if shared.server_wait.load(Ordering::Relaxed) {
-        let call = claim::wait_for_work(conn, &shared.token, &shared.cfg.queues, kinds, wait);
+        // The wait writes the heartbeat only when the last one it wrote is half an interval old: a busy
+        // worker that waits every few milliseconds would otherwise commit a registry write each time,
+        // on the path between a job's INSERT and its start.
+        let last_beat = shared.beat_recorder.load(Ordering::Relaxed);
+        let beat_due = crate::session::now_millis().saturating_sub(last_beat)
+            >= shared.cfg.heartbeat_interval.as_millis() as u64 / 2;
+        let token = beat_due.then_some(shared.token.as_str());
+        let call = claim::wait_for_work(conn, token, &shared.cfg.queues, kinds, wait);
         let result = tokio::select! {
             biased;
             () = shutdown.cancelled() => return IdleWait::Stop,
@@ -634,9 +642,11 @@ async fn idle_wait_for_work(
         };
         match result {
             Ok(due) => {
-                shared
-                    .beat_recorder
-                    .store(crate::session::now_millis(), Ordering::Relaxed);
+                if beat_due {
+                    shared
+                        .beat_recorder
+                        .store(crate::session::now_millis(), Ordering::Relaxed);
+                }
                 return if due {
                     IdleWait::Due
                 } else {
