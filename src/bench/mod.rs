@@ -743,6 +743,32 @@ mod tests {
     }
 
     #[test]
+    fn sweep_settings_parse() {
+        assert_eq!(
+            "2:2000:1000".parse::<Settings>(),
+            Ok(Settings {
+                workers: 2,
+                concurrency: 2000,
+                batch_size: 1000
+            })
+        );
+        for bad in ["2:2000", "0:10:10", "1:x:10", "1:10:10:10"] {
+            let e = bad.parse::<Settings>().unwrap_err();
+            assert!(
+                e.contains(bad) && e.contains("WORKERS:CONCURRENCY:BATCH"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn medians() {
+        assert_eq!(report::median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(report::median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(report::median(&[]).is_nan());
+    }
+
+    #[test]
     fn quantiles() {
         let v: Vec<i64> = (1..=100).collect();
         assert_eq!(quantile(&v, 0.5), 51);
