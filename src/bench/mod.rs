@@ -266,7 +266,7 @@ impl BenchConfig {
             footprint_jobs: 20_000,
             enqueue_single: 2_000,
             enqueue_multi: 50_000,
-            rounds: 3,
+            rounds: 5,
             steady_rates: Vec::new(),
             settings_override: None,
             keep_db: false,
