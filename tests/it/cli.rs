@@ -93,6 +93,20 @@ fn a_malformed_database_url_is_named() {
 }
 
 #[test]
+fn bad_bench_settings_are_named_before_anything_runs() {
+    let out = run_jobq(
+        Some("mysql://root@127.0.0.1:1/x"),
+        &["bench", "--sweep", "1:10:10,2:lots:100"],
+    );
+    assert_fails(&out, &["\"2:lots:100\"", "WORKERS:CONCURRENCY:BATCH"]);
+    let out = run_jobq(
+        Some("mysql://root@127.0.0.1:1/x"),
+        &["bench", "--steady-rates", "1000,-5"],
+    );
+    assert_fails(&out, &["--steady-rates", "above 0"]);
+}
+
+#[test]
 fn an_unreachable_server_fails_fast_with_a_clear_message() {
     let started = Instant::now();
     let out = run_jobq(Some("mysql://root@127.0.0.1:1/x"), &["stats"]);
