@@ -49,7 +49,7 @@ pub use report::{
     HandlerCost, HeadToHead, IdleReport, LOAD_THRESHOLD, Load, RatePoint, RawCell, RawReport,
     ServerInfo, SteadyReport, Target, WireProfile, render_text,
 };
-pub use wire::Commands;
+pub use wire::{Commands, Relay};
 
 /// The sections of a run, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

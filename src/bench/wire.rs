@@ -97,7 +97,7 @@ impl WireCounts {
 
 /// A running relay. Dropping it stops accepting; open connections end with their clients.
 #[derive(Debug)]
-pub(crate) struct Relay {
+pub struct Relay {
     pub(crate) port: u16,
     pub(crate) counts: Arc<WireCounts>,
     stop: CancellationToken,
@@ -111,7 +111,10 @@ impl Drop for Relay {
 
 impl Relay {
     /// Listens on 127.0.0.1 (a free port) and relays to `host:port`.
-    pub(crate) async fn start(host: String, port: u16) -> std::io::Result<Relay> {
+    ///
+    /// # Errors
+    /// When no local port can be bound.
+    pub async fn start(host: String, port: u16) -> std::io::Result<Relay> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let local = listener.local_addr()?.port();
         let counts = Arc::new(WireCounts::default());
@@ -139,8 +142,13 @@ impl Relay {
     }
 
     /// `url` (with its database) pointed at the relay, TLS off.
-    pub(crate) fn url(&self, url: &str) -> String {
+    pub fn url(&self, url: &str) -> String {
         relay_url(url, self.port)
+    }
+
+    /// The commands counted so far, over every connection through the relay.
+    pub fn commands(&self) -> Commands {
+        self.counts.snapshot()
     }
 }
 

@@ -462,6 +462,8 @@ async fn fetch_loop(
     let mut error_wait = Duration::from_millis(100);
     let mut failures = 0u32;
     let mut probing = false;
+    // The last idle wait ended because it saw a due job.
+    let mut woken = false;
 
     loop {
         let first = tokio::select! {
@@ -539,8 +541,18 @@ async fn fetch_loop(
                     }
                 }
                 Mode::Forever => {
+                    // The wait saw a due job, yet the claim found none it could lock: another
+                    // transaction holds those rows (another worker's claim in flight, or an
+                    // application's long transaction). Back off before looking again; the wait would
+                    // say "due" at once, and the worker would spin between the wait and the claim.
+                    if woken {
+                        if sleep_or_stop(idle_wait, shutdown).await {
+                            return Ok(());
+                        }
+                        idle_wait = (idle_wait * 2).min(cfg.poll_interval);
+                    }
                     match wait_until_due(shared, conn, &kinds, &mut idle_wait, shutdown).await {
-                        Some(p) => probing = p,
+                        Some(p) => (probing, woken) = (p, !p),
                         None => return Ok(()),
                     }
                 }
@@ -556,6 +568,7 @@ async fn fetch_loop(
         // draining one probes before it claims.
         let short = claimed.len() < permits.len();
         probing = short && cfg.mode == Mode::Drain;
+        woken = false;
         idle_wait = WorkerConfig::DEFAULT_MIN_POLL.min(cfg.poll_interval);
         shared
             .counters
@@ -579,7 +592,7 @@ async fn fetch_loop(
         drop(gate);
         if short && cfg.mode == Mode::Forever {
             match wait_until_due(shared, conn, &kinds, &mut idle_wait, shutdown).await {
-                Some(p) => probing = p,
+                Some(p) => (probing, woken) = (p, !p),
                 None => return Ok(()),
             }
         }

@@ -360,6 +360,79 @@ async fn an_idle_forever_worker_picks_up_a_new_job_within_its_poll_interval() {
     task.await.unwrap().unwrap();
 }
 
+/// A due row that another transaction holds locked looks due to the idle wait's non-locking probe but
+/// cannot be claimed. The worker must back off rather than spin between the two, and run the job once the
+/// lock goes.
+#[tokio::test]
+async fn a_due_job_locked_by_another_transaction_does_not_make_the_worker_spin() {
+    let db = TestDb::new().await;
+    db.insert_jobs("held", 1).await;
+    let mut holder = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT id FROM job_queue FOR UPDATE")
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+
+    let opts: sqlx::mysql::MySqlConnectOptions = db.url.parse().unwrap();
+    let relay = jobq::bench::Relay::start(opts.get_host().to_string(), opts.get_port())
+        .await
+        .unwrap();
+    let pool =
+        jobq::db::connect(&jobq::db::ConnectConfig::new(relay.url(&db.url)).max_connections(4))
+            .await
+            .unwrap();
+    let ran = Arc::new(AtomicU32::new(0));
+    let counter = ran.clone();
+    let handlers = Handlers::new()
+        .register("held", move |_job: JobContext| {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Ok::<(), JobError>(())
+            }
+        })
+        .unwrap();
+    let cfg = WorkerConfig {
+        mode: Mode::Forever,
+        ..WorkerConfig::default()
+    };
+    let stop = CancellationToken::new();
+    let worker = tokio::spawn(
+        Worker::new(pool.clone(), handlers, cfg)
+            .unwrap()
+            .run(stop.clone()),
+    );
+
+    // Let it settle (start-up, registration), then count what it sends for a while.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = relay.commands();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let sent = relay.commands().round_trips() - before.round_trips();
+    let ran_while_locked = ran.load(Ordering::SeqCst);
+    // Let go of the lock before asserting: a failing test must not leave it held (the test database
+    // could not be dropped).
+    holder.rollback().await.unwrap();
+    assert_eq!(ran_while_locked, 0, "the row was locked");
+    // Spinning is thousands a second; backing off is a handful.
+    assert!(
+        sent < 100,
+        "{sent} commands in 2 s while the only due row was locked"
+    );
+
+    wait_until(
+        "the job to run once the lock is gone",
+        Duration::from_secs(5),
+        || {
+            let ran = ran.clone();
+            async move { ran.load(Ordering::SeqCst) == 1 }
+        },
+    )
+    .await;
+    stop.cancel();
+    worker.await.unwrap().unwrap();
+    pool.close().await;
+}
+
 fn sh_config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
     write_config(
         dir,
