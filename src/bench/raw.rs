@@ -51,14 +51,16 @@ const FINISH_ONE: &str = "UPDATE job_queue SET state = 'done', claim = NULL, fin
 /// the list of (id, attempt) pairs. (When it changes fewer rows than it names, jobq rolls back and redoes
 /// the batch row by row; a drain whose claims are never lost does not go there.)
 // language=MySQL
-const FINISH_TX_UPDATE: &str = "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) \
+const FINISH_TX_UPDATE: &str = "UPDATE job_queue FORCE INDEX (PRIMARY) \
+     SET state = 'done', claim = NULL, finished_at = NOW(6) \
      WHERE claim = ? AND state = 'running' AND (id, attempts) IN (";
 
 /// Not in jobq: one fenced UPDATE finishing a whole claimed batch, up to the id list. The fence is the
 /// claim token and state; the attempt is not checked per row (a token is never reused for a new claim
 /// of the same row while the worker holds it).
 // language=MySQL
-const FINISH_BATCH: &str = "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) \
+const FINISH_BATCH: &str = "UPDATE job_queue FORCE INDEX (PRIMARY) \
+     SET state = 'done', claim = NULL, finished_at = NOW(6) \
      WHERE claim = ? AND state = 'running' AND id IN (";
 
 const KIND: &str = "bench.raw";
@@ -270,35 +272,65 @@ async fn drain_one(
         if rows.is_empty() {
             break;
         }
-        match finish {
-            FinishMode::BatchTx if rows.len() > 1 => {
-                r.finished += finish_batch_tx(&mut conn, &token, &rows).await?;
-            }
-            FinishMode::PerJob | FinishMode::BatchTx => {
-                for &(id, attempt) in &rows {
-                    let n = sqlx::query(FINISH_ONE)
-                        .bind(id)
-                        .bind(&token)
-                        .bind(attempt)
-                        .execute(&mut conn)
-                        .await?
-                        .rows_affected();
-                    r.finished += n;
+        // A finish can deadlock with another connection's claim (jobq retries those too).
+        let mut tries = 0;
+        r.finished += loop {
+            match finish_rows(&mut conn, &token, &rows, finish).await {
+                Err(e) if tries < 20 && db::is_transient(&e) => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
                 }
+                other => break other?,
             }
-            FinishMode::Batch => {
-                let sql = format!("{FINISH_BATCH}{})", placeholders(rows.len()));
-                let mut q = sqlx::query(&sql).bind(&token);
-                for &(id, _) in &rows {
-                    q = q.bind(id);
-                }
-                r.finished += q.execute(&mut conn).await?.rows_affected();
-            }
-        }
+        };
         r.ids.extend(rows.iter().map(|&(id, _)| id));
     }
     let _ = conn.close().await;
     Ok(r)
+}
+
+/// Finishes the rows of one claim; returns how many were finished. Each call is all or nothing (a
+/// transaction, or a single statement), except per-job finishes, which retry each statement themselves so
+/// that a retry of the whole never recounts.
+async fn finish_rows(
+    conn: &mut MySqlConnection,
+    token: &str,
+    rows: &[(u64, u16)],
+    finish: FinishMode,
+) -> Result<u64, sqlx::Error> {
+    match finish {
+        FinishMode::BatchTx if rows.len() > 1 => finish_batch_tx(conn, token, rows).await,
+        FinishMode::PerJob | FinishMode::BatchTx => {
+            let mut finished = 0;
+            for &(id, attempt) in rows {
+                let mut tries = 0;
+                finished += loop {
+                    let r = sqlx::query(FINISH_ONE)
+                        .bind(id)
+                        .bind(token)
+                        .bind(attempt)
+                        .execute(&mut *conn)
+                        .await;
+                    match r {
+                        Err(e) if tries < 20 && db::is_transient(&e) => {
+                            tries += 1;
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                        }
+                        other => break other?.rows_affected(),
+                    }
+                };
+            }
+            Ok(finished)
+        }
+        FinishMode::Batch => {
+            let sql = format!("{FINISH_BATCH}{})", placeholders(rows.len()));
+            let mut q = sqlx::query(&sql).bind(token);
+            for &(id, _) in rows {
+                q = q.bind(id);
+            }
+            Ok(q.execute(&mut *conn).await?.rows_affected())
+        }
+    }
 }
 
 /// jobq's finish_done_batch for the rows of one claim; returns how many were finished.

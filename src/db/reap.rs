@@ -160,7 +160,8 @@ async fn reset_once(
         "SELECT id, kind, \
          CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
               WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END AS next_state \
-         FROM job_queue WHERE claim = ? AND state = 'running' ORDER BY id FOR UPDATE",
+         FROM job_queue FORCE INDEX (claimant) WHERE claim = ? AND state = 'running' ORDER BY id \
+         FOR UPDATE",
     )
     .bind(claim)
     .fetch_all(&mut *tx)
@@ -179,8 +180,10 @@ async fn reset_once(
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
+    // FORCE INDEX here and above: the plan must not walk the `finished` index's `state = 'running'`
+    // range, which would lock the running rows of live workers too (see `finish_fenced`).
     let mut q = QueryBuilder::<MySql>::new(
-        "UPDATE job_queue SET \
+        "UPDATE job_queue FORCE INDEX (PRIMARY) SET \
          state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
                       WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END, \
          finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts \
