@@ -42,14 +42,7 @@ pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<BigReport> {
     for round in 1..=ctx.cfg.rounds.max(1) {
         for with_history in [false, true] {
             if with_history != big_in_place {
-                let (out, park, in_) = if with_history {
-                    ("job_queue", PARKED_EMPTY, PARKED_BIG)
-                } else {
-                    ("job_queue", PARKED_BIG, PARKED_EMPTY)
-                };
-                ctx.pool
-                    .execute(format!("RENAME TABLE {out} TO {park}, {in_} TO {out}").as_str())
-                    .await?;
+                swap_in(ctx, with_history).await?;
                 big_in_place = with_history;
             }
             insert_plain(&ctx.pool, KIND, jobs).await?;
@@ -82,12 +75,7 @@ pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<BigReport> {
         }
     }
     if !big_in_place {
-        ctx.pool
-            .execute(
-                format!("RENAME TABLE job_queue TO {PARKED_EMPTY}, {PARKED_BIG} TO job_queue")
-                    .as_str(),
-            )
-            .await?;
+        swap_in(ctx, true).await?;
     }
     ctx.pool
         .execute(format!("DROP TABLE IF EXISTS {PARKED_EMPTY}").as_str())
@@ -115,6 +103,19 @@ pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<BigReport> {
         empty,
         big,
     })
+}
+
+/// Makes the table with the history (`true`) or its empty twin `job_queue`, parking the other.
+async fn swap_in(ctx: &Ctx, history: bool) -> BResult<()> {
+    let (park, take) = if history {
+        (PARKED_EMPTY, PARKED_BIG)
+    } else {
+        (PARKED_BIG, PARKED_EMPTY)
+    };
+    ctx.pool
+        .execute(format!("RENAME TABLE job_queue TO {park}, {take} TO job_queue").as_str())
+        .await?;
+    Ok(())
 }
 
 /// Empties the table and fills it with `target` finished rows; returns how many it holds.

@@ -63,6 +63,25 @@ const FINISH_BATCH: &str = "UPDATE job_queue FORCE INDEX (PRIMARY) \
      SET state = 'done', claim = NULL, finished_at = NOW(6) \
      WHERE claim = ? AND state = 'running' AND id IN (";
 
+/// Evaluates `$op`, a statement or transaction on the loop's connection, again on deadlocks, lock-wait
+/// timeouts and lost connections, up to 20 tries 2 ms apart, as jobq retries its own. (Not expected under
+/// READ COMMITTED and SKIP LOCKED, but a finish can still deadlock with another connection's claim, and
+/// the loop must not die on one.)
+macro_rules! retried {
+    ($op:expr) => {{
+        let mut tries = 0;
+        loop {
+            match $op {
+                Err(e) if tries < 20 && db::is_transient(&e) => {
+                    tries += 1;
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                other => break other,
+            }
+        }
+    }};
+}
+
 const KIND: &str = "bench.raw";
 const QUEUE: &str = "default";
 
@@ -255,34 +274,13 @@ async fn drain_one(
     };
     loop {
         let c0 = Instant::now();
-        let mut tries = 0;
-        let rows = loop {
-            // Deadlocks and lock-wait timeouts are not expected under READ COMMITTED and SKIP LOCKED, but
-            // the loop must not die on one.
-            match claim(&mut conn, &token, batch).await {
-                Err(e) if tries < 20 && db::is_transient(&e) => {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
-                other => break other?,
-            }
-        };
+        let rows = retried!(claim(&mut conn, &token, batch).await)?;
         r.claim_time += c0.elapsed();
         r.claims += 1;
         if rows.is_empty() {
             break;
         }
-        // A finish can deadlock with another connection's claim (jobq retries those too).
-        let mut tries = 0;
-        r.finished += loop {
-            match finish_rows(&mut conn, &token, &rows, finish).await {
-                Err(e) if tries < 20 && db::is_transient(&e) => {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
-                other => break other?,
-            }
-        };
+        r.finished += retried!(finish_rows(&mut conn, &token, &rows, finish).await)?;
         r.ids.extend(rows.iter().map(|&(id, _)| id));
     }
     let _ = conn.close().await;
@@ -303,22 +301,8 @@ async fn finish_rows(
         FinishMode::PerJob | FinishMode::BatchTx => {
             let mut finished = 0;
             for &(id, attempt) in rows {
-                let mut tries = 0;
-                finished += loop {
-                    let r = sqlx::query(FINISH_ONE)
-                        .bind(id)
-                        .bind(token)
-                        .bind(attempt)
-                        .execute(&mut *conn)
-                        .await;
-                    match r {
-                        Err(e) if tries < 20 && db::is_transient(&e) => {
-                            tries += 1;
-                            tokio::time::sleep(Duration::from_millis(2)).await;
-                        }
-                        other => break other?.rows_affected(),
-                    }
-                };
+                let one = || sqlx::query(FINISH_ONE).bind(id).bind(token).bind(attempt);
+                finished += retried!(one().execute(&mut *conn).await)?.rows_affected();
             }
             Ok(finished)
         }

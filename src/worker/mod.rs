@@ -464,8 +464,20 @@ async fn fetch_loop(
     let mut probing = false;
     // The last idle wait ended because it saw a due job.
     let mut woken = false;
+    // Wait for work before the next claim (forever mode, after a short or empty claim).
+    let mut wait_first = false;
 
     loop {
+        if std::mem::take(&mut wait_first) {
+            // After a wait that saw a due job, a claim that found none it could lock means another
+            // transaction holds those rows (another worker's claim in flight, or an application's long
+            // transaction): back off, or the worker would spin between the wait and the claim.
+            let back_off = std::mem::take(&mut woken);
+            match wait_until_due(shared, conn, &kinds, &mut idle_wait, back_off, shutdown).await {
+                Some(p) => (probing, woken) = (p, !p),
+                None => return Ok(()),
+            }
+        }
         let first = tokio::select! {
             biased;
             () = shutdown.cancelled() => return Ok(()),
@@ -540,22 +552,7 @@ async fn fetch_loop(
                         () = shared.job_ended.notified() => {}
                     }
                 }
-                Mode::Forever => {
-                    // The wait saw a due job, yet the claim found none it could lock: another
-                    // transaction holds those rows (another worker's claim in flight, or an
-                    // application's long transaction). Back off before looking again; the wait would
-                    // say "due" at once, and the worker would spin between the wait and the claim.
-                    if woken {
-                        if sleep_or_stop(idle_wait, shutdown).await {
-                            return Ok(());
-                        }
-                        idle_wait = (idle_wait * 2).min(cfg.poll_interval);
-                    }
-                    match wait_until_due(shared, conn, &kinds, &mut idle_wait, shutdown).await {
-                        Some(p) => (probing, woken) = (p, !p),
-                        None => return Ok(()),
-                    }
-                }
+                Mode::Forever => wait_first = true,
             }
             continue;
         }
@@ -568,6 +565,7 @@ async fn fetch_loop(
         // draining one probes before it claims.
         let short = claimed.len() < permits.len();
         probing = short && cfg.mode == Mode::Drain;
+        wait_first = short && cfg.mode == Mode::Forever;
         woken = false;
         idle_wait = WorkerConfig::DEFAULT_MIN_POLL.min(cfg.poll_interval);
         shared
@@ -589,26 +587,26 @@ async fn fetch_loop(
                 cancel_request,
             ));
         }
-        drop(gate);
-        if short && cfg.mode == Mode::Forever {
-            match wait_until_due(shared, conn, &kinds, &mut idle_wait, shutdown).await {
-                Some(p) => (probing, woken) = (p, !p),
-                None => return Ok(()),
-            }
-        }
     }
 }
 
 /// Idle waits until work is due (`Some(false)`: claim at once), until the server-side wait turns out to
 /// be unusable (`Some(true)`: probe before claiming), or until shutdown (`None`). Each wait is twice as
-/// long as the last, up to the poll interval.
+/// long as the last, up to the poll interval; with `back_off`, the first is a plain sleep.
 async fn wait_until_due(
     shared: &Shared,
     conn: &mut Dedicated,
     kinds: &[String],
     idle_wait: &mut Duration,
+    back_off: bool,
     shutdown: &CancellationToken,
 ) -> Option<bool> {
+    if back_off {
+        if sleep_or_stop(*idle_wait, shutdown).await {
+            return None;
+        }
+        *idle_wait = (*idle_wait * 2).min(shared.cfg.poll_interval);
+    }
     loop {
         let outcome = idle_wait_for_work(shared, conn, kinds, *idle_wait, shutdown).await;
         *idle_wait = (*idle_wait * 2).min(shared.cfg.poll_interval);
