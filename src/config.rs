@@ -103,6 +103,9 @@ pub struct WorkerSection {
     pub default_timeout: Option<HumanDuration>,
     /// How often the worker refreshes its registry row.
     pub heartbeat_interval: Option<HumanDuration>,
+    /// How long the worker may go without writing its heartbeat before it stops its running jobs
+    /// (self-fencing; at least three heartbeat intervals).
+    pub fence_after: Option<HumanDuration>,
 }
 
 /// `[retry]`.
@@ -143,6 +146,10 @@ pub struct HandlerConfig {
     pub command: Option<Vec<String>>,
     /// Extra environment for the command.
     pub env: Option<BTreeMap<String, String>>,
+    /// When set, only these variables of the worker's environment reach the command (besides `env`
+    /// and the job's own `JOBQ_*` variables). Unset: all of them, except jobq's secrets (see
+    /// [`crate::handler::command`]).
+    pub inherit_env: Option<Vec<String>>,
     /// One SQL statement with `?` placeholders.
     pub sql: Option<String>,
     /// Payload fields bound to the placeholders, in order.
@@ -160,6 +167,8 @@ pub enum HandlerSpec {
         argv: Vec<String>,
         /// Extra environment.
         env: BTreeMap<String, String>,
+        /// The only inherited variables, when set.
+        inherit_env: Option<Vec<String>>,
     },
     /// Run one SQL statement.
     Sql {
@@ -262,11 +271,12 @@ impl HandlerConfig {
                 Ok(HandlerSpec::Command {
                     argv: argv.clone(),
                     env: self.env.clone().unwrap_or_default(),
+                    inherit_env: self.inherit_env.clone(),
                 })
             }
             (None, Some(sql)) => {
-                if self.env.is_some() {
-                    return Err("`env` belongs to `command` handlers".into());
+                if self.env.is_some() || self.inherit_env.is_some() {
+                    return Err("`env` and `inherit_env` belong to `command` handlers".into());
                 }
                 let params = self.params.clone().unwrap_or_default();
                 let placeholders = count_placeholders(sql);

@@ -42,6 +42,7 @@ pub mod bench;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod fence;
 pub mod handler;
 pub mod job;
 pub mod liveness;

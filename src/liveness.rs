@@ -3,15 +3,20 @@
 //! The signals, strongest first:
 //! * **Its process** (only when the reaper runs on the same host and sees the same pids, which
 //!   `host_id` tells): a dead pid, a zombie, or a pid now owned by a younger process means the claimant is
-//!   gone. This is definitive and immediate.
+//!   gone. This is definitive and immediate: nothing a dead worker started lives on (its command
+//!   handlers die with it).
 //! * **Its anchor session**: a claimant holds a named lock on its anchor session (`GET_LOCK`), which the
 //!   server releases the moment the session ends; `IS_USED_LOCK` tells whether it is still held, and the
-//!   registry's connection id in the processlist is a second witness. A session that is gone is looked at
-//!   again after a short delay before it counts (a live process may be re-establishing its session), and
-//!   not at all in the first moments after a server restart, when every session is new.
+//!   registry's connection id in the processlist is a second witness. A lost session does *not* prove
+//!   the process dead: a live worker whose session dropped (a proxy restart, `wait_timeout`, a DBA's
+//!   `KILL`, a network cut) may still be running its jobs. So a lost session counts only once the
+//!   claimant's heartbeat is older than its self-fence bound plus [`crate::fence::MARGIN`]: by then a
+//!   live claimant has stopped its jobs itself (see [`crate::fence`]). Until then it is [`Verdict::Suspect`].
+//!   Not at all in the first moments after a server restart, when every session is new.
 //! * **Its heartbeat**: older than the lease means gone, whatever else is true. This catches a hung
 //!   process whose session stays open, and it is the only signal when connections go through a proxy that
-//!   multiplexes sessions (turn the session signal off there).
+//!   multiplexes sessions (turn the session signal off there). A claimant is never judged by a lease
+//!   shorter than three of its heartbeats or its fence bound plus the margin.
 //!
 //! A claimant whose lock is held and whose heartbeat is within the lease is alive, however long its jobs
 //! run: a slow job of a live worker keeps its claim.
@@ -22,6 +27,8 @@ use chrono::{DateTime, Utc};
 use nix::errno::Errno;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
+
+use crate::fence::MARGIN;
 
 /// What the reaper knows about one claimant.
 #[derive(Debug, Clone, Default)]
@@ -39,13 +46,20 @@ pub struct Facts {
     pub process: Option<ProcessState>,
     /// How long the server has been up.
     pub server_uptime: Duration,
+    /// Age of its newest claim on a running row, by the database clock (for a claimant without a
+    /// registry row).
+    pub newest_claim_age: Option<Duration>,
 }
 
 /// The parts of a registry row that matter here.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Registered {
     /// Age of its last heartbeat, by the database clock.
     pub heartbeat_age: Duration,
+    /// How often it heartbeats, if it said so when it registered.
+    pub heartbeat_every: Option<Duration>,
+    /// Its self-fence bound, if it keeps one (older versions do not).
+    pub fence: Option<Duration>,
 }
 
 /// A local process, as the reaper sees it.
@@ -75,23 +89,31 @@ pub struct Thresholds {
 pub enum Verdict {
     /// Leave it alone.
     Alive,
-    /// Its session is gone: gone for good if it is still gone when looked at again shortly.
-    SessionGone(String),
+    /// Its session is gone but it may still be running its jobs: wait until its fence has passed.
+    Suspect(String),
     /// Gone: reset its rows.
     Dead(String),
 }
 
+/// The lease a claimant is judged by: never shorter than three of its heartbeats or its fence plus the
+/// margin, whatever the reaper was told.
+pub fn lease_for(reg: &Registered, t: &Thresholds) -> Duration {
+    let mut lease = t.lease;
+    if let Some(h) = reg.heartbeat_every {
+        lease = lease.max(h * 3);
+    }
+    if let Some(f) = reg.fence {
+        lease = lease.max(f + MARGIN);
+    }
+    lease
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.1}s", d.as_secs_f64())
+}
+
 /// Decides about one claimant.
 pub fn judge(f: &Facts, t: &Thresholds) -> Verdict {
-    if let Some(reg) = &f.registered
-        && reg.heartbeat_age > t.lease
-    {
-        return Verdict::Dead(format!(
-            "no heartbeat for {}s (lease {}s)",
-            reg.heartbeat_age.as_secs(),
-            t.lease.as_secs()
-        ));
-    }
     match f.process {
         Some(ProcessState::Dead) => return Verdict::Dead("its process is gone".into()),
         Some(ProcessState::Reused) => {
@@ -99,12 +121,18 @@ pub fn judge(f: &Facts, t: &Thresholds) -> Verdict {
         }
         Some(ProcessState::Alive) | None => {}
     }
+    if let Some(reg) = &f.registered {
+        let lease = lease_for(reg, t);
+        if reg.heartbeat_age > lease {
+            return Verdict::Dead(format!(
+                "no heartbeat for {} (lease {})",
+                secs(reg.heartbeat_age),
+                secs(lease)
+            ));
+        }
+    }
     if f.lock_held || (f.same_server && f.connection_listed) {
         return Verdict::Alive;
-    }
-    if f.registered.is_none() {
-        // Processes register before they claim and deregister only after giving their rows back.
-        return Verdict::SessionGone("it is not registered and holds no session".into());
     }
     if !t.session_signals {
         return Verdict::Alive;
@@ -113,7 +141,31 @@ pub fn judge(f: &Facts, t: &Thresholds) -> Verdict {
         // Every session ended with the restart; give claimants time to come back.
         return Verdict::Alive;
     }
-    Verdict::SessionGone("its database session is gone".into())
+    // The session is gone. A live claimant that lost it stops its own jobs once its fence bound has
+    // passed without a heartbeat; only after that, plus the margin, may its rows go to someone else.
+    let (age, wait, what) = match &f.registered {
+        Some(reg) => (
+            reg.heartbeat_age,
+            // A claimant that keeps no fence (an older version) is judged by the lease alone.
+            reg.fence.map_or(lease_for(reg, t), |b| b + MARGIN),
+            "heartbeat",
+        ),
+        // Processes register before they claim and a live one re-registers within a heartbeat, so this
+        // is rare (its row was removed): its bound is unknown, so wait out the lease.
+        None => (f.newest_claim_age.unwrap_or_default(), t.lease, "claim"),
+    };
+    if age > wait {
+        Verdict::Dead(format!(
+            "its database session is gone and its last {what} is {} old (it stops its own jobs after {})",
+            secs(age),
+            secs(wait.saturating_sub(MARGIN))
+        ))
+    } else {
+        Verdict::Suspect(format!(
+            "its database session is gone; waiting until its last {what} is {} old",
+            secs(wait)
+        ))
+    }
 }
 
 /// The state of local process `pid`, which registered at `registered_at` (database clock). Only
@@ -178,16 +230,31 @@ mod tests {
         }
     }
 
+    fn reg(heartbeat_age: u64) -> Registered {
+        Registered {
+            heartbeat_age: Duration::from_secs(heartbeat_age),
+            heartbeat_every: Some(Duration::from_secs(2)),
+            fence: Some(Duration::from_secs(10)),
+        }
+    }
+
     fn alive_facts() -> Facts {
         Facts {
-            registered: Some(Registered {
-                heartbeat_age: Duration::from_secs(3),
-            }),
+            registered: Some(reg(3)),
             lock_held: true,
             connection_listed: true,
             same_server: true,
             process: None,
             server_uptime: Duration::from_secs(3600),
+            newest_claim_age: None,
+        }
+    }
+
+    fn no_session(f: Facts) -> Facts {
+        Facts {
+            lock_held: false,
+            connection_listed: false,
+            ..f
         }
     }
 
@@ -206,9 +273,8 @@ mod tests {
         for p in [ProcessState::Dead, ProcessState::Reused] {
             let f = Facts {
                 process: Some(p),
-                lock_held: false,
-                connection_listed: false,
-                ..alive_facts()
+                registered: Some(reg(0)),
+                ..no_session(alive_facts())
             };
             assert!(matches!(judge(&f, &t()), Verdict::Dead(_)), "{p:?}");
         }
@@ -217,37 +283,81 @@ mod tests {
     #[test]
     fn a_stale_heartbeat_is_dead_even_with_a_session() {
         let f = Facts {
-            registered: Some(Registered {
-                heartbeat_age: Duration::from_secs(61),
-            }),
+            registered: Some(reg(61)),
             ..alive_facts()
         };
         assert!(matches!(judge(&f, &t()), Verdict::Dead(r) if r.contains("lease")));
     }
 
     #[test]
-    fn a_lost_session_needs_confirmation() {
+    fn a_lost_session_waits_out_the_claimants_fence_and_margin() {
+        // Inside the bound (10 s) plus the margin (2 s): the claimant may still be running its jobs.
+        for age in [0, 5, 11] {
+            let f = Facts {
+                registered: Some(reg(age)),
+                ..no_session(alive_facts())
+            };
+            assert!(
+                matches!(judge(&f, &t()), Verdict::Suspect(_)),
+                "heartbeat {age}s old"
+            );
+        }
         let f = Facts {
-            lock_held: false,
-            connection_listed: false,
-            ..alive_facts()
+            registered: Some(reg(13)),
+            ..no_session(alive_facts())
         };
-        assert!(matches!(judge(&f, &t()), Verdict::SessionGone(_)));
+        assert!(matches!(judge(&f, &t()), Verdict::Dead(r) if r.contains("session is gone")));
         // Either witness keeps it alive.
         let f = Facts {
             lock_held: false,
+            registered: Some(reg(30)),
             ..alive_facts()
         };
         assert_eq!(judge(&f, &t()), Verdict::Alive);
     }
 
     #[test]
+    fn a_claimant_without_a_fence_is_judged_by_the_lease() {
+        let old = Registered {
+            fence: None,
+            heartbeat_every: None,
+            ..reg(30)
+        };
+        let f = Facts {
+            registered: Some(old.clone()),
+            ..no_session(alive_facts())
+        };
+        assert!(matches!(judge(&f, &t()), Verdict::Suspect(_)));
+        let f = Facts {
+            registered: Some(Registered {
+                heartbeat_age: Duration::from_secs(61),
+                ..old
+            }),
+            ..no_session(alive_facts())
+        };
+        assert!(matches!(judge(&f, &t()), Verdict::Dead(_)));
+    }
+
+    #[test]
+    fn a_short_lease_never_undercuts_the_claimants_own_bounds() {
+        let short = Thresholds {
+            lease: Duration::from_secs(1),
+            ..t()
+        };
+        assert_eq!(lease_for(&reg(0), &short), Duration::from_secs(12));
+        let f = Facts {
+            registered: Some(reg(5)),
+            ..alive_facts()
+        };
+        assert_eq!(judge(&f, &short), Verdict::Alive);
+    }
+
+    #[test]
     fn sessions_prove_nothing_right_after_a_restart_or_behind_a_proxy() {
         let f = Facts {
-            lock_held: false,
-            connection_listed: false,
             server_uptime: Duration::from_secs(5),
-            ..alive_facts()
+            registered: Some(reg(20)),
+            ..no_session(alive_facts())
         };
         assert_eq!(judge(&f, &t()), Verdict::Alive);
         let proxy = Thresholds {
@@ -255,22 +365,26 @@ mod tests {
             ..t()
         };
         let f = Facts {
-            lock_held: false,
-            connection_listed: false,
-            ..alive_facts()
+            registered: Some(reg(20)),
+            ..no_session(alive_facts())
         };
         assert_eq!(judge(&f, &proxy), Verdict::Alive);
     }
 
     #[test]
-    fn an_unregistered_claimant_without_a_session_is_suspect() {
+    fn an_unregistered_claimant_without_a_session_waits_out_the_lease() {
         let f = Facts {
             registered: None,
-            lock_held: false,
-            connection_listed: false,
-            ..alive_facts()
+            newest_claim_age: Some(Duration::from_secs(20)),
+            ..no_session(alive_facts())
         };
-        assert!(matches!(judge(&f, &t()), Verdict::SessionGone(_)));
+        assert!(matches!(judge(&f, &t()), Verdict::Suspect(_)));
+        let f = Facts {
+            registered: None,
+            newest_claim_age: Some(Duration::from_secs(61)),
+            ..no_session(alive_facts())
+        };
+        assert!(matches!(judge(&f, &t()), Verdict::Dead(_)));
     }
 
     #[test]

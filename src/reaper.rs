@@ -6,9 +6,12 @@
 //! overwrite a reset (nor a reset a finish).
 //!
 //! How a claimant is judged is in [`crate::liveness`]. A reaper on the claimant's host sees its process
-//! die and resets its rows on the next pass; elsewhere the claimant's anchor session, which the server
-//! ends when the process dies, is checked twice [`ReaperConfig::confirm_delay`] apart. With the default
-//! 2 s interval a SIGKILLed worker's jobs are runnable again within about two intervals.
+//! die and resets its rows on the next pass (within one interval, 2 s by default). Elsewhere the
+//! claimant's anchor session ends with the process, but a lost session alone is not enough: the reaper
+//! waits until the claimant's heartbeat is older than its self-fence bound plus
+//! [`crate::fence::MARGIN`] (10 s + 2 s by default), by which time a claimant that is alive but cut off
+//! has stopped its jobs itself. A SIGKILLed worker on another host is thus rescued within about 12 s
+//! plus one interval of its last heartbeat.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -19,7 +22,7 @@ use tracing::{debug, info, warn};
 
 use crate::db::reap::{self, RegistryRow};
 use crate::db::registry::Role;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::liveness::{self, Facts, Registered, Thresholds, Verdict};
 use crate::session::{Session, lock_name};
 use crate::token::{ClaimToken, ProcessIdentity};
@@ -35,8 +38,9 @@ pub struct ReaperConfig {
     /// Whether anchor sessions (`IS_USED_LOCK`, the processlist) count. Turn off when clients reach the
     /// server through a proxy that multiplexes sessions; the lease is then the only signal.
     pub session_signals: bool,
-    /// Time between the two looks at a claimant whose session is gone.
-    pub confirm_delay: Duration,
+    /// How often the workers heartbeat (their `heartbeat_interval`): the lease must be at least three
+    /// of these.
+    pub heartbeat_interval: Duration,
     /// For this long after the server started, a missing session proves nothing (all sessions are new).
     pub restart_grace: Duration,
     /// Finished jobs older than this are pruned; `None` turns pruning off.
@@ -50,12 +54,48 @@ impl ReaperConfig {
     pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(2);
     /// Default lease: 60 s (twelve missed 5 s heartbeats).
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(60);
-    /// Default confirm delay: 1 s.
-    pub const DEFAULT_CONFIRM_DELAY: Duration = Duration::from_secs(1);
     /// Default restart grace: 30 s (six worker heartbeats to reconnect).
     pub const DEFAULT_RESTART_GRACE: Duration = Duration::from_secs(30);
     /// Default prune period: 60 s.
     pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+    /// Checks the settings: no zero periods, and a lease of at least three heartbeat intervals (a
+    /// shorter one would judge live workers dead between two of their heartbeats).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the setting.
+    pub fn validate(&self) -> Result<()> {
+        let fmt = |d: Duration| humantime::format_duration(d).to_string();
+        for (name, d) in [
+            ("interval", self.interval),
+            ("lease", self.lease),
+            ("heartbeat interval", self.heartbeat_interval),
+            ("prune period", self.prune_every),
+        ] {
+            if d.is_zero() {
+                return Err(Error::InvalidArgument(format!(
+                    "reaper {name} must be above zero"
+                )));
+            }
+        }
+        if self.lease < self.heartbeat_interval * 3 {
+            return Err(Error::InvalidArgument(format!(
+                "reaper lease {} is shorter than three worker heartbeat intervals ({}): it would judge \
+                 live workers dead; use a lease of at least {}",
+                fmt(self.lease),
+                fmt(self.heartbeat_interval),
+                fmt(self.heartbeat_interval * 3)
+            )));
+        }
+        if let Some(r) = self.retention
+            && r.is_zero()
+        {
+            return Err(Error::InvalidArgument(
+                "retention must be above zero (leave it unset to keep finished jobs forever)".into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for ReaperConfig {
@@ -64,7 +104,7 @@ impl Default for ReaperConfig {
             interval: Self::DEFAULT_INTERVAL,
             lease: Self::DEFAULT_LEASE,
             session_signals: true,
-            confirm_delay: Self::DEFAULT_CONFIRM_DELAY,
+            heartbeat_interval: crate::worker::WorkerConfig::DEFAULT_HEARTBEAT,
             restart_grace: Self::DEFAULT_RESTART_GRACE,
             retention: Some(crate::config::DEFAULT_RETENTION),
             prune_every: Self::DEFAULT_PRUNE_EVERY,
@@ -97,24 +137,25 @@ pub struct Reaper {
 
 impl Reaper {
     /// A reaper on `pool`.
-    pub fn new(pool: MySqlPool, cfg: ReaperConfig) -> Self {
-        Self {
+    ///
+    /// # Errors
+    /// When the settings are out of range (see [`ReaperConfig::validate`]).
+    pub fn new(pool: MySqlPool, cfg: ReaperConfig) -> Result<Self> {
+        cfg.validate()?;
+        Ok(Self {
             pool,
             cfg,
             last_prune: None,
-        }
+        })
     }
 
     /// Runs passes every `interval` until `shutdown` is cancelled; a pass in progress always finishes.
     /// Registers as a reaper for as long as it runs.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<()> {
         crate::db::migrate::ensure_migrated(&self.pool).await?;
-        let session = Session::open(&self.pool, Role::Reaper, &[]).await?;
+        let session = Session::open(&self.pool, Role::Reaper, &[], crate::db::registry::Bounds::service()).await?;
         let beat_stop = CancellationToken::new();
-        let beat = tokio::spawn(session.heartbeat(
-            crate::worker::WorkerConfig::DEFAULT_HEARTBEAT,
-            beat_stop.clone(),
-        ));
+        let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
         info!(interval = ?self.cfg.interval, lease = ?self.cfg.lease, "reaper started");
         let mut tick = tokio::time::interval(self.cfg.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -169,31 +210,18 @@ impl Reaper {
         Ok(report)
     }
 
-    /// Claimants judged dead, with the reason, after a second look at those whose session is gone.
+    /// Claimants judged dead, with the reason.
     async fn find_dead(&self) -> Result<Vec<(String, String)>> {
-        let mut verdicts = self.judge_all().await?;
-        let gone: Vec<String> = verdicts
-            .iter()
-            .filter(|(_, v)| matches!(v, Verdict::SessionGone(_)))
-            .map(|(t, _)| t.clone())
-            .collect();
-        if !gone.is_empty() {
-            tokio::time::sleep(self.cfg.confirm_delay).await;
-            let again = self.judge_all().await?;
-            for token in gone {
-                let second = again.get(&token).cloned().unwrap_or(Verdict::Alive);
-                let confirmed = match second {
-                    Verdict::SessionGone(r) | Verdict::Dead(r) => Verdict::Dead(r),
-                    Verdict::Alive => Verdict::Alive,
-                };
-                verdicts.insert(token, confirmed);
-            }
-        }
+        let verdicts = self.judge_all().await?;
         Ok(verdicts
             .into_iter()
             .filter_map(|(t, v)| match v {
                 Verdict::Dead(r) => Some((t, r)),
-                _ => None,
+                Verdict::Suspect(r) => {
+                    debug!(claim = %t, reason = %r, "claimant suspect; waiting out its fence");
+                    None
+                }
+                Verdict::Alive => None,
             })
             .collect())
     }
@@ -205,11 +233,10 @@ impl Reaper {
             .into_iter()
             .map(|r| (r.token.clone(), r))
             .collect();
-        let mut tokens: Vec<String> = reap::running_claims(&self.pool)
-            .await?
-            .into_iter()
-            .map(|(t, _)| t)
-            .collect();
+        let claims = reap::running_claims(&self.pool).await?;
+        let newest_claim: HashMap<String, Duration> =
+            claims.iter().map(|(t, _, age)| (t.clone(), *age)).collect();
+        let mut tokens: Vec<String> = claims.into_iter().map(|(t, _, _)| t).collect();
         for t in registry.keys() {
             if !tokens.contains(t) {
                 tokens.push(t.clone());
@@ -249,12 +276,15 @@ impl Reaper {
             let facts = Facts {
                 registered: reg.map(|r| Registered {
                     heartbeat_age: r.heartbeat_age,
+                    heartbeat_every: r.heartbeat_every,
+                    fence: r.fence,
                 }),
                 lock_held: !lock_names[i].is_empty() && held[i],
                 connection_listed: reg.is_some_and(|r| listed.contains(&r.connection_id)),
                 same_server,
                 process,
                 server_uptime: uptime,
+                newest_claim_age: newest_claim.get(token).copied(),
             };
             out.insert(token.clone(), liveness::judge(&facts, &thresholds));
         }

@@ -8,14 +8,15 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlx::mysql::MySqlConnectOptions;
 use sqlx::{Connection, MySqlConnection, MySqlPool};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use crate::db::registry::Role;
+use crate::db::registry::{Bounds, Role};
+use crate::fence::Fence;
 use crate::db::{self, registry};
 use crate::error::Result;
 use crate::token::{ClaimToken, ServerIdentity};
@@ -30,6 +31,8 @@ pub struct Session {
     queues: Vec<String>,
     connection_id: u64,
     server: ServerIdentity,
+    bounds: Bounds,
+    fence: Fence,
     /// Unix milliseconds of the last heartbeat written by someone else on this process's behalf (an idle
     /// worker's server-side wait writes one); while recent, a beat only pings the anchor.
     beat_elsewhere: Arc<AtomicU64>,
@@ -42,14 +45,21 @@ pub fn lock_name(token: &ClaimToken) -> String {
 }
 
 impl Session {
-    /// Opens an anchor connection, draws the token, takes the lock and registers the process.
-    pub async fn open(pool: &MySqlPool, role: Role, queues: &[String]) -> Result<Session> {
+    /// Opens an anchor connection, draws the token, takes the lock and registers the process with
+    /// its `bounds`. The session's [`Fence`] counts from before the registration was sent.
+    pub(crate) async fn open(
+        pool: &MySqlPool,
+        role: Role,
+        queues: &[String],
+        bounds: Bounds,
+    ) -> Result<Session> {
+        let fence = Fence::new(bounds.fence);
         let opts = (*pool.connect_options()).clone();
         let mut conn = db::open_anchor(&opts).await?;
         let (connection_id, server) = registry::session_identity(&mut conn).await?;
         let token = ClaimToken::new(connection_id, server);
         take_lock(&mut conn, &token).await?;
-        registry::register(&mut conn, &token, role, queues).await?;
+        registry::register(&mut conn, &token, role, queues, bounds).await?;
         Ok(Session {
             opts,
             conn: Some(conn),
@@ -58,6 +68,8 @@ impl Session {
             queues: queues.to_vec(),
             connection_id,
             server,
+            bounds,
+            fence,
             beat_elsewhere: Arc::default(),
         })
     }
@@ -67,15 +79,26 @@ impl Session {
         &self.token
     }
 
+    /// This process's fence, confirmed by every heartbeat the session writes.
+    pub fn fence(&self) -> &Fence {
+        &self.fence
+    }
+
     /// Where to record a heartbeat written elsewhere (as Unix milliseconds), so this session's next beat
     /// can skip its own UPDATE and only check that the anchor is alive.
     pub fn beat_recorder(&self) -> Arc<AtomicU64> {
         self.beat_elsewhere.clone()
     }
 
-    /// Refreshes the heartbeat every `interval` until `stop` is cancelled, re-establishing the session if
-    /// it is lost. Returns the session for [`Session::close`].
-    pub async fn heartbeat(mut self, interval: Duration, stop: CancellationToken) -> Session {
+    /// Refreshes the heartbeat every heartbeat interval until `stop` is cancelled, re-establishing the
+    /// session if it is lost. Returns the session for [`Session::close`].
+    ///
+    /// While the session is being rebuilt the fence is marked unhealthy, so a worker claims nothing
+    /// until it is registered on a live anchor again. Each beat is bounded in time: on a cut network a
+    /// statement can hang until TCP gives up, and the fence would trip before a second try was made.
+    pub async fn heartbeat(mut self, stop: CancellationToken) -> Session {
+        let interval = self.bounds.heartbeat;
+        let beat_timeout = (self.bounds.fence / 3).max(Duration::from_secs(1));
         let mut wait = interval;
         let mut failures = 0u32;
         loop {
@@ -84,24 +107,36 @@ impl Session {
                 () = stop.cancelled() => return self,
                 () = tokio::time::sleep(wait) => {}
             }
-            match self.beat_once(interval).await {
+            let outcome = match tokio::time::timeout(beat_timeout, self.beat_once()).await {
+                Ok(r) => r,
+                Err(_) => Err(crate::error::Error::Io {
+                    context: "heartbeat".into(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("no answer within {beat_timeout:?}"),
+                    ),
+                }),
+            };
+            match outcome {
                 Ok(()) => {
                     failures = 0;
                     wait = interval;
                 }
                 Err(e) => {
-                    // Re-establish the session soon rather than a whole interval later: while it is gone,
-                    // a reaper may take this process for dead.
+                    // Re-establish the session soon rather than a whole interval later: the fence is
+                    // counting down.
+                    self.fence.set_healthy(false);
                     failures += 1;
                     wait = (Duration::from_millis(100) * 2u32.pow(failures.min(6))).min(interval);
-                    warn!(error = %e, claim = %self.token, retry_in = ?wait, "heartbeat failed; re-establishing the session");
+                    warn!(error = %e, claim = %self.token, retry_in = ?wait, since_confirmed = ?self.fence.since_confirmed(),
+                          "heartbeat failed; re-establishing the session");
                     self.conn = None;
                 }
             }
         }
     }
 
-    async fn beat_once(&mut self, interval: Duration) -> Result<()> {
+    async fn beat_once(&mut self) -> Result<()> {
         if self.conn.is_none() {
             let mut conn = db::open_anchor(&self.opts).await?;
             let (connection_id, server) = registry::session_identity(&mut conn).await?;
@@ -113,17 +148,24 @@ impl Session {
         }
         let conn = self.conn.as_mut().expect("set above");
         let elsewhere = self.beat_elsewhere.load(Ordering::Relaxed);
-        if elsewhere > 0 && now_millis().saturating_sub(elsewhere) < interval.as_millis() as u64 {
-            // The registry row is fresh already; a ping (not a statement) proves the anchor still lives.
+        if self.fence.is_healthy()
+            && elsewhere > 0
+            && now_millis().saturating_sub(elsewhere) < self.bounds.heartbeat.as_millis() as u64
+        {
+            // The registry row is fresh already (and the fence confirmed by whoever wrote it); a ping
+            // (not a statement) proves the anchor still lives.
             conn.ping().await?;
             return Ok(());
         }
+        let sent = Instant::now();
         let alive = registry::heartbeat(conn, &self.token, self.connection_id, self.server).await?;
         if !alive {
             warn!(claim = %self.token, "registry row was removed; registering again");
-            registry::register(conn, &self.token, self.role, &self.queues).await?;
+            registry::register(conn, &self.token, self.role, &self.queues, self.bounds).await?;
             registry::heartbeat(conn, &self.token, self.connection_id, self.server).await?;
         }
+        self.fence.confirm(sent);
+        self.fence.set_healthy(true);
         debug!(claim = %self.token, "heartbeat");
         Ok(())
     }

@@ -118,12 +118,9 @@ impl Supervisor {
         shutdown: CancellationToken,
         mut reload: mpsc::Receiver<()>,
     ) -> Result<SupervisorReport> {
-        let session = Session::open(&self.pool, Role::Supervisor, &[]).await?;
+        let session = Session::open(&self.pool, Role::Supervisor, &[], crate::db::registry::Bounds::service()).await?;
         let beat_stop = CancellationToken::new();
-        let beat = tokio::spawn(session.heartbeat(
-            crate::worker::WorkerConfig::DEFAULT_HEARTBEAT,
-            beat_stop.clone(),
-        ));
+        let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
         let (exit_tx, mut exits) =
             mpsc::unbounded_channel::<(usize, u32, std::io::Result<ExitStatus>)>();
         let mut report = SupervisorReport::default();

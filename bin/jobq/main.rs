@@ -15,6 +15,8 @@ use tracing_subscriber::EnvFilter;
 use args::Cli;
 
 fn main() -> ExitCode {
+    // A command handler's shim is this binary too; in that role it never returns from here.
+    jobq::handler::shim::enable();
     let cli = Cli::parse();
     init_logging(&cli);
     let runtime = match tokio::runtime::Builder::new_multi_thread()

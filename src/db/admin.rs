@@ -119,18 +119,6 @@ pub async fn cancel_job(pool: &MySqlPool, id: u64) -> Result<CancelOutcome> {
     })
 }
 
-/// Ids of the running jobs `claim` holds that an operator asked to cancel. Read by the worker with its
-/// heartbeat, through the claimant index.
-pub async fn cancel_requests(pool: &MySqlPool, claim: &str) -> Result<Vec<u64>> {
-    Ok(sqlx::query_scalar(
-        "SELECT id FROM job_queue WHERE claim = ? AND state = 'running' \
-         AND cancel_requested_at IS NOT NULL",
-    )
-    .bind(claim)
-    .fetch_all(pool)
-    .await?)
-}
-
 /// Count of jobs in one queue and state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueCount {

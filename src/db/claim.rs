@@ -123,15 +123,27 @@ pub(crate) async fn claim_batch_watched(
     result
 }
 
-/// Running rows stamped with `token`, with their attempt numbers: what a worker compares with what it
-/// runs when a claim's outcome was uncertain.
-pub(crate) async fn held_by(pool: &MySqlPool, token: &str) -> Result<Vec<(u64, u16)>> {
-    Ok(
-        sqlx::query_as("SELECT id, attempts FROM job_queue WHERE claim = ? AND state = 'running'")
-            .bind(token)
-            .fetch_all(pool)
-            .await?,
+/// Running rows stamped with `token`, with their attempt numbers and whether an operator asked to
+/// cancel them: what a worker compares with what it runs, once a second, to stop a copy whose row was
+/// taken away, to stop cancelled jobs, and to hand back rows of a claim whose outcome was uncertain.
+pub(crate) async fn held_rows(pool: &MySqlPool, token: &str) -> Result<Vec<HeldRow>> {
+    // Through the claimant index `(claim, state)`: a tight range however large the table is.
+    Ok(sqlx::query_as(
+        "SELECT id, attempts, cancel_requested_at IS NOT NULL AS cancel_requested \
+         FROM job_queue WHERE claim = ? AND state = 'running'",
     )
+    .bind(token)
+    .fetch_all(pool)
+    .await?)
+}
+
+/// A running row that carries a worker's token.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub(crate) struct HeldRow {
+    pub(crate) id: u64,
+    #[sqlx(rename = "attempts")]
+    pub(crate) attempt: u16,
+    pub(crate) cancel_requested: bool,
 }
 
 async fn claim_once(

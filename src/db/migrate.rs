@@ -58,6 +58,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0006_wait_for_work.sql",
         sql: include_str!("../../migrations/0006_wait_for_work.sql"),
     },
+    Migration {
+        version: 7,
+        name: "0007_fence.sql",
+        sql: include_str!("../../migrations/0007_fence.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -35,6 +35,10 @@ pub struct RegistryRow {
     pub started_at: DateTime<Utc>,
     /// Age of the last heartbeat, by the database clock.
     pub heartbeat_age: Duration,
+    /// How often it heartbeats (schema 7; `None` for rows of older versions).
+    pub heartbeat_every: Option<Duration>,
+    /// Its self-fence bound (schema 7; `None` for rows of older versions).
+    pub fence: Option<Duration>,
 }
 
 impl<'r> sqlx::FromRow<'r, MySqlRow> for RegistryRow {
@@ -51,6 +55,12 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for RegistryRow {
             server_epoch: row.try_get("server_epoch")?,
             started_at: row.try_get("started_at")?,
             heartbeat_age: Duration::from_micros(age_us.max(0) as u64),
+            heartbeat_every: row
+                .try_get::<Option<u32>, _>("heartbeat_ms")?
+                .map(|ms| Duration::from_millis(ms.into())),
+            fence: row
+                .try_get::<Option<u32>, _>("fence_ms")?
+                .map(|ms| Duration::from_millis(ms.into())),
         })
     }
 }
@@ -59,23 +69,31 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for RegistryRow {
 pub async fn registry(pool: &MySqlPool) -> Result<Vec<RegistryRow>> {
     Ok(sqlx::query_as(
         "SELECT token, role, host, host_id, pid, connection_id, server_id, server_epoch, started_at, \
+         heartbeat_ms, fence_ms, \
          TIMESTAMPDIFF(MICROSECOND, heartbeat_at, NOW(6)) AS heartbeat_age_us FROM jobq_processes",
     )
     .fetch_all(pool)
     .await?)
 }
 
-/// The claim tokens of running rows, with how many rows each holds.
-pub async fn running_claims(pool: &MySqlPool) -> Result<Vec<(String, i64)>> {
-    let rows: Vec<(Vec<u8>, i64)> = sqlx::query_as(
-        "SELECT claim, COUNT(*) FROM job_queue WHERE state = 'running' AND claim IS NOT NULL \
-         GROUP BY claim",
+/// The claim tokens of running rows, with how many rows each holds and the age of its newest claim
+/// (database clock).
+pub async fn running_claims(pool: &MySqlPool) -> Result<Vec<(String, i64, Duration)>> {
+    let rows: Vec<(Vec<u8>, i64, Option<i64>)> = sqlx::query_as(
+        "SELECT claim, COUNT(*), TIMESTAMPDIFF(MICROSECOND, MAX(claimed_at), NOW(6)) \
+         FROM job_queue WHERE state = 'running' AND claim IS NOT NULL GROUP BY claim",
     )
     .fetch_all(pool)
     .await?;
     Ok(rows
         .into_iter()
-        .map(|(c, n)| (String::from_utf8_lossy(&c).into_owned(), n))
+        .map(|(c, n, age)| {
+            (
+                String::from_utf8_lossy(&c).into_owned(),
+                n,
+                Duration::from_micros(age.unwrap_or(0).max(0) as u64),
+            )
+        })
         .collect())
 }
 

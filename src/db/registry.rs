@@ -50,17 +50,38 @@ pub(crate) async fn session_identity(conn: &mut MySqlConnection) -> Result<(u64,
     ))
 }
 
+/// How a process keeps itself alive in the registry: what reapers judge it by.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds {
+    /// How often it writes its heartbeat.
+    pub(crate) heartbeat: std::time::Duration,
+    /// Its self-fence bound (see [`crate::fence`]).
+    pub(crate) fence: std::time::Duration,
+}
+
+impl Bounds {
+    /// The bounds of a process that claims no jobs (reaper, scheduler, supervisor): the worker defaults.
+    pub(crate) fn service() -> Self {
+        Self {
+            heartbeat: crate::worker::WorkerConfig::DEFAULT_HEARTBEAT,
+            fence: crate::fence::DEFAULT_BOUND,
+        }
+    }
+}
+
 /// Adds this process's row. Called on its anchor session before it claims anything.
 pub(crate) async fn register(
     conn: &mut MySqlConnection,
     token: &ClaimToken,
     role: Role,
     queues: &[String],
+    bounds: Bounds,
 ) -> Result<()> {
     sqlx::query(
         "INSERT INTO jobq_processes \
-         (token, role, host, host_id, pid, connection_id, server_id, server_epoch, queues, version) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+         (token, role, host, host_id, pid, connection_id, server_id, server_epoch, queues, version, \
+          heartbeat_ms, fence_ms) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(token.to_string())
     .bind(role.as_str())
@@ -72,6 +93,8 @@ pub(crate) async fn register(
     .bind(token.server_epoch)
     .bind(queues.join(","))
     .bind(env!("CARGO_PKG_VERSION"))
+    .bind(bounds.heartbeat.as_millis().min(u32::MAX as u128) as u32)
+    .bind(bounds.fence.as_millis().min(u32::MAX as u128) as u32)
     .execute(&mut *conn)
     .await?;
     Ok(())

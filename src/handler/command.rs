@@ -6,7 +6,15 @@
 //!
 //! The program runs in a process group of its own, so that stopping it (timeout, cancel, shutdown) stops
 //! everything it started: SIGTERM to the group, then SIGKILL after a grace period. The group is also
-//! killed when the program exits, so a stray background child cannot keep the job's pipes open.
+//! killed when the program exits, so a stray background child cannot keep the job's pipes open. Where
+//! the binary enabled it ([`super::shim::enable`], as `jobq` does), the program is started through the
+//! exec shim, so the group also dies when the worker is killed outright.
+//!
+//! **Environment.** A command inherits the worker's environment *except jobq's secrets*: every `JOBQ_*`
+//! variable of the worker (its database URL, password file, config path), `DATABASE_URL` and
+//! `MYSQL_PWD`. A job's payload comes from whoever could insert a row; its program has no business
+//! with the queue's database credentials. `inherit_env = ["PATH", …]` narrows the inherited variables
+//! to a list; `env` adds fixed ones.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::{ExitStatus, Stdio};
@@ -35,23 +43,39 @@ pub struct CommandHandler {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Inner {
     argv: Vec<String>,
     env: BTreeMap<String, String>,
+    inherit_only: Option<Vec<String>>,
     kill_grace: Duration,
 }
 
+/// Worker variables never passed to a command (besides every `JOBQ_*` one).
+const SECRET_VARS: &[&str] = &["DATABASE_URL", "MYSQL_PWD"];
+
+/// Whether the worker's variable `name` stays out of commands' environments.
+fn is_secret(name: &str) -> bool {
+    name.starts_with("JOBQ_") || SECRET_VARS.contains(&name)
+}
+
 impl CommandHandler {
-    /// A handler that runs `argv` with `env` added to the worker's environment.
+    /// A handler that runs `argv` with `env` added to the worker's environment (less its secrets).
     pub fn new(argv: Vec<String>, env: BTreeMap<String, String>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 argv,
                 env,
+                inherit_only: None,
                 kill_grace: DEFAULT_KILL_GRACE,
             }),
         }
+    }
+
+    /// With `Some(names)`, only these variables of the worker's environment are inherited.
+    pub fn inherit_only(mut self, names: Option<Vec<String>>) -> Self {
+        Arc::make_mut(&mut self.inner).inherit_only = names;
+        self
     }
 }
 
@@ -115,8 +139,29 @@ impl Drop for GroupGuard {
 impl Inner {
     async fn run(&self, job: JobContext) -> Result<(), JobError> {
         let program = &self.argv[0];
-        let mut cmd = Command::new(program);
-        cmd.args(&self.argv[1..])
+        let mut cmd = match super::shim::program() {
+            Some(shim) => {
+                let mut c = Command::new(shim);
+                c.arg(super::shim::SHIM_ARG)
+                    .arg(std::process::id().to_string())
+                    .args(&self.argv);
+                c
+            }
+            None => {
+                let mut c = Command::new(program);
+                c.args(&self.argv[1..]);
+                c
+            }
+        };
+        cmd.env_clear()
+            .envs(std::env::vars_os().filter(|(k, _)| {
+                let name = k.to_string_lossy();
+                !is_secret(&name)
+                    && self
+                        .inherit_only
+                        .as_ref()
+                        .is_none_or(|only| only.iter().any(|o| *o == name))
+            }))
             .envs(&self.env)
             .env("JOBQ_JOB_ID", job.id.to_string())
             .env("JOBQ_KIND", &job.kind)

@@ -8,6 +8,7 @@
 //! applied twice can fence them with the same pair the worker uses to finish the job.
 
 pub mod command;
+pub mod shim;
 pub mod sql;
 
 use std::collections::BTreeMap;
@@ -220,9 +221,13 @@ impl Handlers {
         let mut handlers = Handlers::new();
         for (kind, spec, timeout) in config.handler_specs() {
             handlers = match spec {
-                HandlerSpec::Command { argv, env } => handlers.register_with_timeout(
+                HandlerSpec::Command {
+                    argv,
+                    env,
+                    inherit_env,
+                } => handlers.register_with_timeout(
                     &kind,
-                    command::CommandHandler::new(argv, env),
+                    command::CommandHandler::new(argv, env).inherit_only(inherit_env),
                     timeout,
                 )?,
                 HandlerSpec::Sql { sql, params } => handlers.register_with_timeout(

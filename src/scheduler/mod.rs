@@ -124,8 +124,8 @@ impl SchedulerConfig {
     pub const DEFAULT_MAX_CATCH_UP: u32 = 100;
     /// Default `misfire_grace`: 60 s, Quartz's misfire threshold.
     pub const DEFAULT_MISFIRE_GRACE: Duration = Duration::from_secs(60);
-    /// Default `heartbeat_interval`: 5 s, as the worker's.
-    pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+    /// Default `heartbeat_interval`: as the worker's.
+    pub const DEFAULT_HEARTBEAT: Duration = crate::worker::WorkerConfig::DEFAULT_HEARTBEAT;
 
     fn validate(&self) -> Result<()> {
         if self.interval.is_zero() || self.heartbeat_interval.is_zero() {
@@ -238,10 +238,19 @@ impl Scheduler {
     /// cannot be written. Errors of single ticks are logged and the next tick tries again.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
         crate::db::migrate::ensure_migrated(&self.pool).await?;
-        let session = Session::open(&self.pool, Role::Scheduler, &[]).await?;
+        let session = Session::open(
+            &self.pool,
+            Role::Scheduler,
+            &[],
+            crate::db::registry::Bounds {
+                heartbeat: self.cfg.heartbeat_interval,
+                fence: crate::fence::DEFAULT_BOUND.max(self.cfg.heartbeat_interval * 3),
+            },
+        )
+        .await?;
         let token = session.token().to_string();
         let beat_stop = CancellationToken::new();
-        let beat = tokio::spawn(session.heartbeat(self.cfg.heartbeat_interval, beat_stop.clone()));
+        let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
         info!(claim = %token, interval = ?self.cfg.interval, "scheduler started");
 
         let result = self.serve(&shutdown).await;

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use super::Shared;
+use super::ledger::Entry;
 use crate::db::claim::ClaimedJob;
 use crate::db::finish::{Finish, finish};
 use crate::handler::{JobContext, JobError};
@@ -20,52 +21,69 @@ enum Ended {
     TimedOut(Duration),
     HardStop,
     CancelRequested,
+    /// The self-fence tripped: this worker could not confirm it was alive.
+    Fenced,
+    /// The row was taken away from this worker.
+    Lost,
 }
 
 /// Runs `job` and records its outcome. The permit is the job's slot; it is given back when the job's
-/// row has been finished, so a draining worker's next claim sees the slot free.
+/// row has been finished, so a draining worker's next claim sees the slot free. `older` is the `ended`
+/// token of an earlier copy of the same job still running here: this copy starts only after it.
 pub(super) async fn run_job(
     shared: Arc<Shared>,
     job: ClaimedJob,
     permit: OwnedSemaphorePermit,
-    cancel_request: CancellationToken,
+    entry: Entry,
+    older: Option<CancellationToken>,
 ) {
     let attempt = job.attempt();
-    let outcome = if shared.hard_stop.is_cancelled() {
+    if let Some(older) = older {
+        warn!(job_id = job.id, attempt, "claimed again while an earlier copy still stops here; waiting for it");
+        tokio::select! {
+            () = older.cancelled() => {}
+            () = shared.hard_stop.cancelled() => {}
+        }
+    }
+    let fence = shared.fence.token();
+    let outcome = if shared.hard_stop.is_cancelled() || fence.is_cancelled() {
         // Claimed but never started: give it back as it was.
-        Finish::Release
+        Some(Finish::Release)
     } else {
-        let ended = run_handler(&shared, &job, &cancel_request).await;
-        decide(&shared, &job, ended, cancel_request.is_cancelled())
+        let _counted = shared.fence.enter();
+        let ended = run_handler(&shared, &job, &entry, &fence).await;
+        entry.recording();
+        decide(&shared, &job, ended, entry.cancel_request.is_cancelled())
     };
-    record(&shared, &job, attempt, &outcome).await;
-    lock(&shared.running).remove(&job.id);
-    shared.in_flight.fetch_sub(1, Ordering::Relaxed);
-    shared.jobs_ended.fetch_add(1, Ordering::SeqCst);
+    match outcome {
+        Some(outcome) => record(&shared, &job, attempt, &outcome).await,
+        None => {
+            shared.counters.lost.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    shared.ledger.leave(job.id, attempt);
     drop(permit);
     shared.job_ended.notify_one();
-}
-
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 async fn run_handler(
     shared: &Shared,
     job: &ClaimedJob,
-    cancel_request: &CancellationToken,
+    entry: &Entry,
+    fence: &CancellationToken,
 ) -> Ended {
-    let Some(entry) = shared.handlers.get(&job.kind) else {
-        // Unreachable in practice: claims only ask for registered kinds.
-        return Ended::Returned(Ok(Err(JobError::retry(format!(
-            "no handler for kind {:?} in this worker",
+    let Some(registered) = shared.handlers.get(&job.kind) else {
+        // Claims ask only for registered kinds, but the kind column compares with trailing spaces
+        // ignored: a row of kind "quick " can come back for "quick". Retrying cannot fix its kind.
+        return Ended::Returned(Ok(Err(JobError::fatal(format!(
+            "no handler for kind {:?} in this worker (kinds must match exactly)",
             job.kind
         )))));
     };
     let timeout = job
         .timeout_secs
         .map(|s| Duration::from_secs(u64::from(s)))
-        .or(entry.timeout)
+        .or(registered.timeout)
         .unwrap_or(shared.cfg.default_timeout);
     let cancel = shared.hard_stop.child_token();
     let ctx = JobContext {
@@ -80,26 +98,34 @@ async fn run_handler(
     };
     debug!(job_id = job.id, kind = %job.kind, attempt = job.attempt(), "job started");
     // The handler runs in a task of its own so that a panic fails the job instead of the worker.
-    let mut task = tokio::spawn(entry.handler.call(ctx));
+    let mut task = tokio::spawn(registered.handler.call(ctx));
     let ended = tokio::select! {
         r = &mut task => return Ended::Returned(r),
         () = tokio::time::sleep(timeout) => Ended::TimedOut(timeout),
         () = shared.hard_stop.cancelled() => Ended::HardStop,
-        () = cancel_request.cancelled() => Ended::CancelRequested,
+        () = entry.cancel_request.cancelled() => Ended::CancelRequested,
+        () = fence.cancelled() => Ended::Fenced,
+        () = entry.lost.cancelled() => Ended::Lost,
     };
     cancel.cancel();
-    if tokio::time::timeout(shared.cfg.cancel_grace, &mut task)
-        .await
-        .is_err()
-    {
+    // A fenced or lost copy must be gone before a reaper may hand the job on (or already has): it gets
+    // the fence's short grace, after which its task is dropped (a command's process group is SIGKILLed
+    // when its handler future is dropped).
+    let grace = match ended {
+        Ended::Fenced | Ended::Lost => crate::fence::KILL_GRACE,
+        _ => shared.cfg.cancel_grace,
+    };
+    if tokio::time::timeout(grace, &mut task).await.is_err() {
         warn!(job_id = job.id, kind = %job.kind, "handler did not stop when told to; abandoning its task");
         task.abort();
+        // Wait for the drop to happen, so that nothing of this copy runs once we report it stopped.
+        let _ = task.await;
     }
     ended
 }
 
-/// Turns how the handler ended into what happens to the row.
-fn decide(shared: &Shared, job: &ClaimedJob, ended: Ended, cancel_requested: bool) -> Finish {
+/// Turns how the handler ended into what happens to the row; `None` when the row is no longer ours.
+fn decide(shared: &Shared, job: &ClaimedJob, ended: Ended, cancel_requested: bool) -> Option<Finish> {
     let attempt = job.attempt();
     let cancelled = || Finish::Cancelled {
         reason: "cancelled by an operator while it ran".into(),
@@ -107,29 +133,41 @@ fn decide(shared: &Shared, job: &ClaimedJob, ended: Ended, cancel_requested: boo
     let interrupted = || Finish::Interrupted {
         reason: "interrupted: the worker shut down before the job finished".into(),
     };
+    let fenced = || Finish::Interrupted {
+        reason: format!(
+            "interrupted: the worker could not confirm it was alive for {} and stopped the job",
+            humantime::format_duration(shared.cfg.fence_after)
+        ),
+    };
     let (message, fatal) = match ended {
-        Ended::Returned(Ok(Ok(()))) => return Finish::Done,
-        Ended::CancelRequested => return cancelled(),
-        Ended::Returned(_) if cancel_requested => return cancelled(),
+        Ended::Lost => {
+            warn!(job_id = job.id, kind = %job.kind, attempt, claim = %shared.token,
+                  "stopped a copy whose row was taken away; leaving the row alone");
+            return None;
+        }
+        Ended::Fenced => return Some(fenced()),
+        Ended::Returned(Ok(Ok(()))) => return Some(Finish::Done),
+        Ended::CancelRequested => return Some(cancelled()),
+        Ended::Returned(_) if cancel_requested => return Some(cancelled()),
         // A handler that returns an error after it was told to stop for shutdown was interrupted; it
         // did not fail on its own.
-        Ended::Returned(_) if shared.hard_stop.is_cancelled() => return interrupted(),
+        Ended::Returned(_) if shared.hard_stop.is_cancelled() => return Some(interrupted()),
         Ended::Returned(Ok(Err(e))) => (e.message().to_string(), e.is_fatal()),
         Ended::Returned(Err(join)) => (panic_message(join), false),
         Ended::TimedOut(t) => (
             format!("timed out after {}", humantime::format_duration(t)),
             false,
         ),
-        Ended::HardStop => return interrupted(),
+        Ended::HardStop => return Some(interrupted()),
     };
-    if fatal || attempt >= job.max_attempts {
+    Some(if fatal || attempt >= job.max_attempts {
         Finish::Dead { error: message }
     } else {
         Finish::Retry {
             delay: shared.cfg.retry.next_delay(attempt),
             error: message,
         }
-    }
+    })
 }
 
 fn panic_message(join: JoinError) -> String {

@@ -17,9 +17,11 @@
 
 mod execute;
 mod finisher;
+mod ledger;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 use std::time::Duration;
 
 use sqlx::MySqlPool;
@@ -31,7 +33,8 @@ use tracing::{debug, info, warn};
 use crate::db::claim;
 use crate::db::dedicated::Dedicated;
 use crate::db::enqueue::validate_name;
-use crate::db::registry::Role;
+use crate::db::registry::{Bounds, Role};
+use crate::fence::Fence;
 use crate::error::{Error, Result};
 use crate::handler::Handlers;
 use crate::retry::RetryPolicy;
@@ -70,6 +73,10 @@ pub struct WorkerConfig {
     pub cancel_grace: Duration,
     /// How often the worker refreshes its registry row.
     pub heartbeat_interval: Duration,
+    /// The self-fence bound: a worker that cannot write its heartbeat for this long stops its running
+    /// jobs, and reapers wait this long plus [`crate::fence::MARGIN`] before they reset its rows on a
+    /// lost session (see [`crate::fence`]). At least three heartbeat intervals.
+    pub fence_after: Duration,
     /// Retry backoff.
     pub retry: RetryPolicy,
 }
@@ -91,8 +98,11 @@ impl WorkerConfig {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30 * 60);
     /// Default `cancel_grace`: 10 s (a command gets SIGTERM, then SIGKILL after 5 s).
     pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(10);
-    /// Default `heartbeat_interval`: 5 s.
-    pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(5);
+    /// Default `heartbeat_interval`: 2 s, so that five beats fit in the default fence bound and a
+    /// worker whose session dropped has re-registered long before it would have to stop its jobs.
+    pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(2);
+    /// Default `fence_after`: [`crate::fence::DEFAULT_BOUND`] (10 s).
+    pub const DEFAULT_FENCE_AFTER: Duration = crate::fence::DEFAULT_BOUND;
 
     fn validate(&self) -> Result<()> {
         if self.queues.is_empty() {
@@ -113,6 +123,14 @@ impl WorkerConfig {
                 "worker poll and heartbeat intervals must be above zero".into(),
             ));
         }
+        if self.fence_after < self.heartbeat_interval * 3 {
+            return Err(Error::InvalidArgument(format!(
+                "worker fence_after ({}) must be at least three heartbeat intervals ({}): a single \
+                 slow heartbeat would otherwise stop every running job",
+                humantime::format_duration(self.fence_after),
+                humantime::format_duration(self.heartbeat_interval * 3)
+            )));
+        }
         Ok(())
     }
 }
@@ -129,6 +147,7 @@ impl Default for WorkerConfig {
             default_timeout: Self::DEFAULT_TIMEOUT,
             cancel_grace: Self::DEFAULT_CANCEL_GRACE,
             heartbeat_interval: Self::DEFAULT_HEARTBEAT,
+            fence_after: Self::DEFAULT_FENCE_AFTER,
             retry: RetryPolicy::default(),
         }
     }
@@ -149,8 +168,11 @@ pub struct WorkerReport {
     pub cancelled: u64,
     /// Jobs handed back on shutdown.
     pub released: u64,
-    /// Finishes refused by the fence: the row had been taken away from this worker.
+    /// Jobs whose row was taken away from this worker: stopped as soon as that was seen, or refused
+    /// at the finish.
     pub lost: u64,
+    /// Jobs stopped by the self-fence (the worker could not confirm it was alive).
+    pub fenced: u64,
     /// Claims that failed after their internal retries (each one logged).
     pub claim_errors: u64,
 }
@@ -164,6 +186,7 @@ pub(crate) struct Counters {
     cancelled: AtomicU64,
     released: AtomicU64,
     lost: AtomicU64,
+    fenced: AtomicU64,
     claim_errors: AtomicU64,
 }
 
@@ -178,6 +201,7 @@ impl Counters {
             cancelled: g(&self.cancelled),
             released: g(&self.released),
             lost: g(&self.lost),
+            fenced: g(&self.fenced),
             claim_errors: g(&self.claim_errors),
         }
     }
@@ -201,25 +225,21 @@ pub(crate) struct Shared {
     pub(crate) counters: Counters,
     /// Signalled each time a job task ends, so a draining worker can claim again.
     pub(crate) job_ended: Notify,
-    /// Jobs whose outcome has been recorded, counted before their slot is given back.
-    pub(crate) jobs_ended: AtomicU64,
     /// Cancelled when the shutdown grace is over: running jobs must stop.
     pub(crate) hard_stop: CancellationToken,
-    /// Running jobs by id, each with the token an operator's cancel request trips.
-    pub(crate) running: std::sync::Mutex<std::collections::HashMap<u64, CancellationToken>>,
-    /// Held while a claim is made and its jobs entered in `running`, so that reconciling never sees a
-    /// half-registered claim.
+    /// What runs, what is held, what is uncertain.
+    pub(crate) ledger: ledger::Ledger,
+    /// The self-fence, confirmed by the heartbeat and the idle wait.
+    pub(crate) fence: Fence,
+    /// Held while a claim is made and its jobs entered in the ledger, so that reconciling never sees a
+    /// half-entered claim.
     claim_gate: tokio::sync::Mutex<()>,
-    /// Set when a claim may have committed without our seeing its rows.
-    uncertain_claims: std::sync::atomic::AtomicBool,
     /// Batches the done finishes.
     pub(crate) finisher: finisher::Finisher,
     /// Where an idle wait records the heartbeat it wrote (see [`Session::beat_recorder`]).
     beat_recorder: Arc<AtomicU64>,
     /// False once the server-side wait turned out to be unusable; idle polling then sleeps and probes.
     server_wait: std::sync::atomic::AtomicBool,
-    /// Jobs claimed and not yet recorded.
-    pub(crate) in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Worker {
@@ -254,18 +274,22 @@ impl Worker {
         };
         let token = session.token().to_string();
         let beat_recorder = session.beat_recorder();
+        let fence = session.fence().clone();
+        let fence_stop = CancellationToken::new();
+        let watchdog = fence.watch(fence_stop.clone());
         let beat_stop = CancellationToken::new();
-        let beat = tokio::spawn(session.heartbeat(self.cfg.heartbeat_interval, beat_stop.clone()));
+        let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
         info!(claim = %token, queues = ?self.cfg.queues, kinds = ?self.handlers.kinds(),
-              concurrency = self.cfg.concurrency, mode = ?self.cfg.mode, "worker started");
+              concurrency = self.cfg.concurrency, mode = ?self.cfg.mode,
+              fence_after = ?self.cfg.fence_after, "worker started");
 
         let hard_stop = CancellationToken::new();
         let finisher_stop = CancellationToken::new();
-        let in_flight = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ledger = ledger::Ledger::default();
         let (finisher, finisher_task) = finisher::Finisher::start(
             self.pool.clone(),
             token.clone(),
-            in_flight.clone(),
+            ledger.in_flight.clone(),
             finisher_stop.clone(),
             hard_stop.clone(),
         );
@@ -276,19 +300,17 @@ impl Worker {
             token,
             counters: Counters::default(),
             job_ended: Notify::new(),
-            jobs_ended: AtomicU64::new(0),
             hard_stop,
-            running: Default::default(),
+            ledger,
+            fence,
             claim_gate: tokio::sync::Mutex::new(()),
-            uncertain_claims: Default::default(),
             finisher,
             beat_recorder,
             server_wait: std::sync::atomic::AtomicBool::new(true),
-            in_flight,
         });
         let tracker = TaskTracker::new();
         let watch_stop = CancellationToken::new();
-        let watcher = tokio::spawn(watch_cancel_requests(shared.clone(), watch_stop.clone()));
+        let watcher = tokio::spawn(watch_claims(shared.clone(), watch_stop.clone()));
         let mut claim_conn = Dedicated::new(self.pool.clone());
         let result = fetch_loop(&shared, &mut claim_conn, &tracker, &shutdown).await;
         claim_conn.close().await;
@@ -319,6 +341,8 @@ impl Worker {
             source: std::io::Error::other(e),
         })?;
         session.close(&self.pool).await;
+        fence_stop.cancel();
+        let _ = tokio::task::spawn_blocking(move || watchdog.join()).await;
         let report = shared.counters.report();
         info!(?report, "worker stopped");
         result.map(|()| report)
@@ -341,7 +365,11 @@ impl Worker {
         loop {
             let attempt = async {
                 crate::db::migrate::ensure_migrated(&self.pool).await?;
-                Session::open(&self.pool, Role::Worker, &self.cfg.queues).await
+                let bounds = Bounds {
+                    heartbeat: self.cfg.heartbeat_interval,
+                    fence: self.cfg.fence_after,
+                };
+                Session::open(&self.pool, Role::Worker, &self.cfg.queues, bounds).await
             }
             .await;
             match attempt {
@@ -367,41 +395,45 @@ fn is_outage(e: &Error) -> bool {
     }
 }
 
-/// Polls for operators' cancel requests on this worker's running jobs, once a second while it runs any,
-/// and trips the jobs' cancel tokens. Also reconciles after a claim whose outcome was uncertain.
-async fn watch_cancel_requests(shared: Arc<Shared>, stop: CancellationToken) {
+/// Once a second while the worker runs jobs: reads which of its rows still carry its token, stops at
+/// once every copy whose row was taken away (a reaper reset it; running on would make two copies), and
+/// trips the jobs an operator asked to cancel. Also reconciles after a claim whose outcome was
+/// uncertain.
+async fn watch_claims(shared: Arc<Shared>, stop: CancellationToken) {
     const EVERY: Duration = Duration::from_secs(1);
     loop {
         if sleep_or_stop(EVERY, &stop).await {
             return;
         }
-        if shared.uncertain_claims.load(Ordering::SeqCst) {
+        if shared.ledger.is_uncertain() {
             reconcile(&shared).await;
         }
-        if shared
-            .running
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
-        {
+        // Taken before the read: a job claimed after it is not judged by a read that may predate it.
+        let running = shared.ledger.snapshot();
+        if running.is_empty() {
             continue;
         }
-        match crate::db::admin::cancel_requests(&shared.pool, &shared.token).await {
-            Ok(ids) => {
-                let running = shared.running.lock().unwrap_or_else(|e| e.into_inner());
-                for id in ids {
-                    if let Some(t) = running.get(&id) {
-                        if !t.is_cancelled() {
-                            info!(
-                                job_id = id,
-                                "cancel requested by an operator; stopping the job"
-                            );
-                        }
-                        t.cancel();
+        match claim::held_rows(&shared.pool, &shared.token).await {
+            Ok(held) => {
+                for &(id, attempt) in &running {
+                    let still_ours = held
+                        .iter()
+                        .any(|h| h.id == id && h.attempt == attempt);
+                    if !still_ours && shared.ledger.mark_lost(id, attempt) {
+                        warn!(job_id = id, attempt, claim = %shared.token,
+                              "claim lost: the row no longer carries this worker's token and attempt; stopping this copy");
                     }
                 }
+                let wanted: Vec<u64> = held
+                    .iter()
+                    .filter(|h| h.cancel_requested)
+                    .map(|h| h.id)
+                    .collect();
+                for id in shared.ledger.request_cancel(&wanted) {
+                    info!(job_id = id, "cancel requested by an operator; stopping the job");
+                }
             }
-            Err(e) => debug!(error = %e, "could not read cancel requests"),
+            Err(e) => debug!(error = %e, "could not read this worker's claims"),
         }
     }
 }
@@ -411,19 +443,18 @@ async fn watch_cancel_requests(shared: Arc<Shared>, stop: CancellationToken) {
 /// of a live worker, which no reaper touches.
 async fn reconcile(shared: &Shared) {
     let _gate = shared.claim_gate.lock().await;
-    let held = match claim::held_by(&shared.pool, &shared.token).await {
+    let held = match claim::held_rows(&shared.pool, &shared.token).await {
         Ok(h) => h,
         Err(e) => {
             debug!(error = %e, "cannot reconcile claims yet");
             return;
         }
     };
-    let unknown: Vec<(u64, u16)> = {
-        let running = shared.running.lock().unwrap_or_else(|e| e.into_inner());
-        held.into_iter()
-            .filter(|(id, _)| !running.contains_key(id))
-            .collect()
-    };
+    let unknown: Vec<(u64, u16)> = held
+        .into_iter()
+        .filter(|h| !shared.ledger.runs(h.id))
+        .map(|h| (h.id, h.attempt))
+        .collect();
     for (id, attempt) in unknown {
         match crate::db::finish::finish(
             &shared.pool,
@@ -445,7 +476,7 @@ async fn reconcile(shared: &Shared) {
             }
         }
     }
-    shared.uncertain_claims.store(false, Ordering::SeqCst);
+    shared.ledger.clear_uncertain();
 }
 
 /// Claims while there is room and work; returns when drained or told to stop.
@@ -478,6 +509,15 @@ async fn fetch_loop(
                 None => return Ok(()),
             }
         }
+        // Register before claiming, always: while the session is being rebuilt, or with less than half
+        // the fence bound left, a claim could take jobs that the fence would stop a moment later or that
+        // a reaper is entitled to reset.
+        if !shared.fence.may_claim() {
+            if wait_for_fence(shared, shutdown).await {
+                return Ok(());
+            }
+            continue;
+        }
         let first = tokio::select! {
             biased;
             () = shutdown.cancelled() => return Ok(()),
@@ -502,7 +542,7 @@ async fn fetch_loop(
         }
 
         let gate = shared.claim_gate.lock().await;
-        let ended_before_claim = shared.jobs_ended.load(Ordering::SeqCst);
+        let ended_before_claim = shared.ledger.ended.load(Ordering::SeqCst);
         let claimed = match claim_some(shared, conn, &kinds, permits.len() as u32, probing).await {
             Ok(jobs) => {
                 error_wait = Duration::from_millis(100);
@@ -537,7 +577,7 @@ async fn fetch_loop(
                     // Drained only if nothing ran while we looked: a job that ended during the claim
                     // may have left a retry, or enqueued more, that the claim did not see.
                     if slots.available_permits() == cfg.concurrency as usize
-                        && shared.jobs_ended.load(Ordering::SeqCst) == ended_before_claim
+                        && shared.ledger.ended.load(Ordering::SeqCst) == ended_before_claim
                     {
                         debug!("nothing due; drained");
                         return Ok(());
@@ -573,21 +613,29 @@ async fn fetch_loop(
             .claimed
             .fetch_add(claimed.len() as u64, Ordering::Relaxed);
         for (job, permit) in claimed.into_iter().zip(permits) {
-            let cancel_request = CancellationToken::new();
-            shared
-                .running
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(job.id, cancel_request.clone());
-            shared.in_flight.fetch_add(1, Ordering::Relaxed);
+            let (entry, older) = shared.ledger.enter(job.id, job.attempt());
             tracker.spawn(execute::run_job(
                 shared.clone(),
                 job,
                 permit,
-                cancel_request,
+                entry,
+                older,
             ));
         }
     }
+}
+
+/// Waits until the fence allows claims again; true on shutdown.
+async fn wait_for_fence(shared: &Shared, shutdown: &CancellationToken) -> bool {
+    info!(since_confirmed = ?shared.fence.since_confirmed(),
+          "not claiming until this worker is registered on a live session again");
+    while !shared.fence.may_claim() {
+        if sleep_or_stop(Duration::from_millis(50), shutdown).await {
+            return true;
+        }
+    }
+    info!("registered on a live session; claiming again");
+    false
 }
 
 /// Idle waits until work is due (`Some(false)`: claim at once), until the server-side wait turns out to
@@ -645,6 +693,7 @@ async fn idle_wait_for_work(
         let beat_due = crate::session::now_millis().saturating_sub(last_beat)
             >= shared.cfg.heartbeat_interval.as_millis() as u64 / 2;
         let token = beat_due.then_some(shared.token.as_str());
+        let sent = Instant::now();
         let call = claim::wait_for_work(conn, token, &shared.cfg.queues, kinds, wait);
         let result = tokio::select! {
             biased;
@@ -653,7 +702,10 @@ async fn idle_wait_for_work(
         };
         match result {
             Ok(due) => {
-                if beat_due {
+                // The wait cannot tell whether the registry row is there; its heartbeat confirms the
+                // fence only while the anchor session says it is.
+                if beat_due && shared.fence.is_healthy() {
+                    shared.fence.confirm(sent);
                     shared
                         .beat_recorder
                         .store(crate::session::now_millis(), Ordering::Relaxed);
@@ -705,7 +757,7 @@ async fn claim_some(
                 queue,
                 kinds,
                 want,
-                &shared.uncertain_claims,
+                shared.ledger.uncertain_flag(),
             )
             .await?,
         );

@@ -108,14 +108,15 @@ async fn a_cancel_requested_for_a_job_whose_worker_died_ends_it_cancelled() {
         cancel_job(&db.pool, 1).await.unwrap(),
         CancelOutcome::Requested
     );
+    db.age_ghost_claims().await;
     let mut reaper = Reaper::new(
         db.pool.clone(),
         ReaperConfig {
-            confirm_delay: Duration::from_millis(50),
             retention: None,
             ..ReaperConfig::default()
         },
-    );
+    )
+    .unwrap();
     reaper.run_once().await.unwrap();
     assert_eq!(db.states().await, "cancelled=1");
 }

@@ -68,6 +68,17 @@ impl TestDb {
             .unwrap()
     }
 
+    /// Makes the claims of unregistered ("ghost") claimants an hour old, the way River's tests plant
+    /// rows relative to the horizon: a reaper waits out the lease before it resets the rows of a
+    /// claimant it knows nothing of.
+    pub async fn age_ghost_claims(&self) {
+        self.exec(
+            "UPDATE job_queue SET claimed_at = claimed_at - INTERVAL 1 HOUR \
+             WHERE claim LIKE 'ghost%' AND state = 'running'",
+        )
+        .await;
+    }
+
     /// Runs `sql` and returns one value.
     pub async fn scalar<T>(&self, sql: &str) -> T
     where

@@ -27,11 +27,11 @@ fn quick_reaper(db: &TestDb) -> Reaper {
     Reaper::new(
         db.pool.clone(),
         ReaperConfig {
-            confirm_delay: Duration::from_millis(100),
             retention: None,
             ..ReaperConfig::default()
         },
     )
+    .unwrap()
 }
 
 #[tokio::test]
@@ -56,7 +56,7 @@ async fn a_sigkilled_workers_job_is_runnable_within_two_intervals_and_runs_again
     .await;
 
     let stop = CancellationToken::new();
-    let reaper = Reaper::new(db.pool.clone(), ReaperConfig::default());
+    let reaper = Reaper::new(db.pool.clone(), ReaperConfig::default()).unwrap();
     let reaper_task = tokio::spawn(reaper.run(stop.clone()));
     kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
     let killed_at = Instant::now();
@@ -143,6 +143,7 @@ async fn two_reapers_at_once_reset_each_row_once() {
             .await
             .unwrap();
     }
+    db.age_ghost_claims().await;
     let mut a = quick_reaper(&db);
     let mut b = quick_reaper(&db);
     let (ra, rb) = tokio::join!(a.run_once(), b.run_once());
@@ -167,14 +168,8 @@ async fn a_reaper_racing_a_late_finish_never_lets_both_win() {
             .await
             .unwrap()
             .remove(0);
-        let mut reaper = Reaper::new(
-            db.pool.clone(),
-            ReaperConfig {
-                confirm_delay: Duration::from_millis(u64::from(round % 5)),
-                retention: None,
-                ..ReaperConfig::default()
-            },
-        );
+        db.age_ghost_claims().await;
+        let mut reaper = quick_reaper(&db);
         let pool = db.pool.clone();
         let (reaped, finished) = tokio::join!(reaper.run_once(), async {
             tokio::time::sleep(Duration::from_millis(u64::from(round % 7))).await;
@@ -207,6 +202,7 @@ async fn a_job_that_kills_its_worker_every_time_ends_dead() {
                 .len(),
             1
         );
+        db.age_ghost_claims().await;
         reaper.run_once().await.unwrap();
     }
     let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
@@ -263,6 +259,7 @@ async fn the_reaper_binary_runs_once_and_prunes() {
     claim_batch(&db.pool, &ghost(7), "default", &["k".to_string()], 1)
         .await
         .unwrap();
+    db.age_ghost_claims().await;
     let out = jobq(Some(&db.url), &["reaper", "--once"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

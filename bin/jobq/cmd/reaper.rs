@@ -18,6 +18,11 @@ pub fn config(env: &Env, args: &ReaperArgs) -> ReaperConfig {
             .unwrap_or(d.interval),
         lease: args.lease.or(file.lease.map(|x| x.0)).unwrap_or(d.lease),
         session_signals: !args.no_session_signals && file.session_signals.unwrap_or(true),
+        heartbeat_interval: env
+            .config
+            .worker
+            .heartbeat_interval
+            .map_or(d.heartbeat_interval, |x| x.0),
         retention: Some(env.config.retention()),
         ..d
     }
@@ -25,8 +30,9 @@ pub fn config(env: &Env, args: &ReaperArgs) -> ReaperConfig {
 
 pub async fn run(env: &Env, args: ReaperArgs) -> Result<()> {
     let cfg = config(env, &args);
+    cfg.validate()?;
     let pool = env.migrated_pool(4).await?;
-    let mut reaper = Reaper::new(pool.clone(), cfg);
+    let mut reaper = Reaper::new(pool.clone(), cfg)?;
     if args.once {
         let report = reaper.run_once().await?;
         println!(

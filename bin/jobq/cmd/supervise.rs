@@ -40,7 +40,7 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
         }
     });
 
-    let reaper = args.reaper.then(|| {
+    let reaper = if args.reaper {
         let reaper_args = ReaperArgs {
             once: false,
             forever: true,
@@ -48,9 +48,11 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
             lease: None,
             no_session_signals: false,
         };
-        let r = Reaper::new(pool.clone(), super::reaper::config(env, &reaper_args));
-        tokio::spawn(r.run(shutdown.clone()))
-    });
+        let r = Reaper::new(pool.clone(), super::reaper::config(env, &reaper_args))?;
+        Some(tokio::spawn(r.run(shutdown.clone())))
+    } else {
+        None
+    };
     let scheduler = if args.scheduler {
         let sched_args = SchedulerArgs {
             forever: true,

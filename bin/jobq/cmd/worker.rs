@@ -41,6 +41,7 @@ pub fn config(env: &Env, args: &WorkerOptions, forever: bool) -> WorkerConfig {
         heartbeat_interval: file
             .heartbeat_interval
             .map_or(defaults.heartbeat_interval, |d| d.0),
+        fence_after: file.fence_after.map_or(defaults.fence_after, |d| d.0),
         retry: RetryPolicy {
             base: env
                 .config

@@ -1,0 +1,189 @@
+//! The claim ledger: what a worker runs, what it holds, and what it is unsure of.
+//!
+//! One entry per claimed attempt, keyed by job id *and* attempt: if a row is taken away from this
+//! worker (a reaper reset it) and this same worker claims it again, the old copy and the new one are two
+//! entries, and the new one starts only when the old one has ended. Together with self-fencing this is
+//! what keeps a job from running twice at once inside one worker.
+//!
+//! Every entry carries three tokens: an operator's cancel request, the claim being lost (the row no
+//! longer carries this worker's token and attempt), and the copy having ended.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio_util::sync::CancellationToken;
+
+/// The tokens one running attempt watches.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    /// Tripped by an operator's cancel request.
+    pub(crate) cancel_request: CancellationToken,
+    /// Tripped when the row no longer carries this worker's token and attempt.
+    pub(crate) lost: CancellationToken,
+    /// Cancelled when this attempt's task has ended.
+    pub(crate) ended: CancellationToken,
+    /// Set once the handler has returned and the outcome is being recorded: a row that stops carrying
+    /// the token then was finished by this worker, not taken away.
+    recording: Arc<AtomicBool>,
+}
+
+impl Entry {
+    /// Marks the handler as returned: from now on the row may change under our own finish.
+    pub(crate) fn recording(&self) {
+        self.recording.store(true, Ordering::SeqCst);
+    }
+}
+
+/// See the module docs.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    entries: Mutex<HashMap<(u64, u16), Entry>>,
+    /// Set when a claim may have committed without our seeing its rows.
+    uncertain: AtomicBool,
+    /// Jobs claimed and not yet recorded (the finisher lingers only while some are).
+    pub(crate) in_flight: Arc<AtomicUsize>,
+    /// Jobs whose outcome has been recorded, counted before their slot is given back.
+    pub(crate) ended: AtomicU64,
+}
+
+impl Ledger {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(u64, u16), Entry>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Enters a claimed attempt. Returns its entry and, when an older attempt of the same job is still
+    /// running here, that attempt's `ended` token (the new copy must wait for it).
+    pub(crate) fn enter(&self, id: u64, attempt: u16) -> (Entry, Option<CancellationToken>) {
+        let entry = Entry {
+            cancel_request: CancellationToken::new(),
+            lost: CancellationToken::new(),
+            ended: CancellationToken::new(),
+            recording: Arc::default(),
+        };
+        let mut entries = self.lock();
+        let older = entries
+            .iter()
+            .filter(|((i, a), _)| *i == id && *a != attempt)
+            .map(|(_, e)| {
+                // A newer claim of the same row proves the older one is lost.
+                e.lost.cancel();
+                e.ended.clone()
+            })
+            .next();
+        entries.insert((id, attempt), entry.clone());
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        (entry, older)
+    }
+
+    /// Removes an attempt whose outcome has been recorded (or given up on).
+    pub(crate) fn leave(&self, id: u64, attempt: u16) {
+        if let Some(e) = self.lock().remove(&(id, attempt)) {
+            e.ended.cancel();
+        }
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.ended.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Whether nothing runs.
+    #[cfg(test)]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    /// Whether this job id runs here, in any attempt.
+    pub(crate) fn runs(&self, id: u64) -> bool {
+        self.lock().keys().any(|(i, _)| *i == id)
+    }
+
+    /// The attempts running now whose handler has not returned yet.
+    pub(crate) fn snapshot(&self) -> Vec<(u64, u16)> {
+        self.lock()
+            .iter()
+            .filter(|(_, e)| !e.recording.load(Ordering::SeqCst))
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    /// Trips the cancel requests of these job ids; returns the ids newly told to stop.
+    pub(crate) fn request_cancel(&self, ids: &[u64]) -> Vec<u64> {
+        let entries = self.lock();
+        let mut told = Vec::new();
+        for ((id, _), e) in entries.iter() {
+            if ids.contains(id) && !e.cancel_request.is_cancelled() {
+                e.cancel_request.cancel();
+                told.push(*id);
+            }
+        }
+        told
+    }
+
+    /// Marks an attempt lost unless its handler has already returned; true if it was newly marked.
+    pub(crate) fn mark_lost(&self, id: u64, attempt: u16) -> bool {
+        let entries = self.lock();
+        match entries.get(&(id, attempt)) {
+            Some(e) if !e.recording.load(Ordering::SeqCst) && !e.lost.is_cancelled() => {
+                e.lost.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The flag a claim raises when its outcome is unknown (see `claim_batch_watched`).
+    pub(crate) fn uncertain_flag(&self) -> &AtomicBool {
+        &self.uncertain
+    }
+
+    /// Whether a reconcile is due.
+    pub(crate) fn is_uncertain(&self) -> bool {
+        self.uncertain.load(Ordering::SeqCst)
+    }
+
+    /// Clears the flag after a reconcile.
+    pub(crate) fn clear_uncertain(&self) {
+        self.uncertain.store(false, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_claim_of_a_running_job_marks_the_first_lost_and_waits_for_it() {
+        let l = Ledger::default();
+        let (first, older) = l.enter(7, 1);
+        assert!(older.is_none());
+        let (_second, older) = l.enter(7, 2);
+        assert!(first.lost.is_cancelled());
+        let older = older.expect("the first copy is still running");
+        assert!(!older.is_cancelled());
+        l.leave(7, 1);
+        assert!(older.is_cancelled());
+        assert!(l.runs(7));
+        l.leave(7, 2);
+        assert!(l.is_empty());
+    }
+
+    #[test]
+    fn a_returned_handler_is_never_marked_lost() {
+        let l = Ledger::default();
+        let (e, _) = l.enter(1, 1);
+        e.recording();
+        assert!(!l.mark_lost(1, 1));
+        assert!(l.snapshot().is_empty());
+        let (_e2, _) = l.enter(2, 1);
+        assert!(l.mark_lost(2, 1));
+        assert!(!l.mark_lost(2, 1), "only once");
+    }
+
+    #[test]
+    fn cancel_requests_reach_every_attempt_of_the_id_once() {
+        let l = Ledger::default();
+        let (a, _) = l.enter(3, 1);
+        assert_eq!(l.request_cancel(&[3, 4]), vec![3]);
+        assert!(a.cancel_request.is_cancelled());
+        assert!(l.request_cancel(&[3]).is_empty());
+    }
+}
