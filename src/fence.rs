@@ -225,7 +225,10 @@ mod tests {
         assert!(!fence.may_claim());
         fence.confirm(Instant::now());
         assert!(fence.may_claim());
-        assert!(!fence.token().is_cancelled(), "a fresh token after re-arming");
+        assert!(
+            !fence.token().is_cancelled(),
+            "a fresh token after re-arming"
+        );
         assert!(first.is_cancelled());
         stop.cancel();
         dog.join().unwrap();

@@ -91,7 +91,8 @@ impl ReaperConfig {
             && r.is_zero()
         {
             return Err(Error::InvalidArgument(
-                "retention must be above zero (leave it unset to keep finished jobs forever)".into(),
+                "retention must be above zero (leave it unset to keep finished jobs forever)"
+                    .into(),
             ));
         }
         Ok(())
@@ -153,7 +154,13 @@ impl Reaper {
     /// Registers as a reaper for as long as it runs.
     pub async fn run(mut self, shutdown: CancellationToken) -> Result<()> {
         crate::db::migrate::ensure_migrated(&self.pool).await?;
-        let session = Session::open(&self.pool, Role::Reaper, &[], crate::db::registry::Bounds::service()).await?;
+        let session = Session::open(
+            &self.pool,
+            Role::Reaper,
+            &[],
+            crate::db::registry::Bounds::service(),
+        )
+        .await?;
         let beat_stop = CancellationToken::new();
         let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
         info!(interval = ?self.cfg.interval, lease = ?self.cfg.lease, "reaper started");

@@ -16,9 +16,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::db::registry::{Bounds, Role};
-use crate::fence::Fence;
 use crate::db::{self, registry};
 use crate::error::Result;
+use crate::fence::Fence;
 use crate::token::{ClaimToken, ServerIdentity};
 
 /// A registered process's anchor session.

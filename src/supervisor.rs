@@ -118,7 +118,13 @@ impl Supervisor {
         shutdown: CancellationToken,
         mut reload: mpsc::Receiver<()>,
     ) -> Result<SupervisorReport> {
-        let session = Session::open(&self.pool, Role::Supervisor, &[], crate::db::registry::Bounds::service()).await?;
+        let session = Session::open(
+            &self.pool,
+            Role::Supervisor,
+            &[],
+            crate::db::registry::Bounds::service(),
+        )
+        .await?;
         let beat_stop = CancellationToken::new();
         let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
         let (exit_tx, mut exits) =

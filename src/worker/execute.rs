@@ -39,7 +39,10 @@ pub(super) async fn run_job(
 ) {
     let attempt = job.attempt();
     if let Some(older) = older {
-        warn!(job_id = job.id, attempt, "claimed again while an earlier copy still stops here; waiting for it");
+        warn!(
+            job_id = job.id,
+            attempt, "claimed again while an earlier copy still stops here; waiting for it"
+        );
         tokio::select! {
             () = older.cancelled() => {}
             () = shared.hard_stop.cancelled() => {}
@@ -125,7 +128,12 @@ async fn run_handler(
 }
 
 /// Turns how the handler ended into what happens to the row; `None` when the row is no longer ours.
-fn decide(shared: &Shared, job: &ClaimedJob, ended: Ended, cancel_requested: bool) -> Option<Finish> {
+fn decide(
+    shared: &Shared,
+    job: &ClaimedJob,
+    ended: Ended,
+    cancel_requested: bool,
+) -> Option<Finish> {
     let attempt = job.attempt();
     let cancelled = || Finish::Cancelled {
         reason: "cancelled by an operator while it ran".into(),

@@ -21,8 +21,8 @@ mod ledger;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
 use std::time::Duration;
+use std::time::Instant;
 
 use sqlx::MySqlPool;
 use tokio::sync::{Notify, Semaphore};
@@ -34,8 +34,8 @@ use crate::db::claim;
 use crate::db::dedicated::Dedicated;
 use crate::db::enqueue::validate_name;
 use crate::db::registry::{Bounds, Role};
-use crate::fence::Fence;
 use crate::error::{Error, Result};
+use crate::fence::Fence;
 use crate::handler::Handlers;
 use crate::retry::RetryPolicy;
 
@@ -416,9 +416,7 @@ async fn watch_claims(shared: Arc<Shared>, stop: CancellationToken) {
         match claim::held_rows(&shared.pool, &shared.token).await {
             Ok(held) => {
                 for &(id, attempt) in &running {
-                    let still_ours = held
-                        .iter()
-                        .any(|h| h.id == id && h.attempt == attempt);
+                    let still_ours = held.iter().any(|h| h.id == id && h.attempt == attempt);
                     if !still_ours && shared.ledger.mark_lost(id, attempt) {
                         warn!(job_id = id, attempt, claim = %shared.token,
                               "claim lost: the row no longer carries this worker's token and attempt; stopping this copy");
@@ -430,7 +428,10 @@ async fn watch_claims(shared: Arc<Shared>, stop: CancellationToken) {
                     .map(|h| h.id)
                     .collect();
                 for id in shared.ledger.request_cancel(&wanted) {
-                    info!(job_id = id, "cancel requested by an operator; stopping the job");
+                    info!(
+                        job_id = id,
+                        "cancel requested by an operator; stopping the job"
+                    );
                 }
             }
             Err(e) => debug!(error = %e, "could not read this worker's claims"),
@@ -614,13 +615,7 @@ async fn fetch_loop(
             .fetch_add(claimed.len() as u64, Ordering::Relaxed);
         for (job, permit) in claimed.into_iter().zip(permits) {
             let (entry, older) = shared.ledger.enter(job.id, job.attempt());
-            tracker.spawn(execute::run_job(
-                shared.clone(),
-                job,
-                permit,
-                entry,
-                older,
-            ));
+            tracker.spawn(execute::run_job(shared.clone(), job, permit, entry, older));
         }
     }
 }

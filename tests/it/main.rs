@@ -23,6 +23,8 @@ mod reaper;
 mod cancel;
 // The supervisor: N workers through crashes.
 mod supervisor;
+// The promise under partial failure: killed sessions, killed workers, network cuts, lost rows.
+mod partial_failure;
 // Restarting the database server under running workers.
 mod restart;
 // The scheduler: exactly one job per planned time, policies, DST, racing schedulers, the CLI.

@@ -1,0 +1,448 @@
+//! The promise under partial failure: a job runs twice only when the process running it died, and
+//! never two copies at once. Sessions killed under a live worker, a worker SIGKILLed mid-command, the
+//! network cut between a worker and the server, a row taken away from a live worker.
+//!
+//! Command jobs here detect overlap themselves: each copy holds an exclusive `flock` on a file for as
+//! long as any process of it lives (the lock's descriptor is inherited by everything it starts), and a
+//! copy that cannot take the lock at once records `OVERLAP`.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use jobq::reaper::{Reaper, ReaperConfig};
+use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+
+use crate::common::{TestDb, jobq, scratch_dir, wait_output, wait_until, write_config};
+
+/// A handler config whose job holds `lock` while it runs; attempt 1 runs `first` seconds, later ones 1.
+fn overlap_detecting_config(dir: &Path, first: u32) -> std::path::PathBuf {
+    write_config(
+        dir,
+        &format!(
+            "[handlers.guarded]\ncommand = [\"sh\", \"-c\", \"\"\"\
+             exec 9>>{d}/lock\n\
+             if ! flock -n 9; then echo OVERLAP:$JOBQ_ATTEMPT >> {d}/effects; exit 1; fi\n\
+             echo start:$JOBQ_ATTEMPT:$$ >> {d}/effects\n\
+             if [ $JOBQ_ATTEMPT -gt 1 ]; then sleep 1; else sleep {first}; fi\n\
+             echo end:$JOBQ_ATTEMPT >> {d}/effects\n\"\"\"]\n",
+            d = dir.display()
+        ),
+    )
+}
+
+/// `jobq -v worker --forever` with its log in `dir/worker.log` (named in failure messages).
+fn spawn_worker(url: &str, cfg: &Path, dir: &Path) -> std::process::Child {
+    let log = std::fs::File::create(dir.join("worker.log")).unwrap();
+    jobq(
+        Some(url),
+        &[
+            "-v",
+            "worker",
+            "--forever",
+            "--config",
+            cfg.to_str().unwrap(),
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(log)
+    .spawn()
+    .unwrap()
+}
+
+/// Waits for the worker to exit after SIGTERM; its log is in `dir/worker.log`. The wait runs on a
+/// blocking thread: the relay's tasks live on this test's runtime and must keep running meanwhile.
+async fn stop_worker(worker: std::process::Child, dir: &Path) -> String {
+    eprintln!("worker log: {}", dir.join("worker.log").display());
+    kill(Pid::from_raw(worker.id() as i32), Signal::SIGTERM).unwrap();
+    let out = tokio::task::spawn_blocking(move || wait_output(worker, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    let log = std::fs::read_to_string(dir.join("worker.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "worker exited with {}; log in {}",
+        out.status,
+        dir.join("worker.log").display()
+    );
+    log
+}
+
+fn effects(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("effects")).unwrap_or_default()
+}
+
+/// Whether some process still holds the job's lock.
+fn lock_held(dir: &Path) -> bool {
+    !std::process::Command::new("flock")
+        .arg("-n")
+        .arg(dir.join("lock"))
+        .arg("true")
+        .status()
+        .unwrap()
+        .success()
+}
+
+fn reaper(db: &TestDb) -> (tokio::task::JoinHandle<jobq::Result<()>>, CancellationToken) {
+    let stop = CancellationToken::new();
+    let r = Reaper::new(
+        db.pool.clone(),
+        ReaperConfig {
+            retention: None,
+            ..ReaperConfig::default()
+        },
+    )
+    .unwrap();
+    (tokio::spawn(r.run(stop.clone())), stop)
+}
+
+/// A TCP relay to the database that the test can cut like a network: on `cut`, the server side of
+/// every connection is closed (the server ends those sessions) while the client side stays open and
+/// silent, as a partition looks to a client; new connections hang. On `heal`, the silent client sides
+/// are closed (the client's next packet meets a reset) and new connections go through again.
+struct CutRelay {
+    port: u16,
+    cut: watch::Sender<bool>,
+    /// Local ports of the relay's connections to the server, which the processlist shows as the
+    /// sessions' client ports.
+    server_ports: Arc<std::sync::Mutex<HashSet<u16>>>,
+}
+
+impl CutRelay {
+    async fn start(url: &str) -> CutRelay {
+        let opts: sqlx::mysql::MySqlConnectOptions = url.parse().unwrap();
+        let (host, port) = (opts.get_host().to_string(), opts.get_port());
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let local = listener.local_addr().unwrap().port();
+        let (cut, rx) = watch::channel(false);
+        let server_ports: Arc<std::sync::Mutex<HashSet<u16>>> = Arc::default();
+        let ports = server_ports.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
+                let mut rx = rx.clone();
+                if *rx.borrow() {
+                    tokio::spawn(async move {
+                        let _ = rx.wait_for(|c| !*c).await;
+                        drop(client);
+                    });
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect((host.as_str(), port)).await else {
+                    continue;
+                };
+                let server_port = server.local_addr().unwrap().port();
+                ports.lock().unwrap().insert(server_port);
+                let ports = ports.clone();
+                tokio::spawn(async move {
+                    let (mut cr, mut cw) = client.into_split();
+                    let (mut sr, mut sw) = server.into_split();
+                    let was_cut = tokio::select! {
+                        _ = async {
+                            tokio::join!(
+                                async { let _ = tokio::io::copy(&mut sr, &mut cw).await; let _ = cw.shutdown().await; },
+                                async { let _ = tokio::io::copy(&mut cr, &mut sw).await; let _ = sw.shutdown().await; },
+                            )
+                        } => false,
+                        r = rx.wait_for(|c| *c) => r.is_ok(),
+                    };
+                    if was_cut {
+                        drop((sr, sw));
+                        let _ = rx.wait_for(|c| !*c).await;
+                    }
+                    ports.lock().unwrap().remove(&server_port);
+                });
+            }
+        });
+        CutRelay {
+            port: local,
+            cut,
+            server_ports,
+        }
+    }
+
+    /// `url` pointed at the relay.
+    fn url(&self, url: &str) -> String {
+        let (head, db) = url.rsplit_once('/').unwrap();
+        let (scheme_user, _) = head.rsplit_once('@').unwrap();
+        format!("{scheme_user}@127.0.0.1:{}/{db}", self.port)
+    }
+
+    fn cut(&self) {
+        self.cut.send_replace(true);
+    }
+
+    fn heal(&self) {
+        self.cut.send_replace(false);
+    }
+
+    /// `KILL CONNECTION` of every session that goes through the relay; returns how many.
+    async fn kill_sessions(&self, db: &TestDb) -> usize {
+        let ports: Vec<u16> = self.server_ports.lock().unwrap().iter().copied().collect();
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT CAST(ID AS CHAR), HOST FROM information_schema.PROCESSLIST WHERE HOST LIKE '%:%'",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        let mut killed = 0;
+        for (id, host) in rows {
+            let port: Option<u16> = host.rsplit(':').next().and_then(|p| p.parse().ok());
+            if port.is_some_and(|p| ports.contains(&p)) {
+                let _ = sqlx::query(&format!("KILL CONNECTION {id}"))
+                    .execute(&db.pool)
+                    .await;
+                killed += 1;
+            }
+        }
+        killed
+    }
+}
+
+/// A live worker whose every session is killed (a proxy restart, `wait_timeout`, a DBA) re-registers
+/// on new sessions and finishes its job; the reaper never hands the job on meanwhile.
+#[tokio::test]
+async fn a_live_worker_whose_sessions_are_killed_runs_its_job_once() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = overlap_detecting_config(&dir, 8);
+    let relay = CutRelay::start(&db.url).await;
+    db.exec("INSERT INTO job_queue (kind) VALUES ('guarded')")
+        .await;
+    let (reaper_task, reaper_stop) = reaper(&db);
+    let worker = spawn_worker(&relay.url(&db.url), &cfg, &dir);
+    wait_until("the job running", Duration::from_secs(10), || async {
+        effects(&dir).contains("start:1")
+    })
+    .await;
+    // Twice, a couple of seconds apart, as a flapping proxy would.
+    for _ in 0..2 {
+        assert!(relay.kill_sessions(&db).await >= 2, "the worker's sessions");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    wait_until("the job done", Duration::from_secs(30), || async {
+        db.states().await == "done=1"
+    })
+    .await;
+    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    let log = effects(&dir);
+    assert_eq!(job.attempts, 1, "ran once: {log}");
+    assert!(!log.contains("OVERLAP"), "{log}");
+    assert_eq!(log.matches("start:").count(), 1, "{log}");
+    // The worker is still registered (the reaper did not take it for dead).
+    let workers: i64 = db
+        .scalar("SELECT COUNT(*) FROM jobq_processes WHERE role = 'worker'")
+        .await;
+    assert_eq!(workers, 1);
+    stop_worker(worker, &dir).await;
+    reaper_stop.cancel();
+    reaper_task.await.unwrap().unwrap();
+}
+
+/// A SIGKILLed worker's command dies with it (through the exec shim), so the retry never runs beside
+/// it, even with one attempt only.
+#[tokio::test]
+async fn a_sigkilled_workers_command_dies_with_it() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = overlap_detecting_config(&dir, 60);
+    db.exec("INSERT INTO job_queue (kind, max_attempts) VALUES ('guarded', 2)")
+        .await;
+    let worker = spawn_worker(&db.url, &cfg, &dir);
+    wait_until("the job running", Duration::from_secs(10), || async {
+        effects(&dir).contains("start:1")
+    })
+    .await;
+    assert!(lock_held(&dir));
+    let pid: u32 = effects(&dir)
+        .trim()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
+    let killed = Instant::now();
+    let _ = tokio::task::spawn_blocking(move || wait_output(worker, Duration::from_secs(5))).await;
+    wait_until("the command gone", Duration::from_secs(1), || async {
+        // A zombie (dead, not yet reaped by init) counts as gone.
+        !lock_held(&dir)
+            && jobq::liveness::local_process(pid, None) == jobq::liveness::ProcessState::Dead
+    })
+    .await;
+    let gone_after = killed.elapsed();
+    assert!(gone_after < Duration::from_secs(1), "{gone_after:?}");
+
+    // The reaper on this host sees the process gone and hands the job on; the next worker runs it.
+    let (reaper_task, reaper_stop) = reaper(&db);
+    wait_until("the job queued again", Duration::from_secs(10), || async {
+        db.states().await == "queued=1"
+    })
+    .await;
+    reaper_stop.cancel();
+    reaper_task.await.unwrap().unwrap();
+    let out = jobq(
+        Some(&db.url),
+        &["worker", "--config", cfg.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(db.states().await, "done=1");
+    let log = effects(&dir);
+    assert!(!log.contains("OVERLAP"), "{log}");
+    assert!(
+        !log.contains("end:1"),
+        "the first copy never finished: {log}"
+    );
+    assert!(log.contains("end:2"), "{log}");
+}
+
+/// A network cut longer than the fence: the worker stops its job itself before the reaper (which
+/// sees the sessions gone at once) may hand it on, and runs it again once the network is back.
+#[tokio::test]
+async fn a_network_cut_longer_than_the_fence_stops_the_job_before_it_is_handed_on() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = overlap_detecting_config(&dir, 60);
+    let relay = CutRelay::start(&db.url).await;
+    db.exec("INSERT INTO job_queue (kind) VALUES ('guarded')")
+        .await;
+    let (reaper_task, reaper_stop) = reaper(&db);
+    let worker = spawn_worker(&relay.url(&db.url), &cfg, &dir);
+    wait_until("the job running", Duration::from_secs(10), || async {
+        effects(&dir).contains("start:1")
+    })
+    .await;
+    relay.cut();
+    let cut_at = Instant::now();
+    // The reaper may reset the row only after the worker's fence (10 s) plus the margin (2 s) from
+    // its last heartbeat; by then the first copy must be gone.
+    wait_until("the row reset", Duration::from_secs(20), || async {
+        db.states().await == "queued=1"
+    })
+    .await;
+    let reset_after = cut_at.elapsed();
+    assert!(
+        !lock_held(&dir),
+        "the first copy still runs after the reset"
+    );
+    assert!(
+        reset_after >= WorkerConfig::DEFAULT_FENCE_AFTER,
+        "reset {reset_after:?} after the cut"
+    );
+    relay.heal();
+    wait_until("the job done", Duration::from_secs(30), || async {
+        db.states().await == "done=1"
+    })
+    .await;
+    let log = effects(&dir);
+    assert!(!log.contains("OVERLAP"), "{log}");
+    assert!(!log.contains("end:1"), "the first copy was stopped: {log}");
+    let log = stop_worker(worker, &dir).await;
+    assert!(log.contains("cannot confirm liveness"), "{log}");
+    reaper_stop.cancel();
+    reaper_task.await.unwrap().unwrap();
+}
+
+/// A cut shorter than the fence is ridden out: the job is neither stopped nor handed on.
+#[tokio::test]
+async fn a_network_cut_shorter_than_the_fence_is_ridden_out() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = overlap_detecting_config(&dir, 10);
+    let relay = CutRelay::start(&db.url).await;
+    db.exec("INSERT INTO job_queue (kind) VALUES ('guarded')")
+        .await;
+    let (reaper_task, reaper_stop) = reaper(&db);
+    let worker = spawn_worker(&relay.url(&db.url), &cfg, &dir);
+    wait_until("the job running", Duration::from_secs(10), || async {
+        effects(&dir).contains("start:1")
+    })
+    .await;
+    relay.cut();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    relay.heal();
+    wait_until("the job done", Duration::from_secs(30), || async {
+        db.states().await == "done=1"
+    })
+    .await;
+    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    let log = effects(&dir);
+    assert_eq!(job.attempts, 1, "{log}");
+    assert!(log.contains("end:1") && !log.contains("OVERLAP"), "{log}");
+    stop_worker(worker, &dir).await;
+    reaper_stop.cancel();
+    reaper_task.await.unwrap().unwrap();
+}
+
+/// A row taken away from a live worker (an operator's reset, a reaper's mistaken verdict) stops that
+/// worker's copy within about a second, and the copy records nothing.
+#[tokio::test]
+async fn a_copy_whose_row_is_taken_away_is_stopped() {
+    let db = TestDb::new().await;
+    db.insert_jobs("long", 1).await;
+    let stopped = Arc::new(AtomicU32::new(0));
+    let seen = stopped.clone();
+    let handlers = Handlers::new()
+        .register("long", move |job: JobContext| {
+            let seen = seen.clone();
+            async move {
+                if job.attempt == 1 {
+                    job.cancelled().await;
+                    seen.fetch_add(1, Ordering::SeqCst);
+                    return Err(JobError::retry("stopped"));
+                }
+                Ok::<(), JobError>(())
+            }
+        })
+        .unwrap();
+    let stop = CancellationToken::new();
+    let worker = Worker::new(
+        db.pool(4).await,
+        handlers,
+        WorkerConfig {
+            mode: Mode::Forever,
+            ..WorkerConfig::default()
+        },
+    )
+    .unwrap();
+    let task = tokio::spawn(worker.run(stop.clone()));
+    wait_until("the job running", Duration::from_secs(10), || async {
+        db.states().await == "running=1"
+    })
+    .await;
+    db.exec("UPDATE job_queue SET state = 'queued', claim = NULL WHERE id = 1")
+        .await;
+    let taken = Instant::now();
+    wait_until("the copy stopped", Duration::from_secs(5), || async {
+        stopped.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    assert!(
+        taken.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        taken.elapsed()
+    );
+    wait_until("the job done", Duration::from_secs(10), || async {
+        db.states().await == "done=1"
+    })
+    .await;
+    stop.cancel();
+    let report = task.await.unwrap().unwrap();
+    assert_eq!(report.lost, 1, "{report:?}");
+    assert_eq!(report.done, 1, "{report:?}");
+}
