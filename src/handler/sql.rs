@@ -6,6 +6,17 @@
 //! bind as themselves; objects and arrays bind as JSON text. A missing field fails the job for good.
 //!
 //! A statement that outlives its timeout is stopped with `KILL QUERY` from another connection.
+//!
+//! **One copy at a time, on the server too.** A statement runs on the server, not in the worker: if the
+//! worker loses touch with the database (a network cut), it stops the job's task but cannot send `KILL
+//! QUERY`, and the server goes on running the statement until it tries to send the result. So every
+//! attempt holds a named lock for its job (`GET_LOCK`, per database and job id) while its statement runs.
+//! An attempt that finds the lock held knows an earlier copy still runs there: it ends the holder's
+//! session (`IS_USED_LOCK` names it) with `KILL CONNECTION` and waits for the lock before it starts.
+//! `KILL QUERY` would not do: it ends only the statement running at the moment, and a procedure goes
+//! on with its next one (measured: a `CALL` whose `DO SLEEP(5)` got `KILL QUERY` ran its next `INSERT`
+//! and returned success). That session belongs to a claimant judged gone, whose row has been handed
+//! on. Named locks are local to one server (on Galera, to one node).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +25,13 @@ use serde_json::Value;
 use sqlx::MySqlPool;
 
 use super::{BoxFuture, Handler, JobContext, JobError};
+
+/// The per-job lock: unique per database (a hash of its name, since lock names are server-wide and at
+/// most 64 characters) and job id.
+const JOB_LOCK: &str = "CONCAT('jobq:', LEFT(MD5(DATABASE()), 16), ':', ?)";
+
+/// How long a new attempt waits for an earlier copy's session to end after `KILL CONNECTION`.
+const EARLIER_COPY_WAIT: Duration = Duration::from_secs(10);
 
 /// Runs one statement per job.
 #[derive(Debug, Clone)]
@@ -48,11 +66,72 @@ impl Inner {
     async fn run(&self, job: JobContext) -> Result<(), JobError> {
         let args = self.bind_values(job.payload_str())?;
         let mut conn = self.pool.acquire().await?;
-        let conn_id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
+        let (conn_id, locked): (u64, Option<i64>) =
+            sqlx::query_as(&format!("SELECT CONNECTION_ID(), GET_LOCK({JOB_LOCK}, 0)"))
+                .bind(job.id)
+                .fetch_one(&mut *conn)
+                .await?;
+        if locked != Some(1) {
+            self.stop_earlier_copy(&mut conn, job.id).await?;
+        }
+        let result = self.execute(&mut conn, conn_id, &args, &job).await;
+        // A killed or broken connection releases the lock with its session; `RELEASE_LOCK` on it then
+        // fails, which is fine.
+        let _ = sqlx::query(&format!("DO RELEASE_LOCK({JOB_LOCK})"))
+            .bind(job.id)
+            .execute(&mut *conn)
+            .await;
+        result
+    }
+
+    /// Stops the statement of an earlier attempt of this job that still holds its lock, and takes the
+    /// lock once it is free.
+    async fn stop_earlier_copy(
+        &self,
+        conn: &mut sqlx::MySqlConnection,
+        id: u64,
+    ) -> Result<(), JobError> {
+        // IS_USED_LOCK's type is a signed INT on MariaDB.
+        let holder: Option<i64> = sqlx::query_scalar(&format!("SELECT IS_USED_LOCK({JOB_LOCK})"))
+            .bind(id)
             .fetch_one(&mut *conn)
             .await?;
+        if let Some(holder) = holder {
+            tracing::warn!(
+                job_id = id,
+                holder,
+                "an earlier attempt's statement still runs on the server; ending its session (KILL CONNECTION)"
+            );
+            let _ = sqlx::query(&format!("KILL CONNECTION {holder}"))
+                .execute(&self.pool)
+                .await;
+        }
+        let got: Option<i64> = sqlx::query_scalar(&format!(
+            "SELECT GET_LOCK({JOB_LOCK}, {})",
+            EARLIER_COPY_WAIT.as_secs()
+        ))
+        .bind(id)
+        .fetch_one(&mut *conn)
+        .await?;
+        if got == Some(1) {
+            Ok(())
+        } else {
+            Err(JobError::retry(format!(
+                "an earlier attempt's statement still runs on the server (connection {}); will try again",
+                holder.map_or_else(|| "?".into(), |h| h.to_string())
+            )))
+        }
+    }
+
+    async fn execute(
+        &self,
+        conn: &mut sqlx::MySqlConnection,
+        conn_id: u64,
+        args: &[Value],
+        job: &JobContext,
+    ) -> Result<(), JobError> {
         let mut q = sqlx::query(&self.sql);
-        for v in &args {
+        for v in args {
             q = match v {
                 Value::Null => q.bind(None::<String>),
                 Value::Bool(b) => q.bind(*b),
@@ -65,7 +144,7 @@ impl Inner {
                 other => q.bind(other.to_string()),
             };
         }
-        let exec = q.execute(&mut *conn);
+        let exec = q.execute(conn);
         tokio::pin!(exec);
         tokio::select! {
             r = &mut exec => r.map(|_| ()).map_err(|e| JobError::retry(format!("{}: {e}", self.sql))),

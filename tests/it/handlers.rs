@@ -564,3 +564,66 @@ async fn the_binary_worker_leaves_kinds_it_has_no_handler_for_queued() {
     assert_eq!(claimed, 0);
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A command never sees jobq's own secrets (database URLs, password file, config), and
+/// `inherit_env` narrows what it inherits to a list.
+#[tokio::test]
+async fn a_command_gets_no_jobq_secrets_and_inherit_env_narrows_its_environment() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let config = write_config(
+        &dir,
+        &format!(
+            "[handlers.wide]\ncommand = [\"sh\", \"-c\", {wide}]\n\
+             [handlers.narrow]\ncommand = [\"sh\", \"-c\", {narrow}]\ninherit_env = [\"PATH\"]\n\
+             env = {{ FIXED = \"1\" }}\n",
+            wide = toml_str(format!("env > {}/wide", dir.display())),
+            narrow = toml_str(format!("env > {}/narrow", dir.display())),
+        ),
+    );
+    db.exec("INSERT INTO job_queue (kind) VALUES ('wide'), ('narrow')")
+        .await;
+    let out = crate::common::jobq(
+        Some(&db.url),
+        &["worker", "--config", config.to_str().unwrap()],
+    )
+    .env("DATABASE_URL", &db.url)
+    .env("MYSQL_PWD", "hunter2")
+    .env("JOBQ_DATABASE_PASSWORD_FILE", "/etc/secret")
+    .env("APP_SETTING", "visible")
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(db.states().await, "done=2");
+    let names = |file: &str| -> Vec<String> {
+        std::fs::read_to_string(dir.join(file))
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split_once('=').map(|(k, _)| k.to_string()))
+            .collect()
+    };
+    let wide = names("wide");
+    for secret in [
+        "JOBQ_DATABASE_URL",
+        "DATABASE_URL",
+        "MYSQL_PWD",
+        "JOBQ_DATABASE_PASSWORD_FILE",
+        "JOBQ_CONFIG",
+    ] {
+        assert!(
+            !wide.iter().any(|n| n == secret),
+            "{secret} leaked: {wide:?}"
+        );
+    }
+    assert!(wide.iter().any(|n| n == "APP_SETTING"), "{wide:?}");
+    assert!(wide.iter().any(|n| n == "JOBQ_JOB_ID"), "{wide:?}");
+    let narrow = names("narrow");
+    assert!(!narrow.iter().any(|n| n == "APP_SETTING"), "{narrow:?}");
+    for wanted in ["PATH", "FIXED", "JOBQ_JOB_ID", "JOBQ_CLAIM"] {
+        assert!(narrow.iter().any(|n| n == wanted), "{wanted}: {narrow:?}");
+    }
+}

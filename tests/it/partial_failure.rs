@@ -103,16 +103,25 @@ fn reaper(db: &TestDb) -> (tokio::task::JoinHandle<jobq::Result<()>>, Cancellati
     (tokio::spawn(r.run(stop.clone())), stop)
 }
 
-/// A TCP relay to the database that the test can cut like a network: on `cut`, the server side of
-/// every connection is closed (the server ends those sessions) while the client side stays open and
-/// silent, as a partition looks to a client; new connections hang. On `heal`, the silent client sides
-/// are closed (the client's next packet meets a reset) and new connections go through again.
+/// A TCP relay to the database that the test can cut like a network. On `cut`, the server side of
+/// every connection is closed (the server ends those sessions, as it does when its end of a broken
+/// connection notices) while the client side stays open and silent, as a partition looks to a client;
+/// new connections hang. `blackhole` keeps the server side open and silent too, as a partition looks to
+/// a server that has not noticed yet: its sessions live on. On `heal`, the silent sides are closed (the
+/// client's next packet meets a reset) and new connections go through again.
 struct CutRelay {
     port: u16,
-    cut: watch::Sender<bool>,
+    cut: watch::Sender<Cut>,
     /// Local ports of the relay's connections to the server, which the processlist shows as the
     /// sessions' client ports.
     server_ports: Arc<std::sync::Mutex<HashSet<u16>>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    Open,
+    Closed,
+    Blackhole,
 }
 
 impl CutRelay {
@@ -121,7 +130,7 @@ impl CutRelay {
         let (host, port) = (opts.get_host().to_string(), opts.get_port());
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let local = listener.local_addr().unwrap().port();
-        let (cut, rx) = watch::channel(false);
+        let (cut, rx) = watch::channel(Cut::Open);
         let server_ports: Arc<std::sync::Mutex<HashSet<u16>>> = Arc::default();
         let ports = server_ports.clone();
         tokio::spawn(async move {
@@ -130,9 +139,9 @@ impl CutRelay {
                     return;
                 };
                 let mut rx = rx.clone();
-                if *rx.borrow() {
+                if *rx.borrow() != Cut::Open {
                     tokio::spawn(async move {
-                        let _ = rx.wait_for(|c| !*c).await;
+                        let _ = rx.wait_for(|c| *c == Cut::Open).await;
                         drop(client);
                     });
                     continue;
@@ -146,18 +155,23 @@ impl CutRelay {
                 tokio::spawn(async move {
                     let (mut cr, mut cw) = client.into_split();
                     let (mut sr, mut sw) = server.into_split();
-                    let was_cut = tokio::select! {
+                    let cut = tokio::select! {
                         _ = async {
                             tokio::join!(
                                 async { let _ = tokio::io::copy(&mut sr, &mut cw).await; let _ = cw.shutdown().await; },
                                 async { let _ = tokio::io::copy(&mut cr, &mut sw).await; let _ = sw.shutdown().await; },
                             )
-                        } => false,
-                        r = rx.wait_for(|c| *c) => r.is_ok(),
+                        } => None,
+                        r = rx.wait_for(|c| *c != Cut::Open) => r.ok().map(|c| *c),
                     };
-                    if was_cut {
-                        drop((sr, sw));
-                        let _ = rx.wait_for(|c| !*c).await;
+                    if let Some(how) = cut {
+                        if how == Cut::Closed {
+                            drop((sr, sw));
+                            let _ = rx.wait_for(|c| *c == Cut::Open).await;
+                        } else {
+                            let _ = rx.wait_for(|c| *c == Cut::Open).await;
+                            drop((sr, sw));
+                        }
                     }
                     ports.lock().unwrap().remove(&server_port);
                 });
@@ -178,11 +192,15 @@ impl CutRelay {
     }
 
     fn cut(&self) {
-        self.cut.send_replace(true);
+        self.cut.send_replace(Cut::Closed);
+    }
+
+    fn blackhole(&self) {
+        self.cut.send_replace(Cut::Blackhole);
     }
 
     fn heal(&self) {
-        self.cut.send_replace(false);
+        self.cut.send_replace(Cut::Open);
     }
 
     /// `KILL CONNECTION` of every session that goes through the relay; returns how many.
@@ -445,4 +463,100 @@ async fn a_copy_whose_row_is_taken_away_is_stopped() {
     let report = task.await.unwrap().unwrap();
     assert_eq!(report.lost, 1, "{report:?}");
     assert_eq!(report.done, 1, "{report:?}");
+}
+
+/// A fenced worker cannot reach the server to stop its SQL job's statement, which runs on there (the
+/// server has not noticed the partition: its sessions live on, so the reaper goes by the lease); the
+/// next attempt ends that statement's session before it starts its own, so the two never overlap.
+#[tokio::test]
+async fn an_sql_job_of_a_cut_off_worker_is_stopped_on_the_server_before_the_next_attempt() {
+    let db = TestDb::new().await;
+    db.exec(
+        "CREATE TABLE sql_effects (n INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(10) NOT NULL, \
+         at TIMESTAMP(6) NOT NULL DEFAULT NOW(6))",
+    )
+    .await;
+    // The first run sleeps a minute; later ones end at once.
+    db.exec(
+        "CREATE PROCEDURE guarded() BEGIN \
+           DECLARE runs INT; \
+           SELECT COUNT(*) INTO runs FROM sql_effects WHERE what = 'start'; \
+           INSERT INTO sql_effects (what) VALUES ('start'); \
+           IF runs = 0 THEN DO SLEEP(60); END IF; \
+           INSERT INTO sql_effects (what) VALUES ('end'); \
+         END",
+    )
+    .await;
+    let dir = scratch_dir();
+    let cfg = write_config(&dir, "[handlers.guarded]\nsql = \"CALL guarded()\"\n");
+    let relay = CutRelay::start(&db.url).await;
+    db.exec("INSERT INTO job_queue (kind) VALUES ('guarded')")
+        .await;
+    let cut_off = spawn_worker(&relay.url(&db.url), &cfg, &dir);
+    wait_until("the statement running", Duration::from_secs(10), || async {
+        db.scalar::<i64>("SELECT COUNT(*) FROM sql_effects").await == 1
+    })
+    .await;
+    relay.blackhole();
+    let stop = CancellationToken::new();
+    let reaper_task = tokio::spawn(
+        Reaper::new(
+            db.pool.clone(),
+            ReaperConfig {
+                retention: None,
+                lease: Duration::from_secs(12),
+                ..ReaperConfig::default()
+            },
+        )
+        .unwrap()
+        .run(stop.clone()),
+    );
+    let reaper_stop = stop;
+    wait_until("the row reset", Duration::from_secs(25), || async {
+        db.states().await == "queued=1"
+    })
+    .await;
+    // The first statement still sleeps on the server: the worker that ran it cannot reach it.
+    assert_eq!(
+        db.scalar::<i64>("SELECT COUNT(*) FROM sql_effects WHERE what = 'end'")
+            .await,
+        0
+    );
+    let out = jobq(
+        Some(&db.url),
+        &["worker", "--config", cfg.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    assert_eq!(db.states().await, "done=1", "{:?}", job.last_error);
+    // One start and end each for the second attempt, and the first never ended.
+    let rows: Vec<(String,)> = sqlx::query_as("SELECT what FROM sql_effects ORDER BY n")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    let seq: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    assert_eq!(seq, ["start", "start", "end"]);
+    // And the first statement no longer runs anywhere.
+    let sleeping: i64 = db
+        .scalar(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST \
+             WHERE DB = DATABASE() AND INFO LIKE 'DO SLEEP%'",
+        )
+        .await;
+    assert_eq!(sleeping, 0, "the first attempt's statement still runs");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("earlier attempt's statement"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    relay.heal();
+    reaper_stop.cancel();
+    reaper_task.await.unwrap().unwrap();
+    stop_worker(cut_off, &dir).await;
 }
