@@ -560,3 +560,71 @@ async fn an_sql_job_of_a_cut_off_worker_is_stopped_on_the_server_before_the_next
     reaper_task.await.unwrap().unwrap();
     stop_worker(cut_off, &dir).await;
 }
+
+/// A worker SIGKILLed where the reaper cannot see its process (another pid namespace stands in for
+/// another host) is rescued by the session signal once its fence and the margin have passed since its
+/// last heartbeat: within fence + margin + one reaper interval, never before the fence.
+#[tokio::test]
+async fn a_sigkilled_worker_on_another_host_is_rescued_after_its_fence() {
+    if !std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: cannot make a pid namespace here (unshare needs root)");
+        return;
+    }
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = overlap_detecting_config(&dir, 60);
+    db.exec("INSERT INTO job_queue (kind) VALUES ('guarded')")
+        .await;
+    let (reaper_task, reaper_stop) = reaper(&db);
+    let mut elsewhere = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child=SIGKILL", "--"])
+        .arg(crate::common::jobq_bin())
+        .args(["worker", "--forever", "--config", cfg.to_str().unwrap()])
+        .env("JOBQ_DATABASE_URL", &db.url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the job running", Duration::from_secs(10), || async {
+        effects(&dir).contains("start:1")
+    })
+    .await;
+    let host_ids: i64 = db
+        .scalar("SELECT COUNT(DISTINCT host_id) FROM jobq_processes")
+        .await;
+    assert_eq!(host_ids, 2, "the worker runs in a pid namespace of its own");
+    let heartbeat_age_ms: i64 = db
+        .scalar(
+            "SELECT TIMESTAMPDIFF(MICROSECOND, heartbeat_at, NOW(6)) DIV 1000 FROM jobq_processes \
+             WHERE role = 'worker'",
+        )
+        .await;
+    elsewhere.kill().unwrap();
+    let killed = Instant::now();
+    elsewhere.wait().unwrap();
+    wait_until("the row reset", Duration::from_secs(25), || async {
+        db.states().await == "queued=1"
+    })
+    .await;
+    let rescued = killed.elapsed();
+    let since_beat = rescued + Duration::from_millis(heartbeat_age_ms.max(0) as u64);
+    eprintln!(
+        "other-host SIGKILL rescued after {rescued:?} ({since_beat:?} after the last heartbeat)"
+    );
+    let bound = WorkerConfig::DEFAULT_FENCE_AFTER + jobq::fence::MARGIN;
+    assert!(
+        since_beat >= bound,
+        "reset {since_beat:?} after the last heartbeat"
+    );
+    assert!(
+        rescued <= bound + ReaperConfig::DEFAULT_INTERVAL + Duration::from_secs(1),
+        "rescued after {rescued:?}"
+    );
+    assert!(!lock_held(&dir), "the killed worker's command died with it");
+    reaper_stop.cancel();
+    reaper_task.await.unwrap().unwrap();
+}
