@@ -49,6 +49,7 @@ pub mod liveness;
 pub mod reaper;
 pub mod retry;
 pub mod scheduler;
+mod service;
 pub mod session;
 pub mod shutdown;
 pub mod supervisor;

@@ -21,10 +21,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::db::reap::{self, RegistryRow};
+use crate::db::registry::Bounds;
 use crate::db::registry::Role;
 use crate::error::{Error, Result};
 use crate::liveness::{self, Facts, Registered, Thresholds, Verdict};
-use crate::session::{Session, lock_name};
+use crate::service::{Register, run_every};
+use crate::session::lock_name;
 use crate::token::{ClaimToken, ProcessIdentity};
 
 /// Reaper settings. `Default` gives the documented defaults.
@@ -128,12 +130,37 @@ pub struct ReapReport {
     pub pruned: u64,
 }
 
+impl crate::service::PassReport for ReapReport {
+    fn is_quiet(&self) -> bool {
+        *self == ReapReport::default()
+    }
+}
+
 /// The reaper service.
 #[derive(Debug)]
 pub struct Reaper {
     pool: MySqlPool,
     cfg: ReaperConfig,
-    last_prune: Option<Instant>,
+    last_prune: std::sync::Mutex<Option<Instant>>,
+}
+
+/// Takes a gone claimant's rows back (see [`reap::reset_claim`]), logs each one, and removes the
+/// claimant's registry row. The one way rows of a dead claimant are released, by the reaper and by a
+/// supervisor whose child died. `by` names who did it, for the logs and `last_error`.
+pub(crate) async fn release_claimant(
+    pool: &MySqlPool,
+    token: &str,
+    reason: &str,
+    by: &str,
+) -> Result<Vec<reap::ResetJob>> {
+    let why = format!("claimant {token} died ({reason}); released by its {by}; its attempt counts");
+    let jobs = reap::reset_claim(pool, token, &why).await?;
+    for job in &jobs {
+        warn!(job_id = job.id, kind = %job.kind, claim = %token, now = %job.state, %reason, by,
+              "released a dead claimant's job");
+    }
+    reap::forget(pool, token).await?;
+    Ok(jobs)
 }
 
 impl Reaper {
@@ -146,72 +173,62 @@ impl Reaper {
         Ok(Self {
             pool,
             cfg,
-            last_prune: None,
+            last_prune: std::sync::Mutex::new(None),
         })
     }
 
     /// Runs passes every `interval` until `shutdown` is cancelled; a pass in progress always finishes.
-    /// Registers as a reaper for as long as it runs.
-    pub async fn run(mut self, shutdown: CancellationToken) -> Result<()> {
-        crate::db::migrate::ensure_migrated(&self.pool).await?;
-        let session = Session::open(
-            &self.pool,
-            Role::Reaper,
-            &[],
-            crate::db::registry::Bounds::service(),
-        )
-        .await?;
-        let beat_stop = CancellationToken::new();
-        let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
+    /// Registers as a reaper for as long as it runs, waiting for the database if it is not there yet.
+    ///
+    /// # Errors
+    /// When the database is not migrated or refuses the login.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
+        let register = Register {
+            role: Role::Reaper,
+            queues: &[],
+            bounds: Bounds::service(),
+            wait_for_database: true,
+            watch_fence: false,
+        };
+        let Some(registration) = register.open(&self.pool, &shutdown).await? else {
+            return Ok(());
+        };
         info!(interval = ?self.cfg.interval, lease = ?self.cfg.lease, "reaper started");
-        let mut tick = tokio::time::interval(self.cfg.interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                biased;
-                () = shutdown.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            match self.run_once().await {
-                Ok(r) if r == ReapReport::default() => debug!("reaper pass: nothing to do"),
-                Ok(r) => info!(?r, "reaper pass"),
-                Err(e) => warn!(error = %e, "reaper pass failed; retrying next interval"),
-            }
-        }
-        beat_stop.cancel();
-        if let Ok(session) = beat.await {
-            session.close(&self.pool).await;
-        }
+        run_every("reaper", self.cfg.interval, &shutdown, || self.run_once()).await;
+        registration.close(&self.pool).await;
         info!("reaper stopped");
         Ok(())
     }
 
     /// One pass: judge every claimant and registered process, reset the dead ones' rows, forget them,
     /// and prune if it is time.
-    pub async fn run_once(&mut self) -> Result<ReapReport> {
+    ///
+    /// # Errors
+    /// When a statement fails; the next pass tries again.
+    pub async fn run_once(&self) -> Result<ReapReport> {
         let mut report = ReapReport::default();
         let dead = self.find_dead().await?;
         for (token, reason) in dead {
             report.dead_claimants += 1;
-            let why = format!("claimant {token} died ({reason}); its attempt counts");
-            for job in reap::reset_claim(&self.pool, &token, &why).await? {
+            for job in release_claimant(&self.pool, &token, &reason, "reaper").await? {
                 if job.state == "queued" {
                     report.requeued += 1;
                 } else {
                     report.ended += 1;
                 }
-                warn!(job_id = job.id, kind = %job.kind, claim = %token, now = %job.state, %reason,
-                      "reset a dead claimant's job");
             }
-            reap::forget(&self.pool, &token).await?;
             report.forgotten += 1;
         }
-        if let Some(retention) = self.cfg.retention
-            && self
-                .last_prune
-                .is_none_or(|t| t.elapsed() >= self.cfg.prune_every)
-        {
-            self.last_prune = Some(Instant::now());
+        let prune_due = {
+            let mut last = self.last_prune.lock().unwrap_or_else(|e| e.into_inner());
+            let due = self.cfg.retention.is_some()
+                && last.is_none_or(|t| t.elapsed() >= self.cfg.prune_every);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        };
+        if let Some(retention) = self.cfg.retention.filter(|_| prune_due) {
             report.pruned = crate::db::prune::prune_finished(&self.pool, retention).await?;
         }
         Ok(report)

@@ -19,6 +19,7 @@ use crate::db::registry::{Bounds, Role};
 use crate::db::{self, registry};
 use crate::error::Result;
 use crate::fence::Fence;
+use crate::service::Backoff;
 use crate::token::{ClaimToken, ServerIdentity};
 
 /// A registered process's anchor session.
@@ -100,7 +101,8 @@ impl Session {
         let interval = self.bounds.heartbeat;
         let beat_timeout = (self.bounds.fence / 3).max(Duration::from_secs(1));
         let mut wait = interval;
-        let mut failures = 0u32;
+        // Re-establish the session soon rather than a whole interval later: the fence is counting down.
+        let mut retry = Backoff::new(Duration::from_millis(200), interval);
         loop {
             tokio::select! {
                 biased;
@@ -119,15 +121,12 @@ impl Session {
             };
             match outcome {
                 Ok(()) => {
-                    failures = 0;
+                    retry.reset();
                     wait = interval;
                 }
                 Err(e) => {
-                    // Re-establish the session soon rather than a whole interval later: the fence is
-                    // counting down.
                     self.fence.set_healthy(false);
-                    failures += 1;
-                    wait = (Duration::from_millis(100) * 2u32.pow(failures.min(6))).min(interval);
+                    wait = retry.next_delay();
                     warn!(error = %e, claim = %self.token, retry_in = ?wait, since_confirmed = ?self.fence.since_confirmed(),
                           "heartbeat failed; re-establishing the session");
                     self.conn = None;

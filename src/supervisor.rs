@@ -26,9 +26,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::db::reap;
+use crate::db::registry::Bounds;
 use crate::db::registry::Role;
 use crate::error::{Error, Result};
-use crate::session::Session;
+use crate::service::{Backoff, Register};
 use crate::token::ProcessIdentity;
 
 /// The environment variable naming a worker's supervisor.
@@ -89,7 +90,7 @@ pub struct SupervisorReport {
 struct Slot {
     pid: Option<u32>,
     started: Instant,
-    failures: u32,
+    backoff: Backoff,
     restart_at: Option<Instant>,
 }
 
@@ -118,15 +119,16 @@ impl Supervisor {
         shutdown: CancellationToken,
         mut reload: mpsc::Receiver<()>,
     ) -> Result<SupervisorReport> {
-        let session = Session::open(
-            &self.pool,
-            Role::Supervisor,
-            &[],
-            crate::db::registry::Bounds::service(),
-        )
-        .await?;
-        let beat_stop = CancellationToken::new();
-        let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
+        let register = Register {
+            role: Role::Supervisor,
+            queues: &[],
+            bounds: Bounds::service(),
+            wait_for_database: true,
+            watch_fence: false,
+        };
+        let Some(registration) = register.open(&self.pool, &shutdown).await? else {
+            return Ok(SupervisorReport::default());
+        };
         let (exit_tx, mut exits) =
             mpsc::unbounded_channel::<(usize, u32, std::io::Result<ExitStatus>)>();
         let mut report = SupervisorReport::default();
@@ -134,7 +136,7 @@ impl Supervisor {
             .map(|_| Slot {
                 pid: None,
                 started: Instant::now(),
-                failures: 0,
+                backoff: Backoff::new(self.cfg.min_backoff, self.cfg.max_backoff),
                 restart_at: Some(Instant::now()),
             })
             .collect();
@@ -155,8 +157,7 @@ impl Supervisor {
                         }
                         Err(e) => {
                             error!(error = %e, "cannot start a worker process");
-                            slot.failures += 1;
-                            slot.restart_at = Some(Instant::now() + self.backoff(slot.failures));
+                            slot.restart_at = Some(Instant::now() + slot.backoff.next_delay());
                         }
                     }
                 }
@@ -203,11 +204,10 @@ impl Supervisor {
                     }
                     report.released += self.release(pid, &describe(&status)).await;
                     if rolled || lived >= self.cfg.stable_after {
-                        slot.failures = 0;
+                        slot.backoff.reset();
                         slot.restart_at = Some(Instant::now());
                     } else {
-                        slot.failures += 1;
-                        let wait = self.backoff(slot.failures);
+                        let wait = slot.backoff.next_delay();
                         warn!(pid, retry_in = ?wait, "worker died young; backing off");
                         slot.restart_at = Some(Instant::now() + wait);
                     }
@@ -218,19 +218,9 @@ impl Supervisor {
 
         self.stop_children(&mut slots, &mut exits, &mut report)
             .await;
-        beat_stop.cancel();
-        if let Ok(session) = beat.await {
-            session.close(&self.pool).await;
-        }
+        registration.close(&self.pool).await;
         info!(?report, "supervisor stopped");
         Ok(report)
-    }
-
-    fn backoff(&self, failures: u32) -> Duration {
-        self.cfg
-            .min_backoff
-            .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
-            .min(self.cfg.max_backoff)
     }
 
     fn spawn(
@@ -274,20 +264,10 @@ impl Supervisor {
             warn!(pid, error = %e, "could not remove the dead worker's registry row; the reaper will");
         }
         for claim in claims {
-            let reason = format!(
-                "claimant {claim} died ({why}); released by its supervisor; its attempt counts"
-            );
-            match reap::reset_claim(&self.pool, &claim, &reason).await {
-                Ok(jobs) => {
-                    for job in &jobs {
-                        warn!(job_id = job.id, kind = %job.kind, claim = %claim, now = %job.state,
-                              "released a dead worker's job");
-                    }
-                    n += jobs.len() as u64;
-                }
+            match crate::reaper::release_claimant(&self.pool, &claim, why, "supervisor").await {
+                Ok(jobs) => n += jobs.len() as u64,
                 Err(e) => warn!(pid, error = %e, "could not release claims; the reaper will"),
             }
-            let _ = reap::forget(&self.pool, &claim).await;
         }
         n
     }

@@ -190,6 +190,15 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// A pool that connects when first used: for long-running services, which wait out a database that
+/// is not there yet instead of failing at start. Only the URL is checked here.
+///
+/// # Errors
+/// When the URL is invalid.
+pub fn connect_lazy(cfg: &ConnectConfig) -> Result<MySqlPool> {
+    Ok(pool_options(cfg).connect_lazy_with(cfg.options()?))
+}
+
 /// Opens a pool after checking, with one plain connection, that the server answers and takes the login,
 /// so the usual failures become messages that say what is wrong (bad URL, unreachable server, bad login,
 /// unknown database) at once instead of after the pool's acquire timeout.
@@ -214,7 +223,11 @@ pub async fn connect(cfg: &ConnectConfig) -> Result<MySqlPool> {
             });
         }
     }
-    let pool = MySqlPoolOptions::new()
+    Ok(pool_options(cfg).connect_lazy_with(opts))
+}
+
+fn pool_options(cfg: &ConnectConfig) -> MySqlPoolOptions {
+    MySqlPoolOptions::new()
         .max_connections(cfg.max_connections)
         .min_connections(0)
         .acquire_timeout(cfg.acquire_timeout)
@@ -223,8 +236,6 @@ pub async fn connect(cfg: &ConnectConfig) -> Result<MySqlPool> {
         // caller on the hot path retries anyway. That is one round trip per claim and per finish saved.
         .test_before_acquire(false)
         .after_connect(|conn, _meta| Box::pin(setup_session(conn)))
-        .connect_lazy_with(opts);
-    Ok(pool)
 }
 
 /// Creates the URL's database if it does not exist (`jobq migrate --create-database`). Connects to the

@@ -32,16 +32,15 @@ pub mod spec;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::service::{PassReport, Register, run_every};
 use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::MySqlPool;
-use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::db::registry::Role;
 use crate::db::schedule::{self as sql, Advance, Fire};
 use crate::error::{Error, Result};
-use crate::session::Session;
 use def::{Overlap, ScheduleRecord, ScheduleState};
 use policy::{Cause, Decision, DueInput};
 
@@ -184,7 +183,7 @@ pub struct TickReport {
     pub broken: u64,
 }
 
-impl TickReport {
+impl PassReport for TickReport {
     fn is_quiet(&self) -> bool {
         self.created == 0
             && self.skipped == 0
@@ -237,29 +236,22 @@ impl Scheduler {
     /// When the database is not migrated, the scheduler cannot register, or a configured definition
     /// cannot be written. Errors of single ticks are logged and the next tick tries again.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
-        crate::db::migrate::ensure_migrated(&self.pool).await?;
-        let session = Session::open(
-            &self.pool,
-            Role::Scheduler,
-            &[],
-            crate::db::registry::Bounds {
+        let register = Register {
+            role: Role::Scheduler,
+            queues: &[],
+            bounds: crate::db::registry::Bounds {
                 heartbeat: self.cfg.heartbeat_interval,
                 fence: crate::fence::DEFAULT_BOUND.max(self.cfg.heartbeat_interval * 3),
             },
-        )
-        .await?;
-        let token = session.token().to_string();
-        let beat_stop = CancellationToken::new();
-        let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
-        info!(claim = %token, interval = ?self.cfg.interval, "scheduler started");
-
+            wait_for_database: true,
+            watch_fence: false,
+        };
+        let Some(registration) = register.open(&self.pool, &shutdown).await? else {
+            return Ok(());
+        };
+        info!(claim = %registration.token(), interval = ?self.cfg.interval, "scheduler started");
         let result = self.serve(&shutdown).await;
-
-        beat_stop.cancel();
-        match beat.await {
-            Ok(session) => session.close(&self.pool).await,
-            Err(e) => warn!(error = %e, "scheduler heartbeat task failed"),
-        }
+        registration.close(&self.pool).await;
         info!("scheduler stopped");
         result
     }
@@ -271,28 +263,7 @@ impl Scheduler {
             Ok(n) => info!(jobs = n, "startup runs created"),
             Err(e) => warn!(error = %e, "startup runs failed"),
         }
-        let mut tick = tokio::time::interval(self.cfg.interval);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                biased;
-                () = shutdown.cancelled() => break,
-                _ = tick.tick() => {}
-            }
-            match self.run_once().await {
-                Ok(r) if r.is_quiet() => debug!(?r, "scheduler tick"),
-                Ok(r) => info!(
-                    created = r.created,
-                    skipped = r.skipped,
-                    finished = r.finished,
-                    failed_runs = r.failed_runs,
-                    paused = r.paused,
-                    broken = r.broken,
-                    "scheduler tick"
-                ),
-                Err(e) => warn!(error = %e, "scheduler tick failed; retrying next tick"),
-            }
-        }
+        run_every("scheduler", self.cfg.interval, shutdown, || self.run_once()).await;
         Ok(())
     }
 

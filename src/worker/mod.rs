@@ -39,7 +39,7 @@ use crate::fence::Fence;
 use crate::handler::Handlers;
 use crate::retry::RetryPolicy;
 
-use crate::session::Session;
+use crate::service::{Backoff, Register, sleep_or_stop};
 
 /// When a worker stops on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -269,16 +269,24 @@ impl Worker {
     /// When the worker cannot register (database unreachable, not migrated), or, in drain mode, when a
     /// claim keeps failing. Errors of single jobs are never returned: they end up in the job's row.
     pub async fn run(self, shutdown: CancellationToken) -> Result<WorkerReport> {
-        let Some(session) = self.open_session(&shutdown).await? else {
+        // A forever worker waits out a database that is down at start, so a supervisor or service
+        // manager does not crash-loop it; a draining one (cron) fails at once and the next tick retries.
+        let register = Register {
+            role: Role::Worker,
+            queues: &self.cfg.queues,
+            bounds: Bounds {
+                heartbeat: self.cfg.heartbeat_interval,
+                fence: self.cfg.fence_after,
+            },
+            wait_for_database: self.cfg.mode == Mode::Forever,
+            watch_fence: true,
+        };
+        let Some(registration) = register.open(&self.pool, &shutdown).await? else {
             return Ok(WorkerReport::default());
         };
-        let token = session.token().to_string();
-        let beat_recorder = session.beat_recorder();
-        let fence = session.fence().clone();
-        let fence_stop = CancellationToken::new();
-        let watchdog = fence.watch(fence_stop.clone());
-        let beat_stop = CancellationToken::new();
-        let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
+        let token = registration.token().to_string();
+        let beat_recorder = registration.beat_recorder();
+        let fence = registration.fence().clone();
         info!(claim = %token, queues = ?self.cfg.queues, kinds = ?self.handlers.kinds(),
               concurrency = self.cfg.concurrency, mode = ?self.cfg.mode,
               fence_after = ?self.cfg.fence_after, "worker started");
@@ -335,14 +343,7 @@ impl Worker {
         // Every job task has ended, so nothing is waiting on the finisher.
         finisher_stop.cancel();
         let _ = finisher_task.await;
-        beat_stop.cancel();
-        let session = beat.await.map_err(|e| Error::Io {
-            context: "heartbeat task".into(),
-            source: std::io::Error::other(e),
-        })?;
-        session.close(&self.pool).await;
-        fence_stop.cancel();
-        let _ = tokio::task::spawn_blocking(move || watchdog.join()).await;
+        registration.close(&self.pool).await;
         let report = shared.counters.report();
         info!(?report, "worker stopped");
         result.map(|()| report)
@@ -355,45 +356,6 @@ const CLAIM_FILL_WAIT: Duration = Duration::from_millis(2);
 /// Failed claims in a row (each already retried internally) after which a draining worker gives up:
 /// about 3 s of waiting in all.
 const DRAIN_CLAIM_TRIES: u32 = 5;
-
-impl Worker {
-    /// Checks the schema and registers. A forever worker waits for an unreachable database (with
-    /// backoff) instead of failing, so a supervisor does not crash-loop it through an outage; `None` if
-    /// shutdown came first.
-    async fn open_session(&self, shutdown: &CancellationToken) -> Result<Option<Session>> {
-        let mut wait = Duration::from_millis(500);
-        loop {
-            let attempt = async {
-                crate::db::migrate::ensure_migrated(&self.pool).await?;
-                let bounds = Bounds {
-                    heartbeat: self.cfg.heartbeat_interval,
-                    fence: self.cfg.fence_after,
-                };
-                Session::open(&self.pool, Role::Worker, &self.cfg.queues, bounds).await
-            }
-            .await;
-            match attempt {
-                Ok(s) => return Ok(Some(s)),
-                Err(e) if self.cfg.mode == Mode::Forever && is_outage(&e) => {
-                    warn!(error = %e, retry_in = ?wait, "database unavailable; waiting");
-                    if sleep_or_stop(wait, shutdown).await {
-                        return Ok(None);
-                    }
-                    wait = (wait * 2).min(Duration::from_secs(15));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
-/// Errors that mean "the server is not there right now" rather than "this can never work".
-fn is_outage(e: &Error) -> bool {
-    match e {
-        Error::Connect { reason, .. } => reason.starts_with("server unreachable"),
-        other => other.is_transient(),
-    }
-}
 
 /// Once a second while the worker runs jobs: reads which of its rows still carry its token, stops at
 /// once every copy whose row was taken away (a reaper reset it; running on would make two copies), and
@@ -490,8 +452,10 @@ async fn fetch_loop(
     let cfg = &shared.cfg;
     let slots = Arc::new(Semaphore::new(cfg.concurrency as usize));
     let kinds = shared.handlers.kinds();
-    let mut idle_wait = WorkerConfig::DEFAULT_MIN_POLL.min(cfg.poll_interval);
-    let mut error_wait = Duration::from_millis(100);
+    let idle_backoff =
+        Backoff::new(WorkerConfig::DEFAULT_MIN_POLL, cfg.poll_interval).capped(cfg.poll_interval);
+    let mut idle_wait = idle_backoff;
+    let mut error_wait = Backoff::RETRY;
     let mut failures = 0u32;
     let mut probing = false;
     // The last idle wait ended because it saw a due job.
@@ -546,7 +510,7 @@ async fn fetch_loop(
         let ended_before_claim = shared.ledger.ended.load(Ordering::SeqCst);
         let claimed = match claim_some(shared, conn, &kinds, permits.len() as u32, probing).await {
             Ok(jobs) => {
-                error_wait = Duration::from_millis(100);
+                error_wait.reset();
                 failures = 0;
                 jobs
             }
@@ -560,11 +524,11 @@ async fn fetch_loop(
                 drop(permits);
                 failures += 1;
                 shared.counters.claim_errors.fetch_add(1, Ordering::Relaxed);
-                warn!(error = %e, retry_in = ?error_wait, "claim failed");
-                if sleep_or_stop(error_wait, shutdown).await {
+                let wait = error_wait.next_delay();
+                warn!(error = %e, retry_in = ?wait, "claim failed");
+                if sleep_or_stop(wait, shutdown).await {
                     return Ok(());
                 }
-                error_wait = (error_wait * 2).min(Duration::from_secs(5));
                 continue;
             }
             Err(e) => return Err(e),
@@ -608,7 +572,7 @@ async fn fetch_loop(
         probing = short && cfg.mode == Mode::Drain;
         wait_first = short && cfg.mode == Mode::Forever;
         woken = false;
-        idle_wait = WorkerConfig::DEFAULT_MIN_POLL.min(cfg.poll_interval);
+        idle_wait = idle_backoff;
         shared
             .counters
             .claimed
@@ -640,19 +604,16 @@ async fn wait_until_due(
     shared: &Shared,
     conn: &mut Dedicated,
     kinds: &[String],
-    idle_wait: &mut Duration,
+    idle_wait: &mut Backoff,
     back_off: bool,
     shutdown: &CancellationToken,
 ) -> Option<bool> {
-    if back_off {
-        if sleep_or_stop(*idle_wait, shutdown).await {
-            return None;
-        }
-        *idle_wait = (*idle_wait * 2).min(shared.cfg.poll_interval);
+    if back_off && sleep_or_stop(idle_wait.next_delay(), shutdown).await {
+        return None;
     }
     loop {
-        let outcome = idle_wait_for_work(shared, conn, kinds, *idle_wait, shutdown).await;
-        *idle_wait = (*idle_wait * 2).min(shared.cfg.poll_interval);
+        let outcome =
+            idle_wait_for_work(shared, conn, kinds, idle_wait.next_delay(), shutdown).await;
         match outcome {
             IdleWait::Stop => return None,
             // Work is due: claim at once, without a probe first.
@@ -785,14 +746,14 @@ where
 /// The waiting of [`patiently`], for loops that cannot hand it a closure.
 pub(crate) struct Patience<'a> {
     hard_stop: &'a CancellationToken,
-    wait: Duration,
+    backoff: Backoff,
 }
 
 impl<'a> Patience<'a> {
     pub(crate) fn new(hard_stop: &'a CancellationToken) -> Self {
         Self {
             hard_stop,
-            wait: Duration::from_millis(200),
+            backoff: Backoff::RETRY,
         }
     }
 
@@ -801,19 +762,9 @@ impl<'a> Patience<'a> {
         if !e.is_transient() || self.hard_stop.is_cancelled() {
             return false;
         }
-        warn!(error = %e, retry_in = ?self.wait, "cannot record {what} yet; retrying");
-        if !sleep_or_stop(self.wait, self.hard_stop).await {
-            self.wait = (self.wait * 2).min(Duration::from_secs(5));
-        }
+        let wait = self.backoff.next_delay();
+        warn!(error = %e, retry_in = ?wait, "cannot record {what} yet; retrying");
+        sleep_or_stop(wait, self.hard_stop).await;
         true
-    }
-}
-
-/// Sleeps, or returns true early if `stop` is cancelled.
-async fn sleep_or_stop(d: Duration, stop: &CancellationToken) -> bool {
-    tokio::select! {
-        biased;
-        () = stop.cancelled() => true,
-        () = tokio::time::sleep(d) => false,
     }
 }

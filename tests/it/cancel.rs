@@ -109,7 +109,7 @@ async fn a_cancel_requested_for_a_job_whose_worker_died_ends_it_cancelled() {
         CancelOutcome::Requested
     );
     db.age_ghost_claims().await;
-    let mut reaper = Reaper::new(
+    let reaper = Reaper::new(
         db.pool.clone(),
         ReaperConfig {
             retention: None,

@@ -126,9 +126,14 @@ enum Cut {
 
 impl CutRelay {
     async fn start(url: &str) -> CutRelay {
+        Self::start_on(url, 0).await
+    }
+
+    /// A relay listening on `local_port` (0: any free port).
+    async fn start_on(url: &str, local_port: u16) -> CutRelay {
         let opts: sqlx::mysql::MySqlConnectOptions = url.parse().unwrap();
         let (host, port) = (opts.get_host().to_string(), opts.get_port());
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let listener = TcpListener::bind(("127.0.0.1", local_port)).await.unwrap();
         let local = listener.local_addr().unwrap().port();
         let (cut, rx) = watch::channel(Cut::Open);
         let server_ports: Arc<std::sync::Mutex<HashSet<u16>>> = Arc::default();
@@ -627,4 +632,61 @@ async fn a_sigkilled_worker_on_another_host_is_rescued_after_its_fence() {
     assert!(!lock_held(&dir), "the killed worker's command died with it");
     reaper_stop.cancel();
     reaper_task.await.unwrap().unwrap();
+}
+
+/// Services started before their database (a reboot where MariaDB comes up late) wait for it and then
+/// register, instead of exiting and leaving a service manager to crash-loop them.
+#[tokio::test]
+async fn services_started_before_the_database_wait_for_it() {
+    let db = TestDb::new().await;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (head, name) = db.url.rsplit_once('/').unwrap();
+    let (user, _) = head.rsplit_once('@').unwrap();
+    let late_url = format!("{user}@127.0.0.1:{port}/{name}");
+    let dir = scratch_dir();
+    let spawn = |args: &[&str], log: &str| {
+        jobq(Some(&late_url), args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(dir.join(log)).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let mut reaper = spawn(&["reaper"], "reaper.log");
+    let mut scheduler = spawn(&["scheduler", "--forever"], "scheduler.log");
+    // The pool tries to connect for its acquire timeout (10 s), then the service backs off and says so.
+    wait_until("both waiting", Duration::from_secs(20), || async {
+        ["reaper.log", "scheduler.log"].iter().all(|f| {
+            std::fs::read_to_string(dir.join(f))
+                .unwrap_or_default()
+                .contains("database unavailable; waiting")
+        })
+    })
+    .await;
+    assert!(reaper.try_wait().unwrap().is_none(), "the reaper gave up");
+    assert!(
+        scheduler.try_wait().unwrap().is_none(),
+        "the scheduler gave up"
+    );
+    let _relay = CutRelay::start_on(&db.url, port).await;
+    wait_until("both registered", Duration::from_secs(30), || async {
+        db.scalar::<i64>(
+            "SELECT COUNT(*) FROM jobq_processes WHERE role IN ('reaper', 'scheduler')",
+        )
+        .await
+            == 2
+    })
+    .await;
+    for (child, log) in [(reaper, "reaper.log"), (scheduler, "scheduler.log")] {
+        kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+        let out = tokio::task::spawn_blocking(move || wait_output(child, Duration::from_secs(20)))
+            .await
+            .unwrap();
+        let text = std::fs::read_to_string(dir.join(log)).unwrap();
+        assert!(out.status.success(), "{log}: {text}");
+    }
+    let left: i64 = db.scalar("SELECT COUNT(*) FROM jobq_processes").await;
+    assert_eq!(left, 0, "both deregistered");
 }

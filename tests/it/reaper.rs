@@ -118,7 +118,7 @@ async fn a_live_worker_running_a_job_longer_than_many_reaper_passes_keeps_its_cl
         db.states().await == "running=1"
     })
     .await;
-    let mut reaper = quick_reaper(&db);
+    let reaper = quick_reaper(&db);
     let mut passes = 0;
     while db.states().await == "running=1" {
         let r = reaper.run_once().await.unwrap();
@@ -144,8 +144,8 @@ async fn two_reapers_at_once_reset_each_row_once() {
             .unwrap();
     }
     db.age_ghost_claims().await;
-    let mut a = quick_reaper(&db);
-    let mut b = quick_reaper(&db);
+    let a = quick_reaper(&db);
+    let b = quick_reaper(&db);
     let (ra, rb) = tokio::join!(a.run_once(), b.run_once());
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     assert_eq!(ra.requeued + rb.requeued, 60, "{ra:?} {rb:?}");
@@ -169,7 +169,7 @@ async fn a_reaper_racing_a_late_finish_never_lets_both_win() {
             .unwrap()
             .remove(0);
         db.age_ghost_claims().await;
-        let mut reaper = quick_reaper(&db);
+        let reaper = quick_reaper(&db);
         let pool = db.pool.clone();
         let (reaped, finished) = tokio::join!(reaper.run_once(), async {
             tokio::time::sleep(Duration::from_millis(u64::from(round % 7))).await;
@@ -193,7 +193,7 @@ async fn a_job_that_kills_its_worker_every_time_ends_dead() {
     db.exec("INSERT INTO job_queue (kind, max_attempts) VALUES ('poison', 2)")
         .await;
     let kinds = vec!["poison".to_string()];
-    let mut reaper = quick_reaper(&db);
+    let reaper = quick_reaper(&db);
     for g in 0..2 {
         assert_eq!(
             claim_batch(&db.pool, &ghost(200 + g), "default", &kinds, 1)

@@ -52,6 +52,14 @@ impl Env {
         Ok(db::connect(&ConnectConfig::new(&self.url).max_connections(max)).await?)
     }
 
+    /// A pool for a long-running service, which connects when first used: the service waits for a
+    /// database that is not there yet, and checks the schema itself when it registers.
+    pub fn service_pool(&self, max: u32) -> Result<MySqlPool> {
+        Ok(db::connect_lazy(
+            &ConnectConfig::new(&self.url).max_connections(max),
+        )?)
+    }
+
     /// Connects and checks that the schema is current.
     pub async fn migrated_pool(&self, max: u32) -> Result<MySqlPool> {
         let pool = self.pool(max).await?;

@@ -31,8 +31,13 @@ pub fn config(env: &Env, args: &ReaperArgs) -> ReaperConfig {
 pub async fn run(env: &Env, args: ReaperArgs) -> Result<()> {
     let cfg = config(env, &args);
     cfg.validate()?;
-    let pool = env.migrated_pool(4).await?;
-    let mut reaper = Reaper::new(pool.clone(), cfg)?;
+    // A sidecar waits for a database that is not there yet; a one-off pass fails at once.
+    let pool = if args.once {
+        env.migrated_pool(4).await?
+    } else {
+        env.service_pool(4)?
+    };
+    let reaper = Reaper::new(pool.clone(), cfg)?;
     if args.once {
         let report = reaper.run_once().await?;
         println!(

@@ -32,7 +32,7 @@ pub async fn run(env: &Env, args: SchedulerArgs) -> Result<()> {
     let cfg = config(env, &args)?;
     if args.forever {
         let stop = shutdown::on_signals()?;
-        let pool = env.migrated_pool(4).await?;
+        let pool = env.service_pool(4)?;
         Scheduler::new(pool.clone(), cfg)?.run(stop).await?;
         pool.close().await;
         return Ok(());

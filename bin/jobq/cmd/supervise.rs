@@ -17,7 +17,7 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
         );
     }
     let worker_cfg = super::worker::config(env, &args.opts, true);
-    let pool = env.migrated_pool(4).await?;
+    let pool = env.service_pool(4)?;
     let program =
         std::env::current_exe().context("cannot find the jobq binary to start workers")?;
     let mut cfg = SupervisorConfig::new(args.workers, program);

@@ -75,7 +75,13 @@ pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
     let shutdown = shutdown::on_signals()?;
     // SQL handlers hold a pooled connection while they run; the heartbeat, the cancel watcher and failure
     // finishes share two more. The claim loop and the finisher hold connections of their own.
-    let pool = env.migrated_pool(cfg.concurrency + 2).await?;
+    // A forever worker waits for a database that is not there yet (it checks the schema when it
+    // registers); a draining one (cron) fails at once, and the next tick tries again.
+    let pool = if args.forever {
+        env.service_pool(cfg.concurrency + 2)?
+    } else {
+        env.migrated_pool(cfg.concurrency + 2).await?
+    };
     let handlers = Handlers::from_config(&env.config, &pool)?;
     let worker = Worker::new(pool.clone(), handlers, cfg)?;
     worker.run(shutdown).await?;

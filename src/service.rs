@@ -1,0 +1,237 @@
+//! One lifecycle for every long-running service (worker, reaper, scheduler, supervisor): wait out a
+//! database that is not there yet, check the schema, register, heartbeat, run, deregister.
+//!
+//! Written once so that the services behave alike where it matters to an operator: each one started
+//! before its database (a reboot where MariaDB comes up late) waits for it instead of exiting, so a
+//! service manager never sees a crash loop; each one deregisters on the way out; each one's heartbeat
+//! confirms its fence (see [`crate::fence`]). Maintenance services run their passes through
+//! [`run_every`], which logs a pass at info level only when it did something.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::time::Duration;
+
+use sqlx::MySqlPool;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::db::registry::{Bounds, Role};
+use crate::error::{Error, Result};
+use crate::fence::Fence;
+use crate::session::Session;
+
+/// A delay that doubles after each failure, up to a cap, and starts over after a success.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Backoff {
+    first: Duration,
+    max: Duration,
+    next: Duration,
+}
+
+impl Backoff {
+    /// Waiting for a database that is unreachable at start: 0.5 s doubling to 15 s.
+    pub(crate) const OUTAGE: Backoff =
+        Backoff::new(Duration::from_millis(500), Duration::from_secs(15));
+    /// Retrying a failed claim, or recording an outcome through an outage: 0.1 s doubling to 5 s.
+    pub(crate) const RETRY: Backoff =
+        Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+
+    /// Starts at `first`, doubles up to `max`.
+    pub(crate) const fn new(first: Duration, max: Duration) -> Self {
+        Self {
+            first,
+            max,
+            next: first,
+        }
+    }
+
+    /// The same backoff with another cap.
+    pub(crate) fn capped(self, max: Duration) -> Self {
+        Self::new(self.first.min(max), max)
+    }
+
+    /// The delay to wait now; the next one is twice as long (up to the cap).
+    pub(crate) fn next_delay(&mut self) -> Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(self.max);
+        d
+    }
+
+    /// After a success: the next delay is the first again.
+    pub(crate) fn reset(&mut self) {
+        self.next = self.first;
+    }
+}
+
+/// Sleeps, or returns true early if `stop` is cancelled.
+pub(crate) async fn sleep_or_stop(d: Duration, stop: &CancellationToken) -> bool {
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => true,
+        () = tokio::time::sleep(d) => false,
+    }
+}
+
+/// Errors that mean "the server is not there right now" rather than "this can never work".
+pub(crate) fn is_outage(e: &Error) -> bool {
+    match e {
+        Error::Connect { reason, .. } => reason.starts_with("server unreachable"),
+        other => other.is_transient(),
+    }
+}
+
+/// A registered service: its registry row, the heartbeat task that keeps it fresh, and its fence.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    token: String,
+    fence: Fence,
+    beat_recorder: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    beat_stop: CancellationToken,
+    beat: JoinHandle<Session>,
+    fence_stop: CancellationToken,
+    watchdog: Option<std::thread::JoinHandle<()>>,
+}
+
+/// How a service registers.
+#[derive(Debug, Clone)]
+pub(crate) struct Register<'a> {
+    pub(crate) role: Role,
+    pub(crate) queues: &'a [String],
+    pub(crate) bounds: Bounds,
+    /// Wait out an unreachable database (forever services) rather than fail at once (one-shot runs).
+    pub(crate) wait_for_database: bool,
+    /// Run the fence's watchdog (services that run jobs).
+    pub(crate) watch_fence: bool,
+}
+
+impl Register<'_> {
+    /// Checks the schema and registers, waiting for an unreachable database when asked to. `None` if
+    /// `shutdown` came first.
+    ///
+    /// # Errors
+    /// When the database is not migrated, refuses the login, or (without waiting) is unreachable.
+    pub(crate) async fn open(
+        &self,
+        pool: &MySqlPool,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<Registration>> {
+        let mut backoff = Backoff::OUTAGE;
+        let session = loop {
+            let attempt = async {
+                crate::db::migrate::ensure_migrated(pool).await?;
+                Session::open(pool, self.role, self.queues, self.bounds).await
+            }
+            .await;
+            match attempt {
+                Ok(s) => break s,
+                Err(e) if self.wait_for_database && is_outage(&e) => {
+                    let wait = backoff.next_delay();
+                    warn!(role = self.role.as_str(), error = %e, retry_in = ?wait, "database unavailable; waiting");
+                    if sleep_or_stop(wait, shutdown).await {
+                        return Ok(None);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let token = session.token().to_string();
+        let fence = session.fence().clone();
+        let beat_recorder = session.beat_recorder();
+        let fence_stop = CancellationToken::new();
+        let watchdog = self.watch_fence.then(|| fence.watch(fence_stop.clone()));
+        let beat_stop = CancellationToken::new();
+        let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
+        Ok(Some(Registration {
+            token,
+            fence,
+            beat_recorder,
+            beat_stop,
+            beat,
+            fence_stop,
+            watchdog,
+        }))
+    }
+}
+
+impl Registration {
+    /// The claim token.
+    pub(crate) fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// The fence the heartbeat confirms.
+    pub(crate) fn fence(&self) -> &Fence {
+        &self.fence
+    }
+
+    /// See [`Session::beat_recorder`].
+    pub(crate) fn beat_recorder(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        self.beat_recorder.clone()
+    }
+
+    /// Stops the heartbeat and removes the registry row. A heartbeat task that panicked leaves the row
+    /// to the reaper, which says so.
+    pub(crate) async fn close(self, pool: &MySqlPool) {
+        self.beat_stop.cancel();
+        match self.beat.await {
+            Ok(session) => session.close(pool).await,
+            Err(e) => warn!(error = %e, claim = %self.token,
+                            "heartbeat task failed; the registry row is left to the reaper"),
+        }
+        self.fence_stop.cancel();
+        if let Some(dog) = self.watchdog {
+            let _ = tokio::task::spawn_blocking(move || dog.join()).await;
+        }
+    }
+}
+
+/// What a maintenance pass reports: whether it did anything worth an info line.
+pub(crate) trait PassReport: Debug {
+    /// True when the pass found nothing to do.
+    fn is_quiet(&self) -> bool;
+}
+
+/// Runs `pass` every `interval` until `shutdown` is cancelled; a pass in progress always finishes.
+/// A failed pass is logged and the next one tries again.
+pub(crate) async fn run_every<R, F, Fut>(
+    name: &str,
+    interval: Duration,
+    shutdown: &CancellationToken,
+    mut pass: F,
+) where
+    R: PassReport,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<R>>,
+{
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => break,
+            _ = tick.tick() => {}
+        }
+        match pass().await {
+            Ok(r) if r.is_quiet() => debug!(?r, "{name} pass"),
+            Ok(r) => info!(?r, "{name} pass"),
+            Err(e) => warn!(error = %e, retry_in = ?interval, "{name} pass failed"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_to_its_cap_and_starts_over() {
+        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(350));
+        let got: Vec<u128> = (0..4).map(|_| b.next_delay().as_millis()).collect();
+        assert_eq!(got, [100, 200, 350, 350]);
+        b.reset();
+        assert_eq!(b.next_delay(), Duration::from_millis(100));
+        let mut c = Backoff::RETRY.capped(Duration::from_millis(50));
+        assert_eq!(c.next_delay(), Duration::from_millis(50));
+    }
+}
