@@ -5,6 +5,7 @@
 
 mod args;
 mod cmd;
+mod out;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -23,14 +24,16 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            out::err_line(format_args!("error: cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(cmd::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`jobq jobs list | head`): it has all it wanted.
+        Err(e) if e.is::<out::Closed>() => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", describe(&e));
+            out::err_line(format_args!("error: {}", describe(&e)));
             ExitCode::FAILURE
         }
     }
@@ -49,7 +52,9 @@ fn init_logging(cli: &Cli) {
         .unwrap_or_else(|| EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // A dead stderr (a log pipe whose reader exited) must not turn logging into panics: see `out`.
+        .with_writer(|| out::LogWriter)
+        .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();

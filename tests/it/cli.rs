@@ -632,3 +632,85 @@ async fn database_url_precedence_flag_then_jobq_env_then_database_url_env_then_c
         &["jobq_missing_config"],
     );
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Closed pipes: `jobq jobs list | head`, `jobq worker 2>&1 | logger` whose reader died
+// ---------------------------------------------------------------------------------------------------
+
+/// The write end of a pipe whose read end is already closed: every write to it fails with EPIPE.
+fn closed_pipe() -> Stdio {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    Stdio::from(writer)
+}
+
+/// Exit status 101 is a panic; 134 an abort.
+#[track_caller]
+fn assert_clean_exit(out: &Output, what: &str) {
+    assert_no_panic(out);
+    assert!(
+        out.status.success(),
+        "{what} exited with {:?}\nstderr:\n{}",
+        out.status,
+        stderr(out)
+    );
+}
+
+#[tokio::test]
+async fn a_worker_whose_log_pipe_is_closed_still_runs_its_jobs() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let config = write_config(&dir, "[handlers.k]\ncommand = [\"true\"]\n");
+    db.insert_jobs("k", 3).await;
+    // -v: plenty of log lines, each one a failed write.
+    let child = jobq(
+        Some(&db.url),
+        &["worker", "-v", "--config", config.to_str().unwrap()],
+    )
+    .stdout(closed_pipe())
+    .stderr(closed_pipe())
+    .spawn()
+    .unwrap();
+    let out = wait_output(child, Duration::from_secs(60));
+    assert_clean_exit(&out, "a drain worker with closed stdout and stderr");
+    assert_eq!(db.states().await, "done=3");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn listings_end_quietly_when_stdout_is_closed() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 30).await;
+    let id: u64 = db.scalar("SELECT MIN(id) FROM job_queue").await;
+    let id = id.to_string();
+    for args in [
+        &["jobs", "list"][..],
+        &["jobs", "show", &id],
+        &["stats"],
+        &["schedule", "list"],
+        &["schedule", "next", "--spec", "every 5m"],
+        &["enqueue", "k"],
+    ] {
+        let child = jobq(Some(&db.url), args)
+            .stdout(closed_pipe())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_output(child, Duration::from_secs(30));
+        assert_clean_exit(&out, &format!("jobq {}", args.join(" ")));
+        assert_eq!(
+            stderr(&out),
+            "",
+            "jobq {}: nothing to report",
+            args.join(" ")
+        );
+    }
+    // Errors still reach stderr, and a closed stderr does not turn them into a panic either.
+    let child = jobq(Some(&db.url), &["jobs", "show", "999999"])
+        .stdout(closed_pipe())
+        .stderr(closed_pipe())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1), "{:?}", out.status);
+}

@@ -6,6 +6,7 @@ use jobq::{JobFilter, JobRecord, State};
 
 use super::Env;
 use crate::args::JobsCommand;
+use crate::out::outln;
 
 pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
     // Arguments are checked before anything touches the database.
@@ -23,28 +24,33 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
                 limit: a.limit,
             };
             let jobs = admin::list_jobs(&pool, &filter).await?;
-            print_list(&jobs);
+            print_list(&jobs)?;
         }
-        JobsCommand::Show { id } => print_one(&admin::get_job(&pool, id).await?),
+        JobsCommand::Show { id } => print_one(&admin::get_job(&pool, id).await?)?,
         JobsCommand::Retry { id } => {
             admin::retry_job(&pool, id).await?;
-            println!("job {id} is queued to run now");
+            outln!("job {id} is queued to run now")?;
         }
         JobsCommand::Cancel { id } => match admin::cancel_job(&pool, id).await? {
-            admin::CancelOutcome::Cancelled => println!("job {id} is cancelled"),
-            admin::CancelOutcome::Requested => println!(
+            admin::CancelOutcome::Cancelled => outln!("job {id} is cancelled")?,
+            admin::CancelOutcome::Requested => outln!(
                 "job {id} is running: its worker was asked to stop it; it will end cancelled"
-            ),
+            )?,
         },
     }
     Ok(())
 }
 
-fn print_list(jobs: &[JobRecord]) {
-    println!(
+fn print_list(jobs: &[JobRecord]) -> Result<()> {
+    outln!(
         "{:>10} {:<9} {:<12} {:<24} {:>8} {:<26} LAST ERROR",
-        "ID", "STATE", "QUEUE", "KIND", "ATTEMPTS", "RUN AT (UTC)"
-    );
+        "ID",
+        "STATE",
+        "QUEUE",
+        "KIND",
+        "ATTEMPTS",
+        "RUN AT (UTC)"
+    )?;
     for j in jobs {
         let err = j
             .last_error
@@ -58,7 +64,7 @@ fn print_list(jobs: &[JobRecord]) {
                     .collect::<String>()
             })
             .unwrap_or_default();
-        println!(
+        outln!(
             "{:>10} {:<9} {:<12} {:<24} {:>8} {:<26} {}",
             j.id,
             j.state,
@@ -67,45 +73,47 @@ fn print_list(jobs: &[JobRecord]) {
             format!("{}/{}", j.attempts, j.max_attempts),
             j.run_at.format("%Y-%m-%d %H:%M:%S%.3f"),
             err
-        );
+        )?;
     }
     if jobs.is_empty() {
-        println!("(no jobs)");
+        outln!("(no jobs)")?;
     }
+    Ok(())
 }
 
-fn print_one(j: &JobRecord) {
+fn print_one(j: &JobRecord) -> Result<()> {
     let t = |v: Option<chrono::DateTime<chrono::Utc>>| {
         v.map_or_else(
             || "-".to_string(),
             |t| t.format("%Y-%m-%d %H:%M:%S%.6f UTC").to_string(),
         )
     };
-    println!("id:           {}", j.id);
-    println!("state:        {}", j.state);
-    println!("queue:        {}", j.queue);
-    println!("kind:         {}", j.kind);
-    println!("priority:     {}", j.priority);
-    println!("attempts:     {} of {}", j.attempts, j.max_attempts);
-    println!(
+    outln!("id:           {}", j.id)?;
+    outln!("state:        {}", j.state)?;
+    outln!("queue:        {}", j.queue)?;
+    outln!("kind:         {}", j.kind)?;
+    outln!("priority:     {}", j.priority)?;
+    outln!("attempts:     {} of {}", j.attempts, j.max_attempts)?;
+    outln!(
         "timeout:      {}",
         j.timeout_secs.map_or("-".to_string(), |s| format!("{s}s"))
-    );
-    println!("run at:       {}", t(Some(j.run_at)));
-    println!("created at:   {}", t(Some(j.created_at)));
-    println!("claimed at:   {}", t(j.claimed_at));
-    println!("started at:   {}", t(j.started_at));
-    println!("finished at:  {}", t(j.finished_at));
-    println!("claim:        {}", j.claim.as_deref().unwrap_or("-"));
+    )?;
+    outln!("run at:       {}", t(Some(j.run_at)))?;
+    outln!("created at:   {}", t(Some(j.created_at)))?;
+    outln!("claimed at:   {}", t(j.claimed_at))?;
+    outln!("started at:   {}", t(j.started_at))?;
+    outln!("finished at:  {}", t(j.finished_at))?;
+    outln!("claim:        {}", j.claim.as_deref().unwrap_or("-"))?;
     let payload = serde_json::from_str::<serde_json::Value>(&j.payload)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| j.payload.clone());
-    println!(
+    outln!(
         "payload:      {}",
         payload.replace('\n', "\n              ")
-    );
+    )?;
     match &j.last_error {
-        Some(e) => println!("last error:   {}", e.replace('\n', "\n              ")),
-        None => println!("last error:   -"),
+        Some(e) => outln!("last error:   {}", e.replace('\n', "\n              "))?,
+        None => outln!("last error:   -")?,
     }
+    Ok(())
 }

@@ -18,6 +18,7 @@ use jobq::db::{self, ConnectConfig};
 use sqlx::MySqlPool;
 
 use crate::args::{Cli, Command, DEFAULT_DATABASE_URL};
+use crate::out::outln;
 
 /// What every command needs: the config file (if any) and where the database is.
 pub struct Env {
@@ -65,19 +66,20 @@ pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Migrate(args) => {
             if args.create_database && db::create_database(&env.url).await? {
-                println!("created database for {}", db::redact_url(&env.url));
+                outln!("created database for {}", db::redact_url(&env.url))?;
             }
             let pool = env.pool(2).await?;
             let report = db::migrate::migrate(&pool)
                 .await
                 .context("migration failed")?;
             if report.applied.is_empty() {
-                println!("schema is up to date (version {})", report.version);
+                outln!("schema is up to date (version {})", report.version)?;
             } else {
-                println!(
+                outln!(
                     "applied migration(s) {:?}; schema is at version {}",
-                    report.applied, report.version
-                );
+                    report.applied,
+                    report.version
+                )?;
             }
             Ok(())
         }
@@ -94,10 +96,10 @@ pub async fn run(cli: Cli) -> Result<()> {
             let pool = env.migrated_pool(2).await?;
             let retention = args.retention.unwrap_or_else(|| env.config.retention());
             let n = db::prune::prune_finished(&pool, retention).await?;
-            println!(
+            outln!(
                 "deleted {n} finished job(s) older than {}",
                 humantime::format_duration(retention)
-            );
+            )?;
             Ok(())
         }
     }

@@ -6,6 +6,7 @@ use jobq::shutdown;
 
 use super::Env;
 use crate::args::ReaperArgs;
+use crate::out::outln;
 
 /// The reaper's settings from flags, then the config file, then the defaults.
 pub fn config(env: &Env, args: &ReaperArgs) -> ReaperConfig {
@@ -29,10 +30,14 @@ pub async fn run(env: &Env, args: ReaperArgs) -> Result<()> {
     let mut reaper = Reaper::new(pool.clone(), cfg);
     if args.once {
         let report = reaper.run_once().await?;
-        println!(
+        outln!(
             "dead claimants: {}, jobs requeued: {}, jobs ended: {}, registry rows removed: {}, jobs pruned: {}",
-            report.dead_claimants, report.requeued, report.ended, report.forgotten, report.pruned
-        );
+            report.dead_claimants,
+            report.requeued,
+            report.ended,
+            report.forgotten,
+            report.pruned
+        )?;
     } else {
         let shutdown = shutdown::on_signals()?;
         reaper.run(shutdown).await?;

@@ -7,6 +7,7 @@ use chrono::Utc;
 use jobq::State;
 
 use super::Env;
+use crate::out::{out, outln};
 
 pub async fn run(env: &Env) -> Result<()> {
     let pool = env.migrated_pool(1).await?;
@@ -20,37 +21,42 @@ pub async fn run(env: &Env) -> Result<()> {
             .entry(&c.state)
             .or_default() += c.count;
     }
-    print!("{:<20}", "QUEUE");
+    out!("{:<20}", "QUEUE")?;
     for s in State::ALL {
-        print!(" {:>10}", s.as_str().to_uppercase());
+        out!(" {:>10}", s.as_str().to_uppercase())?;
     }
-    println!(" {:>10} {:>12}", "DUE", "OLDEST DUE");
+    outln!(" {:>10} {:>12}", "DUE", "OLDEST DUE")?;
     if by_queue.is_empty() {
-        println!("(no jobs)");
+        outln!("(no jobs)")?;
     }
     for (queue, states) in &by_queue {
-        print!("{queue:<20}");
+        out!("{queue:<20}")?;
         for s in State::ALL {
-            print!(" {:>10}", states.get(s.as_str()).copied().unwrap_or(0));
+            out!(" {:>10}", states.get(s.as_str()).copied().unwrap_or(0))?;
         }
         match stats.lag.iter().find(|l| l.queue == *queue) {
-            Some(l) => println!(" {:>10} {:>11.1}s", l.due, l.oldest_due_secs),
-            None => println!(" {:>10} {:>12}", 0, "-"),
+            Some(l) => outln!(" {:>10} {:>11.1}s", l.due, l.oldest_due_secs)?,
+            None => outln!(" {:>10} {:>12}", 0, "-")?,
         }
     }
 
-    println!();
+    outln!()?;
     if stats.processes.is_empty() {
-        println!("no live jobq processes");
+        outln!("no live jobq processes")?;
         return Ok(());
     }
-    println!(
+    outln!(
         "{:<11} {:<20} {:>8} {:<20} {:>9} {:>10}  CLAIM TOKEN",
-        "ROLE", "HOST", "PID", "QUEUES", "UP", "HEARTBEAT"
-    );
+        "ROLE",
+        "HOST",
+        "PID",
+        "QUEUES",
+        "UP",
+        "HEARTBEAT"
+    )?;
     let now = Utc::now();
     for p in &stats.processes {
-        println!(
+        outln!(
             "{:<11} {:<20} {:>8} {:<20} {:>8}s {:>9}s  {}",
             p.role,
             p.host,
@@ -59,7 +65,7 @@ pub async fn run(env: &Env) -> Result<()> {
             (now - p.started_at).num_seconds(),
             (now - p.heartbeat_at).num_seconds(),
             p.token
-        );
+        )?;
     }
     Ok(())
 }
