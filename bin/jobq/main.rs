@@ -16,8 +16,12 @@ use tracing_subscriber::EnvFilter;
 use args::Cli;
 
 fn main() -> ExitCode {
+    // Usage errors exit 2 here (clap's convention); every other error exits 1 below.
     let cli = Cli::parse();
-    init_logging(&cli);
+    if let Err(e) = init_logging(&cli) {
+        out::err_line(format_args!("error: {e}"));
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -39,17 +43,24 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(cli: &Cli) {
+/// Installs the log subscriber. An invalid `JOBQ_LOG` is an error: ignoring it would leave the operator
+/// without the logs they asked for and no hint why.
+fn init_logging(cli: &Cli) -> Result<(), String> {
     let default = match (cli.quiet, cli.verbose) {
         (true, _) => "warn",
         (false, 0) => "info,sqlx=warn",
         (false, 1) => "debug,sqlx=info",
         (false, _) => "trace",
     };
-    let filter = std::env::var("JOBQ_LOG")
-        .ok()
-        .and_then(|s| EnvFilter::try_new(s).ok())
-        .unwrap_or_else(|| EnvFilter::new(default));
+    let filter = match std::env::var("JOBQ_LOG") {
+        Ok(s) if !s.trim().is_empty() => EnvFilter::try_new(&s).map_err(|e| {
+            format!(
+                "invalid JOBQ_LOG {s:?}: {e} (examples: info, jobq=debug, warn,jobq::reaper=trace)"
+            )
+        })?,
+        Ok(_) | Err(std::env::VarError::NotPresent) => EnvFilter::new(default),
+        Err(std::env::VarError::NotUnicode(_)) => return Err("JOBQ_LOG is not valid UTF-8".into()),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         // A dead stderr (a log pipe whose reader exited) must not turn logging into panics: see `out`.
@@ -58,6 +69,7 @@ fn init_logging(cli: &Cli) {
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
+    Ok(())
 }
 
 /// The error and its causes on one line, leaving out a cause whose text its parent already shows

@@ -714,3 +714,174 @@ async fn listings_end_quietly_when_stdout_is_closed() {
     let out = wait_output(child, Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(1), "{:?}", out.status);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Refusals: bad input is an error that names it, with exit status 1 (2 for usage errors), never a crash
+// ---------------------------------------------------------------------------------------------------
+
+/// A server that refuses connections: a refusal that names the bad input proves it came before any
+/// connection attempt.
+const NO_SERVER: &str = "mysql://root@127.0.0.1:1/x";
+
+/// Asserts exit status 1 and that stderr contains every one of `needles`.
+#[track_caller]
+fn assert_refused(out: &Output, needles: &[&str]) {
+    assert_fails(out, needles);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "exit status; stderr:\n{}",
+        stderr(out)
+    );
+}
+
+/// `jobq ARGS --config FILE` with `text` as the file.
+fn with_config(text: &str, args: &[&str]) -> Output {
+    let dir = scratch_dir();
+    let path = write_config(&dir, text);
+    let mut all = args.to_vec();
+    all.extend(["--config", path.to_str().unwrap()]);
+    let out = run_jobq(Some(NO_SERVER), &all);
+    std::fs::remove_dir_all(&dir).ok();
+    out
+}
+
+const A_HANDLER: &str = "[handlers.k]\ncommand = [\"true\"]\n";
+
+#[test]
+fn an_invalid_jobq_log_is_refused() {
+    let child = jobq(Some(NO_SERVER), &["stats"])
+        .env("JOBQ_LOG", "jobq=loud")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(30));
+    assert_refused(&out, &["invalid JOBQ_LOG", "jobq=loud"]);
+}
+
+#[test]
+fn a_zero_reaper_interval_or_lease_is_refused() {
+    let out = run_jobq(Some(NO_SERVER), &["reaper", "--interval", "0s"]);
+    assert_refused(&out, &["--interval must be above zero"]);
+    let out = run_jobq(Some(NO_SERVER), &["reaper", "--once", "--lease", "0s"]);
+    assert_refused(&out, &["--lease must be above zero"]);
+    let out = with_config("[reaper]\ninterval = \"0s\"\n", &["reaper"]);
+    assert_refused(&out, &["reaper.interval must be above zero"]);
+}
+
+#[test]
+fn zero_worker_intervals_are_refused() {
+    let out = with_config(A_HANDLER, &["worker", "--poll-interval", "0s"]);
+    assert_refused(&out, &["--poll-interval must be above zero"]);
+    let out = with_config(
+        &format!("{A_HANDLER}[worker]\nheartbeat_interval = \"0s\"\n"),
+        &["worker"],
+    );
+    assert_refused(&out, &["worker.heartbeat_interval must be above zero"]);
+    let out = with_config(
+        &format!("{A_HANDLER}[worker]\npoll_interval = \"0s\"\n"),
+        &["supervise", "-n", "1"],
+    );
+    assert_refused(&out, &["worker.poll_interval must be above zero"]);
+}
+
+#[test]
+fn an_absurd_concurrency_is_refused_not_allocated() {
+    let out = with_config(A_HANDLER, &["worker", "-c", "4000000000"]);
+    assert_refused(&out, &["--concurrency = 4000000000", "maximum of 10000"]);
+    let out = with_config(A_HANDLER, &["supervise", "-c", "4000000000"]);
+    assert_refused(&out, &["--concurrency = 4000000000", "maximum of 10000"]);
+    let out = with_config(
+        &format!("{A_HANDLER}[worker]\nconcurrency = 20000\n"),
+        &["worker"],
+    );
+    assert_refused(&out, &["worker.concurrency = 20000", "maximum of 10000"]);
+}
+
+#[test]
+fn a_retry_cap_below_its_base_is_refused() {
+    let out = with_config(
+        &format!("{A_HANDLER}[retry]\nbase = \"10m\"\ncap = \"1m\"\n"),
+        &["worker"],
+    );
+    assert_refused(&out, &["retry.cap (1m) is below retry.base (10m)"]);
+}
+
+#[test]
+fn jobs_list_with_a_zero_limit_is_refused() {
+    let out = run_jobq(Some(NO_SERVER), &["jobs", "list", "-n", "0"]);
+    assert_refused(&out, &["--limit must be at least 1"]);
+}
+
+#[test]
+fn a_handler_program_that_cannot_run_is_refused_when_the_worker_starts() {
+    let out = with_config(
+        "[handlers.resize]\ncommand = [\"/nonexistent/resize-image\"]\n",
+        &["worker"],
+    );
+    assert_refused(
+        &out,
+        &[
+            "handlers.resize",
+            "\"/nonexistent/resize-image\" does not exist",
+        ],
+    );
+
+    let out = with_config(
+        "[handlers.resize]\ncommand = [\"resize-image-not-installed\"]\n",
+        &["worker", "--forever"],
+    );
+    assert_refused(
+        &out,
+        &[
+            "handlers.resize",
+            "\"resize-image-not-installed\" is not found on PATH",
+        ],
+    );
+
+    // The handler's own PATH is the one searched.
+    let out = with_config(
+        "[handlers.resize]\ncommand = [\"sh\"]\nenv = { PATH = \"/nonexistent\" }\n",
+        &["supervise", "-n", "1"],
+    );
+    assert_refused(&out, &["handlers.resize", "(/nonexistent)"]);
+
+    let dir = scratch_dir();
+    let script = dir.join("not-executable.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    let out = with_config(
+        &format!(
+            "[handlers.resize]\ncommand = [{}]\n",
+            serde_json::to_string(script.to_str().unwrap()).unwrap()
+        ),
+        &["worker"],
+    );
+    assert_refused(&out, &["handlers.resize", "is not executable (mode 644)"]);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_schedule_config_error_is_refused() {
+    let out = with_config(
+        &format!("{A_HANDLER}[schedules.nightly]\nkind = \"k\"\nspec = \"every banana\"\n"),
+        &["scheduler"],
+    );
+    assert_refused(&out, &["schedules.nightly", "every banana"]);
+    let out = with_config(
+        &format!("{A_HANDLER}[schedules.nightly]\nkind = \"k\"\nspec = \"every banana\"\n"),
+        &["worker"],
+    );
+    assert_refused(&out, &["schedules.nightly"]);
+}
+
+#[test]
+fn usage_errors_exit_2_and_other_errors_exit_1() {
+    let out = run_jobq(Some(NO_SERVER), &["worker", "--concurrency", "lots"]);
+    assert_fails(&out, &["--concurrency", "lots"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = run_jobq(Some(NO_SERVER), &["no-such-command"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = run_jobq(Some(NO_SERVER), &["stats"]);
+    assert_refused(&out, &["unreachable"]);
+}

@@ -1,6 +1,6 @@
 //! `jobq jobs list|show|retry|cancel`.
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use jobq::db::admin;
 use jobq::{JobFilter, JobRecord, State};
 
@@ -11,7 +11,12 @@ use crate::out::outln;
 pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
     // Arguments are checked before anything touches the database.
     let state = match &cmd {
-        JobsCommand::List(a) => a.state.as_deref().map(str::parse::<State>).transpose()?,
+        JobsCommand::List(a) => {
+            if a.limit == 0 {
+                bail!("-n/--limit must be at least 1");
+            }
+            a.state.as_deref().map(str::parse::<State>).transpose()?
+        }
         _ => None,
     };
     let pool = env.migrated_pool(1).await?;

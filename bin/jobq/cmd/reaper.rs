@@ -1,6 +1,7 @@
 //! `jobq reaper`.
 
 use anyhow::Result;
+use jobq::config::check_positive;
 use jobq::reaper::{Reaper, ReaperConfig};
 use jobq::shutdown;
 
@@ -8,11 +9,15 @@ use super::Env;
 use crate::args::ReaperArgs;
 use crate::out::outln;
 
-/// The reaper's settings from flags, then the config file, then the defaults.
-pub fn config(env: &Env, args: &ReaperArgs) -> ReaperConfig {
+/// The reaper's settings from flags, then the config file, then the defaults. The file's values were
+/// checked when it was loaded; a zero flag is refused here (a zero interval would panic the timer, and a
+/// zero lease would judge every claimant dead).
+pub fn config(env: &Env, args: &ReaperArgs) -> Result<ReaperConfig> {
+    check_positive("--interval", args.interval).map_err(anyhow::Error::msg)?;
+    check_positive("--lease", args.lease).map_err(anyhow::Error::msg)?;
     let file = &env.config.reaper;
     let d = ReaperConfig::default();
-    ReaperConfig {
+    Ok(ReaperConfig {
         interval: args
             .interval
             .or(file.interval.map(|x| x.0))
@@ -21,11 +26,11 @@ pub fn config(env: &Env, args: &ReaperArgs) -> ReaperConfig {
         session_signals: !args.no_session_signals && file.session_signals.unwrap_or(true),
         retention: Some(env.config.retention()),
         ..d
-    }
+    })
 }
 
 pub async fn run(env: &Env, args: ReaperArgs) -> Result<()> {
-    let cfg = config(env, &args);
+    let cfg = config(env, &args)?;
     let pool = env.migrated_pool(4).await?;
     let mut reaper = Reaper::new(pool.clone(), cfg);
     if args.once {

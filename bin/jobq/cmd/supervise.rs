@@ -16,7 +16,8 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
             "no handlers configured: pass --config jobq.toml (or set JOBQ_CONFIG) with [handlers.KIND] sections"
         );
     }
-    let worker_cfg = super::worker::config(env, &args.opts, true);
+    let worker_cfg = super::worker::config(env, &args.opts, true)?;
+    env.config.check_programs()?;
     let pool = env.migrated_pool(4).await?;
     let program =
         std::env::current_exe().context("cannot find the jobq binary to start workers")?;
@@ -40,7 +41,7 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
         }
     });
 
-    let reaper = args.reaper.then(|| {
+    let reaper = if args.reaper {
         let reaper_args = ReaperArgs {
             once: false,
             forever: true,
@@ -48,9 +49,11 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
             lease: None,
             no_session_signals: false,
         };
-        let r = Reaper::new(pool.clone(), super::reaper::config(env, &reaper_args));
-        tokio::spawn(r.run(shutdown.clone()))
-    });
+        let r = Reaper::new(pool.clone(), super::reaper::config(env, &reaper_args)?);
+        Some(tokio::spawn(r.run(shutdown.clone())))
+    } else {
+        None
+    };
     let scheduler = if args.scheduler {
         let sched_args = SchedulerArgs {
             forever: true,
