@@ -1,11 +1,15 @@
 //! `jobq supervise`.
 
+use std::path::Path;
+
 use anyhow::{Context, Result, bail};
+use jobq::config::Config;
 use jobq::reaper::Reaper;
 use jobq::supervisor::{Supervisor, SupervisorConfig};
 use jobq::{Scheduler, shutdown};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
+use tracing::error;
 
 use super::Env;
 use crate::args::{ReaperArgs, SchedulerArgs, SuperviseArgs, WorkerOptions};
@@ -35,9 +39,23 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
     let shutdown = shutdown::on_signals()?;
     let (reload_tx, reload_rx) = mpsc::channel(1);
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let config_path = env.config_path.clone();
+    let opts = args.opts.clone();
+    let url = env.url.clone();
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            let _ = reload_tx.try_send(());
+            // A roll replaces every worker by one that reads the file anew: with a broken file each new
+            // worker would exit at once and the node would stop working. So the file is checked here
+            // first, as a worker would check it, and a broken one leaves the current workers running.
+            match check_reload(config_path.as_deref(), &opts, &url) {
+                Ok(()) => {
+                    let _ = reload_tx.try_send(());
+                }
+                Err(e) => error!(
+                    error = format!("{e:#}"),
+                    "SIGHUP: the config is invalid; keeping the current workers (fix it and send SIGHUP again)"
+                ),
+            }
         }
     });
 
@@ -74,6 +92,29 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
         s.await.context("scheduler task")??;
     }
     pool.close().await;
+    Ok(())
+}
+
+/// Checks what a new worker would check at start-up with the config file as it is now: the file itself
+/// (syntax, keys, handler and schedule sections), the worker settings it makes with the supervisor's
+/// flags, and the handlers' programs.
+fn check_reload(config_path: Option<&Path>, opts: &WorkerOptions, url: &str) -> Result<()> {
+    let config = match config_path {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    if config.handlers.is_empty() {
+        bail!(
+            "the config defines no handlers; add a [handlers.KIND] section with `command` or `sql`"
+        );
+    }
+    config.check_programs()?;
+    let env = Env {
+        config,
+        config_path: config_path.map(Path::to_path_buf),
+        url: url.to_string(),
+    };
+    super::worker::config(&env, opts, true)?;
     Ok(())
 }
 
