@@ -72,6 +72,18 @@ impl ClaimedJob {
     }
 }
 
+/// Appended after every `kind IN (…)` of the claim path: only rows whose kind matches a handler's kind
+/// exactly.
+///
+/// `kind` is `ascii_bin`, a PAD SPACE collation, so `'quick ' = 'quick'` is true and `kind IN ('quick')`
+/// alone also matches a row written with a trailing space. A worker serving `quick` claimed such a row,
+/// found no handler for the kind it read back (`"quick "`), and the job failed every attempt for hours.
+/// `LIKE` compares without padding, and no valid kind name ends in a space (trailing spaces are the only
+/// difference PAD SPACE hides), so this keeps exact matches only. It is checked on the index entry (kind
+/// is the last column of `claim_order`), so the claim's plan and the rows it reads stay as they were
+/// (`tests/it/claim.rs` checks the plan with this clause).
+pub(crate) const EXACT_KIND: &str = " AND kind NOT LIKE '% '";
+
 /// Deadlocks and lock timeouts are retried this many times in all before the error reaches the worker.
 const TRIES: u32 = 8;
 
@@ -152,7 +164,9 @@ async fn claim_once(
     select.push_bind(queue);
     select.push(" AND run_at <= NOW(6) AND kind IN (");
     push_list(&mut select, kinds);
-    select.push(") ORDER BY priority, run_at, id LIMIT ");
+    select.push(")");
+    select.push(EXACT_KIND);
+    select.push(" ORDER BY priority, run_at, id LIMIT ");
     select.push_bind(limit);
     select.push(" FOR UPDATE SKIP LOCKED");
     let jobs: Vec<ClaimedJob> = select.build_query_as().fetch_all(&mut *tx).await?;
@@ -189,7 +203,9 @@ pub(crate) async fn any_due(
             push_list(&mut q, queues);
             q.push(") AND run_at <= NOW(6) AND kind IN (");
             push_list(&mut q, kinds);
-            q.push(") LIMIT 1");
+            q.push(")");
+            q.push(EXACT_KIND);
+            q.push(" LIMIT 1");
             let r = q.build_query_scalar::<i32>().fetch_optional(&mut c).await;
             (c, r)
         })
@@ -218,7 +234,7 @@ pub(crate) async fn wait_for_work(
     };
     let probe = format!(
         "SELECT COUNT(*) INTO @jobq_due FROM (SELECT 1 FROM job_queue FORCE INDEX (claim_order) \
-         WHERE ready_queue IN ({}) AND run_at <= NOW(6) AND kind IN ({}) LIMIT 1) AS due",
+         WHERE ready_queue IN ({}) AND run_at <= NOW(6) AND kind IN ({}){EXACT_KIND} LIMIT 1) AS due",
         list(queues),
         list(kinds)
     );

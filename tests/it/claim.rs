@@ -137,7 +137,7 @@ async fn the_claim_reads_only_the_rows_it_takes_even_with_a_big_history() {
     let plan = sqlx::query(
         "EXPLAIN SELECT id FROM job_queue FORCE INDEX (claim_order) \
          WHERE ready_queue = 'default' AND run_at <= NOW(6) AND kind IN ('k') \
-         ORDER BY priority, run_at, id LIMIT 10 FOR UPDATE SKIP LOCKED",
+         AND kind NOT LIKE '% ' ORDER BY priority, run_at, id LIMIT 10 FOR UPDATE SKIP LOCKED",
     )
     .fetch_one(&mut *conn)
     .await
@@ -155,7 +155,7 @@ async fn the_claim_reads_only_the_rows_it_takes_even_with_a_big_history() {
     sqlx::query(
         "SELECT id FROM job_queue FORCE INDEX (claim_order) \
          WHERE ready_queue = 'default' AND run_at <= NOW(6) AND kind IN ('k') \
-         ORDER BY priority, run_at, id LIMIT 10",
+         AND kind NOT LIKE '% ' ORDER BY priority, run_at, id LIMIT 10",
     )
     .fetch_all(&mut *conn)
     .await
@@ -277,4 +277,41 @@ async fn deadlock_torture_many_claimers_and_producers_surface_no_error_and_lose_
         );
     }
     assert_each_once(&seen, total);
+}
+
+#[tokio::test]
+async fn a_kind_with_a_trailing_space_is_never_claimed_by_the_kind_without_it() {
+    let db = TestDb::new().await;
+    // ascii_bin pads with spaces: 'quick ' = 'quick' in SQL, but they are different kinds.
+    db.exec("INSERT INTO job_queue (kind) VALUES ('quick '), ('quick'), ('quick  ')")
+        .await;
+    let got = claim_batch(&db.pool, "t", "default", &["quick".to_string()], 10)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].kind, "quick");
+
+    // A drain worker for `quick` finishes what is due and leaves the padded rows queued, untouched.
+    db.exec("INSERT INTO job_queue (kind) VALUES ('quick')")
+        .await;
+    let seen: Seen = Arc::default();
+    let report = Worker::new(
+        db.pool(4).await,
+        counting("quick", &seen),
+        WorkerConfig::default(),
+    )
+    .unwrap()
+    .run(CancellationToken::new())
+    .await
+    .unwrap();
+    assert_eq!(report.claimed, 1, "{report:?}");
+    let padded: Vec<(u16, Option<Vec<u8>>)> = sqlx::query_as(
+        "SELECT attempts, claim FROM job_queue WHERE kind LIKE 'quick %' AND state = 'queued'",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(padded, vec![(0, None), (0, None)]);
+
+    assert_eq!(db.states().await, "done=1 queued=2 running=1");
 }

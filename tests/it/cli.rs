@@ -885,3 +885,42 @@ fn usage_errors_exit_2_and_other_errors_exit_1() {
     let out = run_jobq(Some(NO_SERVER), &["stats"]);
     assert_refused(&out, &["unreachable"]);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Kinds match exactly
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_padded_kind_stays_queued_and_stats_names_it() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let config = write_config(&dir, "[handlers.quick]\ncommand = [\"true\"]\n");
+    let config = config.to_str().unwrap();
+    // 'quick ' = 'quick' under the column's PAD SPACE collation; the worker must not take it.
+    db.exec("INSERT INTO job_queue (kind) VALUES ('quick '), ('quick'), ('quick')")
+        .await;
+    assert_ok(&run_jobq(Some(&db.url), &["worker", "--config", config]));
+    assert_eq!(db.states().await, "done=2 queued=1");
+    assert_eq!(
+        count(
+            &db,
+            "state = 'queued' AND attempts = 0 AND kind LIKE 'quick %'"
+        )
+        .await,
+        1
+    );
+
+    let text = assert_ok(&run_jobq(Some(&db.url), &["stats", "--config", config]));
+    let line = text
+        .lines()
+        .find(|l| l.contains("\"quick \""))
+        .unwrap_or_else(|| panic!("no due line for \"quick \":\n{text}"));
+    assert_eq!(line.split_whitespace().next(), Some("default"), "{text}");
+    assert!(
+        text.contains(
+            "warning: 1 due job(s) of kind \"quick \" in queue default will never be claimed"
+        ),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
