@@ -52,12 +52,21 @@ pub async fn get_job(pool: &MySqlPool, id: u64) -> Result<JobRecord> {
         .ok_or(Error::JobNotFound(id))
 }
 
-/// Makes a finished, dead, cancelled or waiting job runnable now. A dead job at its attempt limit gets one
-/// more attempt.
+/// Makes a finished, dead, cancelled or waiting job runnable now, with a fresh attempt budget: `attempts`
+/// starts again at 0, so the job gets its `max_attempts` again. (Adding one attempt to a dead job would
+/// give an operator who fixed the cause a single try, and a second failure would leave it dead again.)
+/// The attempts used so far are kept at the head of `last_error`, before the error they ended with.
 pub async fn retry_job(pool: &MySqlPool, id: u64) -> Result<()> {
+    // last_error is assigned before attempts: MySQL and MariaDB apply a single-table UPDATE's
+    // assignments left to right, so it still sees the attempts being reset.
     let done = sqlx::query(
         "UPDATE job_queue SET state = 'queued', run_at = NOW(6), finished_at = NULL, \
-         cancel_requested_at = NULL, max_attempts = GREATEST(max_attempts, attempts + 1) \
+         cancel_requested_at = NULL, \
+         last_error = IF(attempts > 0, \
+           CONCAT('retried by operator after ', attempts, ' attempt(s); last error: ', \
+                  COALESCE(last_error, '-')), \
+           last_error), \
+         attempts = 0 \
          WHERE id = ? AND state IN ('done', 'retry', 'dead', 'cancelled')",
     )
     .bind(id)
@@ -75,6 +84,38 @@ pub async fn retry_job(pool: &MySqlPool, id: u64) -> Result<()> {
             _ => "only done, retry, dead and cancelled jobs can be retried",
         },
     })
+}
+
+/// Makes a waiting job (`queued`, or `retry` waiting out its backoff) due now, without touching its
+/// attempts. Returns false when it was already due.
+///
+/// # Errors
+/// [`Error::JobState`] for a running or finished job (a finished one is run again with [`retry_job`]).
+pub async fn run_job_now(pool: &MySqlPool, id: u64) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE job_queue SET run_at = NOW(6) \
+         WHERE id = ? AND state IN ('queued', 'retry') AND run_at > NOW(6)",
+    )
+    .bind(id)
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 1 {
+        return Ok(true);
+    }
+    let job = get_job(pool, id).await?;
+    match job.state {
+        State::Queued | State::Retry => Ok(false),
+        State::Running => Err(Error::JobState {
+            id,
+            state: job.state.to_string(),
+            reason: "it is running already",
+        }),
+        _ => Err(Error::JobState {
+            id,
+            state: job.state.to_string(),
+            reason: "only queued and retry jobs can be run now; `jobq jobs retry` runs a finished job again",
+        }),
+    }
 }
 
 /// What [`cancel_job`] did.

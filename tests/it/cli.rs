@@ -235,6 +235,7 @@ fn every_subcommand_has_help() {
         &["jobs", "list", "--help"],
         &["jobs", "show", "--help"],
         &["jobs", "retry", "--help"],
+        &["jobs", "run-now", "--help"],
         &["jobs", "cancel", "--help"],
         &["prune", "--help"],
     ] {
@@ -923,4 +924,74 @@ async fn a_padded_kind_stays_queued_and_stats_names_it() {
         "{text}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// jobs retry: a fresh attempt budget; jobs run-now
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn retrying_a_dead_job_gives_it_all_its_attempts_again() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO job_queue (kind, state, attempts, max_attempts, last_error, finished_at) \
+         VALUES ('k', 'dead', 3, 3, 'boom: disk full', NOW(6))",
+    )
+    .await;
+    let id: u64 = db.scalar("SELECT MAX(id) FROM job_queue").await;
+    let text = assert_ok(&run_jobq(
+        Some(&db.url),
+        &["jobs", "retry", &id.to_string()],
+    ));
+    assert!(text.contains("fresh attempt budget"), "{text}");
+    let j = job(&db, id).await;
+    assert_eq!(j.state, State::Queued);
+    assert_eq!((j.attempts, j.max_attempts), (0, 3), "all 3 attempts again");
+    assert_eq!(j.finished_at, None);
+    let err = j.last_error.unwrap_or_default();
+    assert!(
+        err.starts_with("retried by operator after 3 attempt(s)")
+            && err.contains("boom: disk full"),
+        "history kept in last_error: {err}"
+    );
+}
+
+#[tokio::test]
+async fn run_now_makes_a_waiting_job_due_and_refuses_running_and_finished_ones() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO job_queue (id, kind, state, attempts, run_at, finished_at, claim) VALUES \
+         (1, 'k', 'queued', 0, NOW(6) + INTERVAL 1 DAY, NULL, NULL), \
+         (2, 'k', 'retry', 2, NOW(6) + INTERVAL 1 HOUR, NULL, NULL), \
+         (3, 'k', 'running', 1, NOW(6), NULL, 'someone'), \
+         (4, 'k', 'done', 1, NOW(6), NOW(6), NULL), \
+         (5, 'k', 'queued', 0, NOW(6) - INTERVAL 1 SECOND, NULL, NULL)",
+    )
+    .await;
+    let due = |id: u64| {
+        let db = &db;
+        async move { count(db, &format!("id = {id} AND run_at <= NOW(6)")).await == 1 }
+    };
+    for id in [1u64, 2] {
+        let text = assert_ok(&run_jobq(
+            Some(&db.url),
+            &["jobs", "run-now", &id.to_string()],
+        ));
+        assert!(text.contains("is due now"), "{text}");
+        assert!(due(id).await, "job {id} is due");
+    }
+    assert_eq!(job(&db, 2).await.attempts, 2, "attempts are unchanged");
+    assert_eq!(job(&db, 2).await.state, State::Retry);
+
+    let text = assert_ok(&run_jobq(Some(&db.url), &["jobs", "run-now", "5"]));
+    assert!(text.contains("already due"), "{text}");
+
+    let out = run_jobq(Some(&db.url), &["jobs", "run-now", "3"]);
+    assert_refused(&out, &["job 3 is running"]);
+    let out = run_jobq(Some(&db.url), &["jobs", "run-now", "4"]);
+    assert_refused(&out, &["job 4 is done", "jobq jobs retry"]);
+    let out = run_jobq(Some(&db.url), &["jobs", "run-now", "999"]);
+    assert_refused(&out, &["999", "not found"]);
+    assert_eq!(job(&db, 3).await.state, State::Running);
+    assert_eq!(job(&db, 4).await.state, State::Done);
 }

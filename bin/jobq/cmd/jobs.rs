@@ -1,4 +1,4 @@
-//! `jobq jobs list|show|retry|cancel`.
+//! `jobq jobs list|show|retry|run-now|cancel`.
 
 use anyhow::{Result, bail};
 use jobq::db::admin;
@@ -34,7 +34,14 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
         JobsCommand::Show { id } => print_one(&admin::get_job(&pool, id).await?)?,
         JobsCommand::Retry { id } => {
             admin::retry_job(&pool, id).await?;
-            outln!("job {id} is queued to run now")?;
+            outln!("job {id} is queued to run now, with a fresh attempt budget")?;
+        }
+        JobsCommand::RunNow { id } => {
+            if admin::run_job_now(&pool, id).await? {
+                outln!("job {id} is due now")?;
+            } else {
+                outln!("job {id} was already due")?;
+            }
         }
         JobsCommand::Cancel { id } => match admin::cancel_job(&pool, id).await? {
             admin::CancelOutcome::Cancelled => outln!("job {id} is cancelled")?,
