@@ -4,7 +4,8 @@
 //! default in place), and the whole file is validated before anything touches the database.
 //!
 //! ```toml
-//! database_url = "mysql://jobq:jobq@127.0.0.1:3306/app"
+//! database_url = "mysql://jobq@127.0.0.1:3306/app"
+//! database_password_file = "/run/secrets/jobq-db"   # the password, kept out of the URL
 //!
 //! [worker]
 //! queues = ["default", "mail"]   # claimed in this order
@@ -66,6 +67,10 @@ impl<'de> Deserialize<'de> for HumanDuration {
 pub struct Config {
     /// Used when neither `--database-url` nor `JOBQ_DATABASE_URL`/`DATABASE_URL` is set.
     pub database_url: Option<String>,
+    /// A file whose content (one trailing newline trimmed) is the database password, replacing any in
+    /// the URL; `JOBQ_DATABASE_PASSWORD_FILE` overrides it. Keeps the secret out of the URL, the
+    /// environment and this file (e.g. a systemd credential or a Kubernetes secret volume).
+    pub database_password_file: Option<PathBuf>,
     /// Worker settings; command-line flags override them.
     #[serde(default)]
     pub worker: WorkerSection,

@@ -5,8 +5,10 @@
 //! ending the process quietly. A panic there would be a crash with status 101, and in a worker a panic in
 //! the logging of a task breaks that task (a worker whose log lines panic cannot even drain on SIGTERM).
 //! So listings write through [`outln!`], which stops the command when stdout is closed, and logs and
-//! error messages go to stderr through writers that drop what cannot be written.
+//! error messages go to stderr through writers that drop what cannot be written. Text that comes from
+//! rows goes through [`clean`] first.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Write};
 
@@ -71,5 +73,49 @@ impl Write for LogWriter {
     fn flush(&mut self) -> io::Result<()> {
         let _ = io::stderr().flush();
         Ok(())
+    }
+}
+
+/// Text from a row (a kind, a payload, a handler's stderr kept in `last_error`), made safe to print on
+/// a terminal. Anyone who can insert a row chooses this text, and an escape sequence in it would be
+/// obeyed by the operator's terminal: clear the screen, rewrite earlier lines, set the window title,
+/// or worse on some terminals. Control characters and the bidirectional overrides (which reorder what
+/// is shown) are written as escapes (`\x1b`, `\u{202e}`) instead; with `keep_lines`, newline and tab
+/// stay, for multi-line fields.
+pub fn clean(s: &str, keep_lines: bool) -> Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && !(keep_lines && matches!(c, '\n' | '\t')))
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(unsafe_char) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if !unsafe_char(c) {
+            out.push(c);
+        } else if u32::from(c) < 0x80 {
+            out.push_str(&format!("\\x{:02x}", u32::from(c)));
+        } else {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clean;
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert_eq!(clean("plain text", false), "plain text");
+        assert_eq!(clean("a\x1b[2Jb\x07", false), "a\\x1b[2Jb\\x07");
+        assert_eq!(clean("one\ntwo\tx", false), "one\\x0atwo\\x09x");
+        assert_eq!(clean("one\ntwo\tx\r", true), "one\ntwo\tx\\x0d");
+        assert_eq!(
+            clean("\u{9b}31m \u{202e}cba", true),
+            "\\u{9b}31m \\u{202e}cba"
+        );
     }
 }

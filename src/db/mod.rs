@@ -240,6 +240,65 @@ pub(crate) fn parse_url(url: &str) -> Result<MySqlConnectOptions> {
         .disable_statement_logging())
 }
 
+/// Reads a password file: its content with one trailing line ending removed (`echo secret > file` and
+/// editors add one; a password never ends in a newline).
+///
+/// # Errors
+/// [`Error::Io`] naming the file when it cannot be read, [`Error::InvalidArgument`] when it is empty or
+/// not UTF-8.
+pub fn read_password_file(path: &std::path::Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        context: format!("cannot read the database password file {}", path.display()),
+        source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "database password file {} is not UTF-8",
+            path.display()
+        ))
+    })?;
+    let password = text
+        .strip_suffix("\r\n")
+        .or_else(|| text.strip_suffix('\n'))
+        .unwrap_or(&text);
+    if password.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "database password file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(password.to_string())
+}
+
+/// `url` with its password set to `password` (percent-encoded, so any character works), replacing any
+/// password it had.
+///
+/// # Errors
+/// [`Error::InvalidUrl`] when the URL has no `user@` part to attach a password to.
+pub fn with_password(url: &str, password: &str) -> Result<String> {
+    let bad = |reason: &str| Error::InvalidUrl {
+        url: redact_url(url),
+        reason: reason.into(),
+    };
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| bad("expected mysql://user@host:port/database"))?;
+    // The host part never contains '@'; a password could, encoded or not, so split at the last one.
+    let (creds, host) = rest.rsplit_once('@').ok_or_else(|| {
+        bad("a password file needs a user in the URL: mysql://user@host:port/database")
+    })?;
+    let user = creds.split_once(':').map_or(creds, |(u, _)| u);
+    let mut encoded = String::with_capacity(password.len() * 3);
+    for b in password.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            encoded.push(char::from(b));
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    Ok(format!("{scheme}://{user}:{encoded}@{host}"))
+}
+
 /// The URL with its password replaced by `***`, for messages and logs.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -420,6 +479,42 @@ mod tests {
         );
         assert_eq!(redact_url("mysql://u@h/db"), "mysql://u@h/db");
         assert_eq!(redact_url("nonsense"), "nonsense");
+    }
+
+    #[test]
+    fn a_password_is_set_encoded_and_replaces_the_urls_own() {
+        let url = with_password("mysql://app:old@db:3306/app", "p@ss:w/rd %1").unwrap();
+        assert_eq!(url, "mysql://app:p%40ss%3Aw%2Frd%20%251@db:3306/app");
+        let opts = parse_url(&url).unwrap();
+        assert_eq!(opts.get_username(), "app");
+        assert_eq!(opts.get_database(), Some("app"));
+        assert_eq!(
+            with_password("mysql://app@db/app", "x").unwrap(),
+            "mysql://app:x@db/app"
+        );
+        let e = with_password("mysql://db/app", "x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs a user"), "{e}");
+    }
+
+    #[test]
+    fn a_password_file_loses_one_line_ending_only() {
+        let dir = std::env::temp_dir().join(format!("jobq-pw-{}", rand::random::<u64>()));
+        std::fs::write(&dir, "s3cret \n").unwrap();
+        assert_eq!(read_password_file(&dir).unwrap(), "s3cret ");
+        std::fs::write(&dir, "a\r\n").unwrap();
+        assert_eq!(read_password_file(&dir).unwrap(), "a");
+        std::fs::write(&dir, "\n").unwrap();
+        assert!(
+            read_password_file(&dir)
+                .unwrap_err()
+                .to_string()
+                .contains("is empty")
+        );
+        std::fs::remove_file(&dir).unwrap();
+        let e = read_password_file(&dir).unwrap_err().to_string();
+        assert!(e.contains("cannot read the database password file"), "{e}");
     }
 
     #[test]

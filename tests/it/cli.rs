@@ -995,3 +995,124 @@ async fn run_now_makes_a_waiting_job_due_and_refuses_running_and_finished_ones()
     assert_eq!(job(&db, 3).await.state, State::Running);
     assert_eq!(job(&db, 4).await.state, State::Done);
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Secrets and hostile rows
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_database_password_can_come_from_a_file() {
+    let db = TestDb::new().await;
+    let user = format!("jobq_pw_{}", rand::random::<u32>());
+    // Characters that would break a URL if they were not encoded.
+    let password = "s3cr@t:/pw %?#";
+    for host in ["127.0.0.1", "localhost", "%"] {
+        db.exec(&format!(
+            "CREATE USER '{user}'@'{host}' IDENTIFIED BY '{password}'"
+        ))
+        .await;
+        db.exec(&format!(
+            "GRANT ALL ON `{}`.* TO '{user}'@'{host}'",
+            db.name
+        ))
+        .await;
+    }
+    let (_, rest) = db.url.split_once("://").unwrap();
+    let (_, host) = rest.rsplit_once('@').unwrap();
+    let url = format!("mysql://{user}@{host}");
+    let dir = scratch_dir();
+    let pw_file = dir.join("db-password");
+    std::fs::write(&pw_file, format!("{password}\n")).unwrap();
+
+    // Without the password: refused by the server.
+    assert_fails(&run_jobq(Some(&url), &["stats"]), &["access denied"]);
+    // JOBQ_DATABASE_PASSWORD_FILE.
+    let run = |envs: &[(&str, &std::path::Path)], args: &[&str]| {
+        let mut cmd = jobq(Some(&url), args);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_output(child, Duration::from_secs(30))
+    };
+    assert_ok(&run(
+        &[("JOBQ_DATABASE_PASSWORD_FILE", &pw_file)],
+        &["stats"],
+    ));
+    // database_password_file in the config, and the URL's own (wrong) password is replaced.
+    let config = write_config(
+        &dir,
+        &format!(
+            "database_password_file = {}\n",
+            serde_json::to_string(pw_file.to_str().unwrap()).unwrap()
+        ),
+    );
+    let wrong = format!("mysql://{user}:wrong@{host}");
+    let out = run_jobq(
+        None,
+        &[
+            "stats",
+            "--database-url",
+            &wrong,
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_ok(&out);
+    // A missing file is an error naming it, before any connection.
+    let missing = dir.join("no-such-file");
+    let out = run(&[("JOBQ_DATABASE_PASSWORD_FILE", &missing)], &["stats"]);
+    assert_refused(
+        &out,
+        &[
+            "cannot read the database password file",
+            missing.to_str().unwrap(),
+        ],
+    );
+    assert!(!stderr(&out).contains(password));
+
+    for host in ["127.0.0.1", "localhost", "%"] {
+        db.exec(&format!("DROP USER '{user}'@'{host}'")).await;
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn jobs_list_and_show_never_print_a_rows_control_characters() {
+    let db = TestDb::new().await;
+    // A kind that clears the screen, an error that sets the terminal's title and rings its bell, a
+    // payload whose JSON escapes decode to an escape sequence.
+    db.exec(
+        "INSERT INTO job_queue (kind, state, last_error, payload, finished_at) VALUES \
+         (CONCAT('evil', CHAR(27), '[2J'), 'dead', \
+          CONCAT('boom', CHAR(27), ']0;pwned', CHAR(7), '\\nsecond\\tline', CHAR(27), '[1A'), \
+          '{\"x\": \"\\\\u001b[31mred\"}', NOW(6))",
+    )
+    .await;
+    let id: u64 = db.scalar("SELECT MAX(id) FROM job_queue").await;
+    let list = run_jobq(Some(&db.url), &["jobs", "list"]);
+    let show = run_jobq(Some(&db.url), &["jobs", "show", &id.to_string()]);
+    for (what, out) in [("list", &list), ("show", &show)] {
+        let text = assert_ok(out);
+        assert!(
+            !out.stdout.iter().any(|b| *b == 0x1b || *b == 0x07),
+            "jobs {what} printed a control character:\n{text:?}"
+        );
+        assert!(text.contains("evil\\x1b[2J"), "jobs {what}: {text}");
+        assert!(
+            text.contains("boom\\x1b]0;pwned\\x07"),
+            "jobs {what}: {text}"
+        );
+    }
+    let show = stdout(&show);
+    // Multi-line fields keep their lines and tabs.
+    assert!(
+        show.contains("\n              second\tline\\x1b[1A"),
+        "{show}"
+    );
+    assert!(show.contains("\\u001b[31mred"), "{show}");
+}

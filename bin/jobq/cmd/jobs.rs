@@ -6,7 +6,7 @@ use jobq::{JobFilter, JobRecord, State};
 
 use super::Env;
 use crate::args::JobsCommand;
-use crate::out::outln;
+use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
     // Arguments are checked before anything touches the database.
@@ -68,9 +68,7 @@ fn print_list(jobs: &[JobRecord]) -> Result<()> {
             .last_error
             .as_deref()
             .map(|e| {
-                e.lines()
-                    .next()
-                    .unwrap_or("")
+                clean(e.lines().next().unwrap_or(""), false)
                     .chars()
                     .take(60)
                     .collect::<String>()
@@ -80,8 +78,8 @@ fn print_list(jobs: &[JobRecord]) -> Result<()> {
             "{:>10} {:<9} {:<12} {:<24} {:>8} {:<26} {}",
             j.id,
             j.state,
-            j.queue,
-            j.kind,
+            clean(&j.queue, false),
+            clean(&j.kind, false),
             format!("{}/{}", j.attempts, j.max_attempts),
             j.run_at.format("%Y-%m-%d %H:%M:%S%.3f"),
             err
@@ -102,8 +100,9 @@ fn print_one(j: &JobRecord) -> Result<()> {
     };
     outln!("id:           {}", j.id)?;
     outln!("state:        {}", j.state)?;
-    outln!("queue:        {}", j.queue)?;
-    outln!("kind:         {}", j.kind)?;
+    // Row text is written through `clean`: whoever inserted the row chose it.
+    outln!("queue:        {}", clean(&j.queue, false))?;
+    outln!("kind:         {}", clean(&j.kind, false))?;
     outln!("priority:     {}", j.priority)?;
     outln!("attempts:     {} of {}", j.attempts, j.max_attempts)?;
     outln!(
@@ -115,16 +114,22 @@ fn print_one(j: &JobRecord) -> Result<()> {
     outln!("claimed at:   {}", t(j.claimed_at))?;
     outln!("started at:   {}", t(j.started_at))?;
     outln!("finished at:  {}", t(j.finished_at))?;
-    outln!("claim:        {}", j.claim.as_deref().unwrap_or("-"))?;
+    outln!(
+        "claim:        {}",
+        clean(j.claim.as_deref().unwrap_or("-"), false)
+    )?;
     let payload = serde_json::from_str::<serde_json::Value>(&j.payload)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| j.payload.clone());
     outln!(
         "payload:      {}",
-        payload.replace('\n', "\n              ")
+        clean(&payload, true).replace('\n', "\n              ")
     )?;
     match &j.last_error {
-        Some(e) => outln!("last error:   {}", e.replace('\n', "\n              "))?,
+        Some(e) => outln!(
+            "last error:   {}",
+            clean(e, true).replace('\n', "\n              ")
+        )?,
         None => outln!("last error:   -")?,
     }
     Ok(())

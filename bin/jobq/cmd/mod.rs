@@ -24,7 +24,11 @@ use crate::out::outln;
 pub struct Env {
     pub config: Config,
     pub config_path: Option<PathBuf>,
+    /// The URL jobq connects with, with the password file's password if there is one.
     pub url: String,
+    /// The URL as it was given, without the password file's password: what the supervisor passes on to
+    /// its workers, which read the password file themselves (its path is in their environment or config).
+    pub given_url: String,
 }
 
 impl Env {
@@ -41,10 +45,19 @@ impl Env {
             .or_else(|| std::env::var("DATABASE_URL").ok().filter(|s| !s.is_empty()))
             .or_else(|| config.database_url.clone())
             .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string());
+        let password_file = std::env::var_os("JOBQ_DATABASE_PASSWORD_FILE")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| config.database_password_file.clone());
+        let effective = match &password_file {
+            Some(path) => db::with_password(&url, &db::read_password_file(path)?)?,
+            None => url.clone(),
+        };
         Ok(Env {
             config,
             config_path,
-            url,
+            url: effective,
+            given_url: url,
         })
     }
 

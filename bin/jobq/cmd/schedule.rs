@@ -7,7 +7,7 @@ use jobq::scheduler::{RunRecord, ScheduleDef, Schedules, Spec, def::ScheduleReco
 
 use super::Env;
 use crate::args::{ScheduleCommand, ScheduleCreateArgs, ScheduleOptions, ScheduleUpdateArgs};
-use crate::out::outln;
+use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
     // `next --spec` needs no database; everything else is checked before it is touched.
@@ -210,9 +210,15 @@ fn print_times(times: &[DateTime<Utc>], tz: Tz) -> Result<()> {
     Ok(())
 }
 
+/// The first line of an error, made safe for the terminal (errors carry handlers' stderr).
 fn first_line(s: Option<&str>, max: usize) -> String {
-    s.map(|e| e.lines().next().unwrap_or("").chars().take(max).collect())
-        .unwrap_or_default()
+    s.map(|e| {
+        clean(e.lines().next().unwrap_or(""), false)
+            .chars()
+            .take(max)
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
 fn print_list(list: &[ScheduleRecord]) -> Result<()> {
@@ -254,7 +260,7 @@ fn print_one(s: &ScheduleRecord) -> Result<()> {
     outln!("spec:          {} ({})", d.spec, d.time_zone)?;
     outln!("kind:          {}", d.kind)?;
     outln!("queue:         {} (priority {})", d.queue, d.priority)?;
-    outln!("payload:       {}", d.payload)?;
+    outln!("payload:       {}", clean(&d.payload, true))?;
     outln!(
         "attempts:      {} per run{}",
         d.effective_max_attempts(),
@@ -290,7 +296,10 @@ fn print_one(s: &ScheduleRecord) -> Result<()> {
         }
     )?;
     match &s.last_error {
-        Some(e) => outln!("last error:    {}", e.replace('\n', "\n               "))?,
+        Some(e) => outln!(
+            "last error:    {}",
+            clean(e, true).replace('\n', "\n               ")
+        )?,
         None => outln!("last error:    -")?,
     }
     outln!("created at:    {}", fmt_utc(s.created_at))?;

@@ -32,7 +32,9 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
         cfg.worker_args.push("--config".into());
         cfg.worker_args.push(abs.to_string_lossy().into_owned());
     }
-    cfg.env = vec![("JOBQ_DATABASE_URL".into(), env.url.clone())];
+    // The URL as given: a password from a password file stays out of the children's environment (they
+    // read the file themselves).
+    cfg.env = vec![("JOBQ_DATABASE_URL".into(), env.given_url.clone())];
     cfg.shutdown_grace = worker_cfg.shutdown_grace + std::time::Duration::from_secs(5);
     let supervisor = Supervisor::new(pool.clone(), cfg)?;
 
@@ -113,6 +115,7 @@ fn check_reload(config_path: Option<&Path>, opts: &WorkerOptions, url: &str) -> 
         config,
         config_path: config_path.map(Path::to_path_buf),
         url: url.to_string(),
+        given_url: url.to_string(),
     };
     super::worker::config(&env, opts, true)?;
     Ok(())
