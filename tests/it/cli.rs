@@ -791,6 +791,8 @@ fn zero_worker_intervals_are_refused() {
 fn an_absurd_concurrency_is_refused_not_allocated() {
     let out = with_config(A_HANDLER, &["worker", "-c", "4000000000"]);
     assert_refused(&out, &["--concurrency = 4000000000", "maximum of 10000"]);
+    let out = with_config(A_HANDLER, &["supervise", "-n", "4000000000"]);
+    assert_refused(&out, &["-n/--workers = 4000000000", "1..=1000"]);
     let out = with_config(A_HANDLER, &["supervise", "-c", "4000000000"]);
     assert_refused(&out, &["--concurrency = 4000000000", "maximum of 10000"]);
     let out = with_config(

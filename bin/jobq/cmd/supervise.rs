@@ -14,7 +14,19 @@ use tracing::error;
 use super::Env;
 use crate::args::{ReaperArgs, SchedulerArgs, SuperviseArgs, WorkerOptions};
 
+/// Most worker processes one supervisor keeps (`-n`): 1,000. Each worker holds an anchor connection
+/// and a pool of its own (MariaDB allows 151 connections by default), and the supervisor sizes its
+/// table of children by `-n` up front, so an absurd count must be refused, not attempted. More jobs at
+/// once come from `--concurrency`, more processes from more nodes.
+const MAX_WORKERS: u32 = 1_000;
+
 pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
+    if args.workers == 0 || args.workers > MAX_WORKERS {
+        bail!(
+            "-n/--workers = {} is outside 1..={MAX_WORKERS}; for more jobs at once raise --concurrency",
+            args.workers
+        );
+    }
     if env.config.handlers.is_empty() {
         bail!(
             "no handlers configured: pass --config jobq.toml (or set JOBQ_CONFIG) with [handlers.KIND] sections"
