@@ -4,7 +4,8 @@
 //! default in place), and the whole file is validated before anything touches the database.
 //!
 //! ```toml
-//! database_url = "mysql://jobq:jobq@127.0.0.1:3306/app"
+//! database_url = "mysql://jobq@127.0.0.1:3306/app"
+//! database_password_file = "/run/secrets/jobq-db"   # the password, kept out of the URL
 //!
 //! [worker]
 //! queues = ["default", "mail"]   # claimed in this order
@@ -37,6 +38,7 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -44,6 +46,7 @@ use serde::Deserialize;
 
 use crate::db::enqueue::validate_name;
 use crate::error::{Error, Result};
+use crate::retry::RetryPolicy;
 
 /// A duration written the human way: `"500ms"`, `"30s"`, `"5m"`, `"7d"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +67,10 @@ impl<'de> Deserialize<'de> for HumanDuration {
 pub struct Config {
     /// Used when neither `--database-url` nor `JOBQ_DATABASE_URL`/`DATABASE_URL` is set.
     pub database_url: Option<String>,
+    /// A file whose content (one trailing newline trimmed) is the database password, replacing any in
+    /// the URL; `JOBQ_DATABASE_PASSWORD_FILE` overrides it. Keeps the secret out of the URL, the
+    /// environment and this file (e.g. a systemd credential or a Kubernetes secret volume).
+    pub database_password_file: Option<PathBuf>,
     /// Worker settings; command-line flags override them.
     #[serde(default)]
     pub worker: WorkerSection,
@@ -182,6 +189,36 @@ pub enum HandlerSpec {
 /// Default retention of finished jobs: 7 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// Most jobs one worker process may run at once (`worker.concurrency`, `--concurrency`): 10,000.
+///
+/// A worker's pool is sized `concurrency + 2` connections, and the driver allocates its queue of idle
+/// connections for that many up front: `--concurrency 4000000000` asked for about 192 GB and the process
+/// aborted. Nothing useful lies near such values either: every running SQL handler holds a connection
+/// (MariaDB allows 151 by default), every running command is a process, and the best drain `jobq bench`
+/// found used 2,000. Past 10,000 jobs at once, run more worker processes.
+pub const MAX_CONCURRENCY: u32 = 10_000;
+
+/// `Err` naming `key` when `value` is zero: a zero interval is a busy loop at best, and
+/// `tokio::time::interval` panics on it.
+pub fn check_positive(key: &str, value: Option<Duration>) -> std::result::Result<(), String> {
+    match value {
+        Some(d) if d.is_zero() => Err(format!("{key} must be above zero")),
+        _ => Ok(()),
+    }
+}
+
+/// `Err` naming `key` when `value` is outside 1..=[`MAX_CONCURRENCY`].
+pub fn check_concurrency(key: &str, value: Option<u32>) -> std::result::Result<(), String> {
+    match value {
+        Some(0) => Err(format!("{key} must be at least 1")),
+        Some(n) if n > MAX_CONCURRENCY => Err(format!(
+            "{key} = {n} is above the maximum of {MAX_CONCURRENCY} jobs per worker process; \
+             run more worker processes instead"
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl Config {
     /// Reads and validates a file. Errors name the file, and the line and key where TOML allows.
     pub fn load(path: &Path) -> Result<Config> {
@@ -218,12 +255,18 @@ impl Config {
                 validate_name("queue", q, 64).map_err(|e| format!("worker.queues: {e}"))?;
             }
         }
-        if w.concurrency == Some(0) {
-            return Err("worker.concurrency must be at least 1".into());
-        }
+        check_concurrency("worker.concurrency", w.concurrency)?;
         if w.batch_size == Some(0) {
             return Err("worker.batch_size must be at least 1".into());
         }
+        check_positive("worker.poll_interval", w.poll_interval.map(|d| d.0))?;
+        check_positive(
+            "worker.heartbeat_interval",
+            w.heartbeat_interval.map(|d| d.0),
+        )?;
+        check_positive("reaper.interval", self.reaper.interval.map(|d| d.0))?;
+        check_positive("reaper.lease", self.reaper.lease.map(|d| d.0))?;
+        self.retry_policy()?;
         for (kind, h) in &self.handlers {
             validate_name("kind", kind, 128).map_err(|e| format!("handlers.{kind}: {e}"))?;
             h.spec().map_err(|e| format!("handlers.{kind}: {e}"))?;
@@ -242,6 +285,64 @@ impl Config {
                     .map(|spec| (kind.clone(), spec, h.timeout.map(|t| t.0)))
             })
             .collect()
+    }
+
+    /// The retry backoff of `[retry]`, with the defaults for keys not set.
+    ///
+    /// # Errors
+    /// When `base` is zero (every retry would follow at once) or `cap` is below `base` (the backoff
+    /// could never reach its own first step).
+    pub fn retry_policy(&self) -> std::result::Result<RetryPolicy, String> {
+        let r = &self.retry;
+        let policy = RetryPolicy {
+            base: r.base.map_or(RetryPolicy::DEFAULT_BASE, |d| d.0),
+            cap: r.cap.map_or(RetryPolicy::DEFAULT_CAP, |d| d.0),
+        };
+        check_positive("retry.base", Some(policy.base))?;
+        if policy.cap < policy.base {
+            return Err(format!(
+                "retry.cap ({}) is below retry.base ({}){}",
+                humantime::format_duration(policy.cap),
+                humantime::format_duration(policy.base),
+                if r.cap.is_none() {
+                    " (the default cap); set retry.cap too"
+                } else {
+                    ""
+                }
+            ));
+        }
+        Ok(policy)
+    }
+
+    /// Checks that the program of every command handler can be started, the way the worker will start it:
+    /// a program given by path must exist and be executable; a bare name must be found on `PATH` (the
+    /// handler's own `env.PATH` if it sets one, else the worker's). Run when a worker starts, so a typo
+    /// is one clear error at start-up instead of every job of the kind failing its attempts one by one.
+    ///
+    /// # Errors
+    /// [`Error::Handler`] naming the kind and the program.
+    pub fn check_programs(&self) -> Result<()> {
+        for (kind, spec, _) in self.handler_specs() {
+            if let HandlerSpec::Command {
+                argv,
+                env,
+                inherit_env,
+            } = &spec
+            {
+                // The PATH the command will see: its own, else the worker's unless `inherit_env`
+                // leaves it out.
+                let inherits_path = inherit_env
+                    .as_ref()
+                    .is_none_or(|names| names.iter().any(|n| n == "PATH"));
+                let path = env
+                    .get("PATH")
+                    .map(OsString::from)
+                    .or_else(|| inherits_path.then(|| std::env::var_os("PATH")).flatten());
+                find_program(&argv[0], path.as_deref())
+                    .map_err(|reason| Error::Handler { kind, reason })?;
+            }
+        }
+        Ok(())
     }
 
     /// Retention of finished jobs.
@@ -299,6 +400,58 @@ impl HandlerConfig {
             }
         }
     }
+}
+
+/// The search path `execvp` uses when `PATH` is not set (glibc's default).
+const DEFAULT_PATH: &str = "/bin:/usr/bin";
+
+/// Where `program` is found, as the worker's spawn will look for it: a name with a `/` is a path (relative
+/// to the working directory), any other name is searched in the directories of `path`.
+///
+/// # Errors
+/// A sentence saying why the program cannot be run: missing, a directory, not executable, not on the path.
+pub fn find_program(program: &str, path: Option<&OsStr>) -> std::result::Result<PathBuf, String> {
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return match executable(&p) {
+            Ok(()) => Ok(p),
+            Err(why) => Err(format!("command {program:?} {why}")),
+        };
+    }
+    let dirs = path.unwrap_or(OsStr::new(DEFAULT_PATH));
+    for dir in std::env::split_paths(dirs) {
+        // An empty entry in PATH means the working directory.
+        let dir = if dir.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            dir
+        };
+        let candidate = dir.join(program);
+        if executable(&candidate).is_ok() {
+            return Ok(candidate);
+        }
+    }
+    Err(format!(
+        "command {program:?} is not found on PATH ({}); give its full path or fix PATH",
+        dirs.to_string_lossy()
+    ))
+}
+
+/// `Ok` when `p` is a file with an execute bit (even root cannot exec a file without one).
+fn executable(p: &Path) -> std::result::Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(p).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "does not exist".to_string(),
+        _ => format!("cannot be read: {e}"),
+    })?;
+    if meta.is_dir() {
+        return Err("is a directory".into());
+    }
+    let mode = meta.permissions().mode();
+    if mode & 0o111 == 0 {
+        return Err(format!("is not executable (mode {:o})", mode & 0o7777));
+    }
+    Ok(())
 }
 
 /// Counts `?` outside quoted strings and backquoted names.
@@ -386,6 +539,50 @@ params = ["day", "region"]
         assert!(e.contains("bad kind"), "{e}");
         let e = parse("[worker]\nconcurrency = 0\n").unwrap_err();
         assert!(e.contains("worker.concurrency"), "{e}");
+    }
+
+    #[test]
+    fn zero_intervals_huge_concurrency_and_a_cap_below_base_are_named() {
+        for (text, needle) in [
+            ("[worker]\npoll_interval = \"0s\"\n", "worker.poll_interval"),
+            (
+                "[worker]\nheartbeat_interval = \"0s\"\n",
+                "worker.heartbeat_interval",
+            ),
+            ("[reaper]\ninterval = \"0s\"\n", "reaper.interval"),
+            ("[reaper]\nlease = \"0ms\"\n", "reaper.lease"),
+            ("[retry]\nbase = \"0s\"\n", "retry.base"),
+            ("[worker]\nconcurrency = 10001\n", "10000"),
+            (
+                "[retry]\nbase = \"10s\"\ncap = \"5s\"\n",
+                "retry.cap (5s) is below retry.base (10s)",
+            ),
+            ("[retry]\nbase = \"2h\"\n", "set retry.cap too"),
+        ] {
+            let e = parse(text).unwrap_err();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+        assert!(parse("[worker]\nconcurrency = 10000\n[retry]\nbase = \"1h\"\n").is_ok());
+    }
+
+    #[test]
+    fn programs_are_found_as_exec_finds_them() {
+        let path = Some(OsStr::new("/nonexistent:/bin:/usr/bin"));
+        assert!(find_program("sh", path).is_ok());
+        let e = find_program("no-such-program-xyz", path).unwrap_err();
+        assert!(
+            e.contains("not found on PATH") && e.contains("/nonexistent"),
+            "{e}"
+        );
+        let e = find_program("/no/such/file", path).unwrap_err();
+        assert!(e.contains("\"/no/such/file\" does not exist"), "{e}");
+        let e = find_program("/tmp", path).unwrap_err();
+        assert!(e.contains("is a directory"), "{e}");
+        let file = std::env::temp_dir().join(format!("jobq-noexec-{}", rand::random::<u64>()));
+        std::fs::write(&file, "#!/bin/sh\n").unwrap();
+        let e = find_program(file.to_str().unwrap(), path).unwrap_err();
+        assert!(e.contains("not executable (mode 644)"), "{e}");
+        std::fs::remove_file(&file).ok();
     }
 
     #[test]

@@ -18,6 +18,15 @@ pub enum Error {
         message: String,
     },
 
+    /// A configured handler cannot work as configured (its program cannot be found or run).
+    #[error("handlers.{kind}: {reason}")]
+    Handler {
+        /// The job kind the handler is for.
+        kind: String,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// A setting given in code or on the command line is out of range or malformed.
     #[error("{0}")]
     InvalidArgument(String),

@@ -233,8 +233,14 @@ pub enum JobsCommand {
         /// Job id.
         id: u64,
     },
-    /// Run a done, dead, cancelled or waiting job again now.
+    /// Run a done, dead, cancelled or waiting job again now, with a fresh attempt budget (attempts start
+    /// again at 0; the attempts used so far are noted in last_error).
     Retry {
+        /// Job id.
+        id: u64,
+    },
+    /// Make a queued job, or one waiting for its retry, due now (its attempts are unchanged).
+    RunNow {
         /// Job id.
         id: u64,
     },

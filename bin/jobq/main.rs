@@ -5,6 +5,7 @@
 
 mod args;
 mod cmd;
+mod out;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -17,44 +18,60 @@ use args::Cli;
 fn main() -> ExitCode {
     // A command handler's shim is this binary too; in that role it never returns from here.
     jobq::handler::shim::enable();
+    // Usage errors exit 2 here (clap's convention); every other error exits 1 below.
     let cli = Cli::parse();
-    init_logging(&cli);
+    if let Err(e) = init_logging(&cli) {
+        out::err_line(format_args!("error: {e}"));
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
+            out::err_line(format_args!("error: cannot start the async runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
     match runtime.block_on(cmd::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of stdout went away (`jobq jobs list | head`): it has all it wanted.
+        Err(e) if e.is::<out::Closed>() => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", describe(&e));
+            out::err_line(format_args!("error: {}", describe(&e)));
             ExitCode::FAILURE
         }
     }
 }
 
-fn init_logging(cli: &Cli) {
+/// Installs the log subscriber. An invalid `JOBQ_LOG` is an error: ignoring it would leave the operator
+/// without the logs they asked for and no hint why.
+fn init_logging(cli: &Cli) -> Result<(), String> {
     let default = match (cli.quiet, cli.verbose) {
         (true, _) => "warn",
         (false, 0) => "info,sqlx=warn",
         (false, 1) => "debug,sqlx=info",
         (false, _) => "trace",
     };
-    let filter = std::env::var("JOBQ_LOG")
-        .ok()
-        .and_then(|s| EnvFilter::try_new(s).ok())
-        .unwrap_or_else(|| EnvFilter::new(default));
+    let filter = match std::env::var("JOBQ_LOG") {
+        Ok(s) if !s.trim().is_empty() => EnvFilter::try_new(&s).map_err(|e| {
+            format!(
+                "invalid JOBQ_LOG {s:?}: {e} (examples: info, jobq=debug, warn,jobq::reaper=trace)"
+            )
+        })?,
+        Ok(_) | Err(std::env::VarError::NotPresent) => EnvFilter::new(default),
+        Err(std::env::VarError::NotUnicode(_)) => return Err("JOBQ_LOG is not valid UTF-8".into()),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // A dead stderr (a log pipe whose reader exited) must not turn logging into panics: see `out`.
+        .with_writer(|| out::LogWriter)
+        .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
+    Ok(())
 }
 
 /// The error and its causes on one line, leaving out a cause whose text its parent already shows

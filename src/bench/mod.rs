@@ -418,7 +418,7 @@ pub async fn run_until(
     }
     if cfg.keep_db {
         if cfg.progress {
-            eprintln!("bench: kept scratch database {name}");
+            note(format_args!("bench: kept scratch database {name}"));
         }
     } else {
         drop_scratch(&mut admin, &name).await;
@@ -444,8 +444,17 @@ async fn drop_scratch(admin: &mut sqlx::MySqlConnection, name: &str) {
         .execute(format!("DROP DATABASE IF EXISTS `{name}`").as_str())
         .await
     {
-        eprintln!("bench: could not drop scratch database {name}: {e}");
+        note(format_args!(
+            "bench: could not drop scratch database {name}: {e}"
+        ));
     }
+}
+
+/// A progress line on stderr. Dropped if stderr is gone (its reader exited): `eprintln!` would panic, and
+/// a bench must still drop its scratch database.
+fn note(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{args}");
 }
 
 /// What every section gets.
@@ -467,7 +476,7 @@ pub(crate) struct Ctx {
 impl Ctx {
     pub(crate) fn progress(&self, msg: impl AsRef<str>) {
         if self.cfg.progress {
-            eprintln!("bench: {}", msg.as_ref());
+            note(format_args!("bench: {}", msg.as_ref()));
         }
     }
 

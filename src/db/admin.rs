@@ -52,12 +52,21 @@ pub async fn get_job(pool: &MySqlPool, id: u64) -> Result<JobRecord> {
         .ok_or(Error::JobNotFound(id))
 }
 
-/// Makes a finished, dead, cancelled or waiting job runnable now. A dead job at its attempt limit gets one
-/// more attempt.
+/// Makes a finished, dead, cancelled or waiting job runnable now, with a fresh attempt budget: `attempts`
+/// starts again at 0, so the job gets its `max_attempts` again. (Adding one attempt to a dead job would
+/// give an operator who fixed the cause a single try, and a second failure would leave it dead again.)
+/// The attempts used so far are kept at the head of `last_error`, before the error they ended with.
 pub async fn retry_job(pool: &MySqlPool, id: u64) -> Result<()> {
+    // last_error is assigned before attempts: MySQL and MariaDB apply a single-table UPDATE's
+    // assignments left to right, so it still sees the attempts being reset.
     let done = sqlx::query(
         "UPDATE job_queue SET state = 'queued', run_at = NOW(6), finished_at = NULL, \
-         cancel_requested_at = NULL, max_attempts = GREATEST(max_attempts, attempts + 1) \
+         cancel_requested_at = NULL, \
+         last_error = IF(attempts > 0, \
+           CONCAT('retried by operator after ', attempts, ' attempt(s); last error: ', \
+                  COALESCE(last_error, '-')), \
+           last_error), \
+         attempts = 0 \
          WHERE id = ? AND state IN ('done', 'retry', 'dead', 'cancelled')",
     )
     .bind(id)
@@ -75,6 +84,38 @@ pub async fn retry_job(pool: &MySqlPool, id: u64) -> Result<()> {
             _ => "only done, retry, dead and cancelled jobs can be retried",
         },
     })
+}
+
+/// Makes a waiting job (`queued`, or `retry` waiting out its backoff) due now, without touching its
+/// attempts. Returns false when it was already due.
+///
+/// # Errors
+/// [`Error::JobState`] for a running or finished job (a finished one is run again with [`retry_job`]).
+pub async fn run_job_now(pool: &MySqlPool, id: u64) -> Result<bool> {
+    let done = sqlx::query(
+        "UPDATE job_queue SET run_at = NOW(6) \
+         WHERE id = ? AND state IN ('queued', 'retry') AND run_at > NOW(6)",
+    )
+    .bind(id)
+    .execute(pool)
+    .await?;
+    if done.rows_affected() == 1 {
+        return Ok(true);
+    }
+    let job = get_job(pool, id).await?;
+    match job.state {
+        State::Queued | State::Retry => Ok(false),
+        State::Running => Err(Error::JobState {
+            id,
+            state: job.state.to_string(),
+            reason: "it is running already",
+        }),
+        _ => Err(Error::JobState {
+            id,
+            state: job.state.to_string(),
+            reason: "only queued and retry jobs can be run now; `jobq jobs retry` runs a finished job again",
+        }),
+    }
 }
 
 /// What [`cancel_job`] did.
@@ -141,6 +182,39 @@ pub struct QueueLag {
     pub oldest_due_secs: f64,
 }
 
+/// Due jobs of one kind in one queue. Kinds are told apart byte for byte: `"quick "` (a trailing space)
+/// is its own line, not folded into `quick` as the column's PAD SPACE collation would.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KindLag {
+    /// Queue name.
+    pub queue: String,
+    /// The kind exactly as stored.
+    pub kind: String,
+    /// Jobs due now.
+    pub due: i64,
+    /// How long the oldest due job of this kind has waited, in seconds.
+    pub oldest_due_secs: f64,
+}
+
+impl KindLag {
+    /// True when no worker can ever claim these jobs: the kind is not a valid kind name (workers claim
+    /// exact kind names only, and a handler's kind is always valid).
+    pub fn unclaimable(&self) -> bool {
+        crate::db::enqueue::validate_name("kind", &self.kind, 128).is_err()
+    }
+}
+
+impl<'r> sqlx::FromRow<'r, MySqlRow> for KindLag {
+    fn from_row(row: &'r MySqlRow) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            queue: text(row, "queue")?,
+            kind: text(row, "kind")?,
+            due: row.try_get("due")?,
+            oldest_due_secs: row.try_get("oldest_due_secs")?,
+        })
+    }
+}
+
 /// A row of the process registry.
 #[derive(Debug, Clone)]
 pub struct ProcessRow {
@@ -204,6 +278,8 @@ pub struct Stats {
     pub counts: Vec<QueueCount>,
     /// Due jobs and their wait per queue.
     pub lag: Vec<QueueLag>,
+    /// Due jobs and their wait per queue and exact kind.
+    pub due_by_kind: Vec<KindLag>,
     /// Registered processes.
     pub processes: Vec<ProcessRow>,
 }
@@ -224,6 +300,17 @@ pub async fn stats(pool: &MySqlPool) -> Result<Stats> {
     )
     .fetch_all(pool)
     .await?;
+    // GROUP BY the kind's bytes: grouping by the column would merge 'quick ' into 'quick' (PAD SPACE),
+    // hiding exactly the rows this line is for.
+    let due_by_kind = sqlx::query_as(
+        "SELECT ready_queue AS queue, CAST(kind AS BINARY) AS kind, COUNT(*) AS due, \
+         CAST(TIMESTAMPDIFF(MICROSECOND, MIN(run_at), NOW(6)) / 1e6 AS DOUBLE) AS oldest_due_secs \
+         FROM job_queue FORCE INDEX (claim_order) \
+         WHERE ready_queue IS NOT NULL AND run_at <= NOW(6) \
+         GROUP BY ready_queue, CAST(kind AS BINARY) ORDER BY ready_queue, CAST(kind AS BINARY)",
+    )
+    .fetch_all(pool)
+    .await?;
     let processes = sqlx::query_as(
         "SELECT token, role, host, pid, queues, version, started_at, heartbeat_at \
          FROM jobq_processes ORDER BY role, started_at",
@@ -233,6 +320,7 @@ pub async fn stats(pool: &MySqlPool) -> Result<Stats> {
     Ok(Stats {
         counts,
         lag,
+        due_by_kind,
         processes,
     })
 }

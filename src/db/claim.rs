@@ -6,7 +6,8 @@
 //!    (priority, run_at, id). SKIP LOCKED lets concurrent claimers pass each other instead of queueing
 //!    behind the same first rows; the total ORDER BY means every claimer walks rows in the same order.
 //! 2. `UPDATE … WHERE id IN (…)` on exactly those rows, by primary key: stamp the token, count the
-//!    attempt, mark them running.
+//!    attempt, mark them running. The UPDATE checks again that each row is still claimable and the
+//!    claim keeps only the rows it stamped (see [`stamp_selected`]).
 //! 3. COMMIT.
 //!
 //! Why not a single `UPDATE … ORDER BY … LIMIT n` stamping the token: `examples/claim_strategies.rs` drains
@@ -71,6 +72,18 @@ impl ClaimedJob {
         self.attempts + 1
     }
 }
+
+/// Appended after every `kind IN (…)` of the claim path: only rows whose kind matches a handler's kind
+/// exactly.
+///
+/// `kind` is `ascii_bin`, a PAD SPACE collation, so `'quick ' = 'quick'` is true and `kind IN ('quick')`
+/// alone also matches a row written with a trailing space. A worker serving `quick` claimed such a row,
+/// found no handler for the kind it read back (`"quick "`), and the job failed every attempt for hours.
+/// `LIKE` compares without padding, and no valid kind name ends in a space (trailing spaces are the only
+/// difference PAD SPACE hides), so this keeps exact matches only. It is checked on the index entry (kind
+/// is the last column of `claim_order`), so the claim's plan and the rows it reads stay as they were
+/// (`tests/it/claim.rs` checks the plan with this clause).
+pub(crate) const EXACT_KIND: &str = " AND kind NOT LIKE '% '";
 
 /// Deadlocks and lock timeouts are retried this many times in all before the error reaches the worker.
 const TRIES: u32 = 8;
@@ -164,12 +177,36 @@ async fn claim_once(
     select.push_bind(queue);
     select.push(" AND run_at <= NOW(6) AND kind IN (");
     push_list(&mut select, kinds);
-    select.push(") ORDER BY priority, run_at, id LIMIT ");
+    select.push(")");
+    select.push(EXACT_KIND);
+    select.push(" ORDER BY priority, run_at, id LIMIT ");
     select.push_bind(limit);
     select.push(" FOR UPDATE SKIP LOCKED");
     let jobs: Vec<ClaimedJob> = select.build_query_as().fetch_all(&mut *tx).await?;
     if jobs.is_empty() {
         tx.rollback().await?;
+        return Ok(jobs);
+    }
+    let jobs = stamp_selected(&mut tx, token, jobs).await?;
+    tx.commit().await?;
+    Ok(jobs)
+}
+
+/// Step 2 of a claim: stamps `token` on the rows the locking SELECT returned, and returns the ones it
+/// stamped.
+///
+/// The UPDATE does not trust the row locks alone: it checks again that each row is still claimable
+/// (waiting, unclaimed, due), and when it changes fewer rows than were selected, the rows that carry our
+/// token and this attempt are read back and only those are returned. Under InnoDB the locks make this
+/// a no-op; an engine that accepts SKIP LOCKED without locking (TiDB did) would otherwise let two
+/// workers stamp one row and both run it. Public only for the test that simulates such an engine.
+#[doc(hidden)]
+pub async fn stamp_selected(
+    conn: &mut MySqlConnection,
+    token: &str,
+    jobs: Vec<ClaimedJob>,
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    if jobs.is_empty() {
         return Ok(jobs);
     }
     let mut update = QueryBuilder::<MySql>::new("UPDATE job_queue SET state = 'running', claim = ");
@@ -180,10 +217,38 @@ async fn claim_once(
     );
     let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
     crate::db::push_id_list(&mut update, &ids);
-    update.push(")");
-    update.build().execute(&mut *tx).await?;
-    tx.commit().await?;
-    Ok(jobs)
+    update.push(") AND state IN ('queued', 'retry') AND claim IS NULL AND run_at <= NOW(6)");
+    // rows_affected counts matched rows (sqlx sets CLIENT_FOUND_ROWS), and every matched row changes
+    // anyway (attempts goes up); a repeated id of the padded list matches its row once.
+    let stamped = update.build().execute(&mut *conn).await?.rows_affected();
+    if stamped == jobs.len() as u64 {
+        return Ok(jobs);
+    }
+    let mut read = QueryBuilder::<MySql>::new(
+        "SELECT id, attempts FROM job_queue WHERE state = 'running' AND claim = ",
+    );
+    read.push_bind(token);
+    read.push(" AND id IN (");
+    crate::db::push_id_list(&mut read, &ids);
+    read.push(")");
+    let held: Vec<(u64, u16)> = read.build_query_as().fetch_all(&mut *conn).await?;
+    let kept = keep_stamped(jobs, &held);
+    tracing::warn!(
+        selected = ids.len(),
+        stamped,
+        kept = kept.len(),
+        "claim: rows locked FOR UPDATE SKIP LOCKED changed before they were stamped; keeping only \
+         the rows that carry this worker's token (does the server really lock with SKIP LOCKED?)"
+    );
+    Ok(kept)
+}
+
+/// The selected jobs that `held` (rows under our token, with their attempts) shows this claim stamped:
+/// same id, and attempts one above what the SELECT read.
+fn keep_stamped(jobs: Vec<ClaimedJob>, held: &[(u64, u16)]) -> Vec<ClaimedJob> {
+    jobs.into_iter()
+        .filter(|j| held.contains(&(j.id, j.attempt())))
+        .collect()
 }
 
 /// True when at least one job of these queues and kinds is due. One indexed, non-locking query: this is
@@ -201,7 +266,9 @@ pub(crate) async fn any_due(
             push_list(&mut q, queues);
             q.push(") AND run_at <= NOW(6) AND kind IN (");
             push_list(&mut q, kinds);
-            q.push(") LIMIT 1");
+            q.push(")");
+            q.push(EXACT_KIND);
+            q.push(" LIMIT 1");
             let r = q.build_query_scalar::<i32>().fetch_optional(&mut c).await;
             (c, r)
         })
@@ -230,7 +297,7 @@ pub(crate) async fn wait_for_work(
     };
     let probe = format!(
         "SELECT COUNT(*) INTO @jobq_due FROM (SELECT 1 FROM job_queue FORCE INDEX (claim_order) \
-         WHERE ready_queue IN ({}) AND run_at <= NOW(6) AND kind IN ({}) LIMIT 1) AS due",
+         WHERE ready_queue IN ({}) AND run_at <= NOW(6) AND kind IN ({}){EXACT_KIND} LIMIT 1) AS due",
         list(queues),
         list(kinds)
     );
@@ -258,5 +325,31 @@ fn push_list<'a>(q: &mut QueryBuilder<'a, MySql>, items: &'a [String]) {
     let mut list = q.separated(", ");
     for item in items {
         list.push_bind(item.as_str());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: u64, attempts: u16) -> ClaimedJob {
+        ClaimedJob {
+            id,
+            queue: "default".into(),
+            kind: "k".into(),
+            payload: "{}".into(),
+            attempts,
+            max_attempts: 20,
+            timeout_secs: None,
+        }
+    }
+
+    #[test]
+    fn only_rows_stamped_by_this_claim_are_kept() {
+        let jobs = vec![job(1, 0), job(2, 3), job(3, 0)];
+        // Row 2 carries our token but at another attempt (not this claim's stamp); row 3 is not ours.
+        let kept = keep_stamped(jobs, &[(1, 1), (2, 2)]);
+        assert_eq!(kept.iter().map(|j| j.id).collect::<Vec<_>>(), vec![1]);
+        assert!(keep_stamped(vec![job(4, 0)], &[]).is_empty());
     }
 }

@@ -64,12 +64,16 @@ impl Dedicated {
                     return Ok(v);
                 }
                 Err(e) => {
+                    // Kept only after a lock conflict. Any other failure drops it, a read-only server
+                    // included: the next try connects again (and reaches the new primary after a
+                    // failover), and the pool stops handing out connections that predate the error.
                     if matches!(
                         error_number(&e),
                         Some(codes::DEADLOCK | codes::LOCK_WAIT_TIMEOUT)
                     ) {
                         self.conn = Some(conn);
                     }
+                    crate::db::failover::note(&e);
                     if attempt >= tries || !is_transient(&e) {
                         return Err(e.into());
                     }

@@ -45,6 +45,67 @@ pub(crate) mod codes {
     pub(crate) const BAD_DB: u16 = 1049;
     /// `ER_NO_SUCH_TABLE`.
     pub(crate) const NO_SUCH_TABLE: u16 = 1146;
+    /// `ER_OPTION_PREVENTS_STATEMENT`: "running with the --read-only option" (also used for other
+    /// options, so the message is checked too; see [`super::is_read_only`]).
+    pub(crate) const OPTION_PREVENTS_STATEMENT: u16 = 1290;
+    /// `ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION`.
+    pub(crate) const READ_ONLY_TRANSACTION: u16 = 1792;
+    /// `ER_READ_ONLY_MODE` (MySQL's `super_read_only`/InnoDB read-only mode).
+    pub(crate) const READ_ONLY_MODE: u16 = 1836;
+}
+
+/// True for the errors a server gives once it is read-only: seen on the old primary after a failover,
+/// while a proxy or DNS already points new connections at the new one. The statement is worth trying
+/// again on a new connection, never on this one: see [`failover`].
+pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
+    match error_number(e) {
+        Some(codes::READ_ONLY_TRANSACTION | codes::READ_ONLY_MODE) => true,
+        Some(codes::OPTION_PREVENTS_STATEMENT) => {
+            let m = db_message(e).to_ascii_lowercase();
+            m.contains("read-only") || m.contains("read_only")
+        }
+        _ => false,
+    }
+}
+
+/// Connections opened before a read-only error are not used again.
+///
+/// After a failover the old primary turns read-only, and every pooled connection still talks to it: a
+/// retry on one of them fails the same way forever. When any statement of this process gets a read-only
+/// error, [`note`] records when; from then on the pools close, instead of handing out, every connection
+/// opened before that instant (see `before_acquire` in `pool_options`), so the retry opens a fresh one,
+/// which reaches the new primary. Process-wide on purpose: the cost of a wrongly recycled connection is
+/// one reconnect, and the error on one connection is news about the server behind all of them.
+pub(crate) mod failover {
+    use std::sync::LazyLock;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+
+    static BASE: LazyLock<Instant> = LazyLock::new(Instant::now);
+    /// Milliseconds after `BASE` of the last read-only error, plus one; 0 = none yet.
+    static SEEN: AtomicU64 = AtomicU64::new(0);
+
+    fn now_ms() -> u64 {
+        u64::try_from(BASE.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Records `e` if it is a read-only error.
+    pub(crate) fn note(e: &sqlx::Error) {
+        if super::is_read_only(e) {
+            tracing::warn!(error = %e, "the server is read-only (a failover?); reconnecting");
+            SEEN.fetch_max(now_ms() + 1, Ordering::SeqCst);
+        }
+    }
+
+    /// True when a connection of this `age` was opened at or before the last read-only error.
+    pub(crate) fn predates_read_only(age: Duration) -> bool {
+        let seen = SEEN.load(Ordering::SeqCst);
+        if seen == 0 {
+            return false;
+        }
+        let age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX);
+        now_ms().saturating_sub(age_ms) < seen
+    }
 }
 
 /// The server error number of a database error, if it is one.
@@ -54,25 +115,28 @@ pub(crate) fn error_number(e: &sqlx::Error) -> Option<u16> {
         .map(|m| m.number())
 }
 
-/// Deadlocks, lock-wait timeouts and lost connections: the statement (or its whole transaction) can be
-/// tried again as it is.
+/// Deadlocks, lock-wait timeouts, lost connections and a read-only server (after a failover; the retry
+/// gets a new connection, see [`failover`]): the statement (or its whole transaction) can be tried again
+/// as it is.
 pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_)
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::WorkerCrashed
         | sqlx::Error::Protocol(_) => true,
-        sqlx::Error::Database(_) => matches!(
-            error_number(e),
-            Some(
-                codes::DEADLOCK
-                    | codes::LOCK_WAIT_TIMEOUT
-                    | codes::SERVER_SHUTDOWN
-                    | codes::CONNECTION_KILLED
-                    | codes::QUERY_INTERRUPTED
-                    | codes::TOO_MANY_CONNECTIONS
-            )
-        ),
+        sqlx::Error::Database(_) => {
+            matches!(
+                error_number(e),
+                Some(
+                    codes::DEADLOCK
+                        | codes::LOCK_WAIT_TIMEOUT
+                        | codes::SERVER_SHUTDOWN
+                        | codes::CONNECTION_KILLED
+                        | codes::QUERY_INTERRUPTED
+                        | codes::TOO_MANY_CONNECTIONS
+                )
+            ) || is_read_only(e)
+        }
         _ => false,
     }
 }
@@ -176,6 +240,65 @@ pub(crate) fn parse_url(url: &str) -> Result<MySqlConnectOptions> {
         .disable_statement_logging())
 }
 
+/// Reads a password file: its content with one trailing line ending removed (`echo secret > file` and
+/// editors add one; a password never ends in a newline).
+///
+/// # Errors
+/// [`Error::Io`] naming the file when it cannot be read, [`Error::InvalidArgument`] when it is empty or
+/// not UTF-8.
+pub fn read_password_file(path: &std::path::Path) -> Result<String> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        context: format!("cannot read the database password file {}", path.display()),
+        source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        Error::InvalidArgument(format!(
+            "database password file {} is not UTF-8",
+            path.display()
+        ))
+    })?;
+    let password = text
+        .strip_suffix("\r\n")
+        .or_else(|| text.strip_suffix('\n'))
+        .unwrap_or(&text);
+    if password.is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "database password file {} is empty",
+            path.display()
+        )));
+    }
+    Ok(password.to_string())
+}
+
+/// `url` with its password set to `password` (percent-encoded, so any character works), replacing any
+/// password it had.
+///
+/// # Errors
+/// [`Error::InvalidUrl`] when the URL has no `user@` part to attach a password to.
+pub fn with_password(url: &str, password: &str) -> Result<String> {
+    let bad = |reason: &str| Error::InvalidUrl {
+        url: redact_url(url),
+        reason: reason.into(),
+    };
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| bad("expected mysql://user@host:port/database"))?;
+    // The host part never contains '@'; a password could, encoded or not, so split at the last one.
+    let (creds, host) = rest.rsplit_once('@').ok_or_else(|| {
+        bad("a password file needs a user in the URL: mysql://user@host:port/database")
+    })?;
+    let user = creds.split_once(':').map_or(creds, |(u, _)| u);
+    let mut encoded = String::with_capacity(password.len() * 3);
+    for b in password.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            encoded.push(char::from(b));
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    Ok(format!("{scheme}://{user}:{encoded}@{host}"))
+}
+
 /// The URL with its password replaced by `***`, for messages and logs.
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
@@ -236,6 +359,12 @@ fn pool_options(cfg: &ConnectConfig) -> MySqlPoolOptions {
         // caller on the hot path retries anyway. That is one round trip per claim and per finish saved.
         .test_before_acquire(false)
         .after_connect(|conn, _meta| Box::pin(setup_session(conn)))
+        // After a read-only error (a failover), connections opened before it are closed instead of
+        // handed out. No round trip: one atomic load per checkout.
+        .before_acquire(|_conn, meta| {
+            let keep = !failover::predates_read_only(meta.age);
+            Box::pin(async move { Ok(keep) })
+        })
 }
 
 /// Creates the URL's database if it does not exist (`jobq migrate --create-database`). Connects to the
@@ -330,11 +459,14 @@ where
         attempt += 1;
         match op().await {
             Ok(v) => return Ok(v),
-            Err(e) if attempt < tries && is_transient(&e) => {
+            Err(e) => {
+                failover::note(&e);
+                if attempt >= tries || !is_transient(&e) {
+                    return Err(e.into());
+                }
                 tracing::debug!(error = %e, attempt, what, "transient database error; retrying");
                 tokio::time::sleep(transient_pause(attempt)).await;
             }
-            Err(e) => return Err(e.into()),
         }
     }
 }
@@ -359,6 +491,42 @@ mod tests {
         );
         assert_eq!(redact_url("mysql://u@h/db"), "mysql://u@h/db");
         assert_eq!(redact_url("nonsense"), "nonsense");
+    }
+
+    #[test]
+    fn a_password_is_set_encoded_and_replaces_the_urls_own() {
+        let url = with_password("mysql://app:old@db:3306/app", "p@ss:w/rd %1").unwrap();
+        assert_eq!(url, "mysql://app:p%40ss%3Aw%2Frd%20%251@db:3306/app");
+        let opts = parse_url(&url).unwrap();
+        assert_eq!(opts.get_username(), "app");
+        assert_eq!(opts.get_database(), Some("app"));
+        assert_eq!(
+            with_password("mysql://app@db/app", "x").unwrap(),
+            "mysql://app:x@db/app"
+        );
+        let e = with_password("mysql://db/app", "x")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("needs a user"), "{e}");
+    }
+
+    #[test]
+    fn a_password_file_loses_one_line_ending_only() {
+        let dir = std::env::temp_dir().join(format!("jobq-pw-{}", rand::random::<u64>()));
+        std::fs::write(&dir, "s3cret \n").unwrap();
+        assert_eq!(read_password_file(&dir).unwrap(), "s3cret ");
+        std::fs::write(&dir, "a\r\n").unwrap();
+        assert_eq!(read_password_file(&dir).unwrap(), "a");
+        std::fs::write(&dir, "\n").unwrap();
+        assert!(
+            read_password_file(&dir)
+                .unwrap_err()
+                .to_string()
+                .contains("is empty")
+        );
+        std::fs::remove_file(&dir).unwrap();
+        let e = read_password_file(&dir).unwrap_err().to_string();
+        assert!(e.contains("cannot read the database password file"), "{e}");
     }
 
     #[test]

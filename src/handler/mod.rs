@@ -217,7 +217,12 @@ impl Handlers {
 
     /// The command and SQL handlers that `config` defines. Rows never carry code: the program or
     /// statement comes from this file only, and a row's payload is passed as data.
+    ///
+    /// # Errors
+    /// When a command handler's program cannot be found or is not executable (see
+    /// [`Config::check_programs`]).
     pub fn from_config(config: &Config, pool: &sqlx::MySqlPool) -> Result<Self> {
+        config.check_programs()?;
         let mut handlers = Handlers::new();
         for (kind, spec, timeout) in config.handler_specs() {
             handlers = match spec {

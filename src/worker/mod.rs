@@ -118,6 +118,14 @@ impl WorkerConfig {
                 "worker concurrency and batch size must be at least 1".into(),
             ));
         }
+        if self.concurrency > crate::config::MAX_CONCURRENCY {
+            return Err(Error::InvalidArgument(format!(
+                "worker concurrency {} is above the maximum of {} jobs per worker process; run more \
+                 worker processes instead",
+                self.concurrency,
+                crate::config::MAX_CONCURRENCY
+            )));
+        }
         if self.poll_interval.is_zero() || self.heartbeat_interval.is_zero() {
             return Err(Error::InvalidArgument(
                 "worker poll and heartbeat intervals must be above zero".into(),

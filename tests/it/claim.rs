@@ -4,10 +4,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jobq::db::claim::claim_batch;
+use jobq::db::claim::{ClaimedJob, claim_batch, stamp_selected};
 use jobq::db::finish::{Finish, finish};
 use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
-use sqlx::Row;
+use sqlx::{Connection, Row};
 
 use crate::common::{TestDb, wait_until};
 
@@ -137,7 +137,7 @@ async fn the_claim_reads_only_the_rows_it_takes_even_with_a_big_history() {
     let plan = sqlx::query(
         "EXPLAIN SELECT id FROM job_queue FORCE INDEX (claim_order) \
          WHERE ready_queue = 'default' AND run_at <= NOW(6) AND kind IN ('k') \
-         ORDER BY priority, run_at, id LIMIT 10 FOR UPDATE SKIP LOCKED",
+         AND kind NOT LIKE '% ' ORDER BY priority, run_at, id LIMIT 10 FOR UPDATE SKIP LOCKED",
     )
     .fetch_one(&mut *conn)
     .await
@@ -155,7 +155,7 @@ async fn the_claim_reads_only_the_rows_it_takes_even_with_a_big_history() {
     sqlx::query(
         "SELECT id FROM job_queue FORCE INDEX (claim_order) \
          WHERE ready_queue = 'default' AND run_at <= NOW(6) AND kind IN ('k') \
-         ORDER BY priority, run_at, id LIMIT 10",
+         AND kind NOT LIKE '% ' ORDER BY priority, run_at, id LIMIT 10",
     )
     .fetch_all(&mut *conn)
     .await
@@ -277,4 +277,99 @@ async fn deadlock_torture_many_claimers_and_producers_surface_no_error_and_lose_
         );
     }
     assert_each_once(&seen, total);
+}
+
+#[tokio::test]
+async fn a_kind_with_a_trailing_space_is_never_claimed_by_the_kind_without_it() {
+    let db = TestDb::new().await;
+    // ascii_bin pads with spaces: 'quick ' = 'quick' in SQL, but they are different kinds.
+    db.exec("INSERT INTO job_queue (kind) VALUES ('quick '), ('quick'), ('quick  ')")
+        .await;
+    let got = claim_batch(&db.pool, "t", "default", &["quick".to_string()], 10)
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].kind, "quick");
+
+    // A drain worker for `quick` finishes what is due and leaves the padded rows queued, untouched.
+    db.exec("INSERT INTO job_queue (kind) VALUES ('quick')")
+        .await;
+    let seen: Seen = Arc::default();
+    let report = Worker::new(
+        db.pool(4).await,
+        counting("quick", &seen),
+        WorkerConfig::default(),
+    )
+    .unwrap()
+    .run(CancellationToken::new())
+    .await
+    .unwrap();
+    assert_eq!(report.claimed, 1, "{report:?}");
+    let padded: Vec<(u16, Option<Vec<u8>>)> = sqlx::query_as(
+        "SELECT attempts, claim FROM job_queue WHERE kind LIKE 'quick %' AND state = 'queued'",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(padded, vec![(0, None), (0, None)]);
+
+    assert_eq!(db.states().await, "done=1 queued=2 running=1");
+}
+
+#[tokio::test]
+async fn a_claim_keeps_only_the_rows_it_stamped_when_a_selected_row_was_taken_meanwhile() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 3).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let mut tx = conn.begin().await.unwrap();
+    // What an engine that accepts SKIP LOCKED without locking returns: the rows, and no lock on them.
+    let selected: Vec<ClaimedJob> = sqlx::query_as(
+        "SELECT id, queue, kind, payload, attempts, max_attempts, timeout_secs \
+         FROM job_queue ORDER BY id",
+    )
+    .fetch_all(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(selected.len(), 3);
+    // Another worker claims the second row in between.
+    db.exec("UPDATE job_queue SET state = 'running', claim = 'other', attempts = 1 WHERE id = 2")
+        .await;
+    let got = stamp_selected(&mut tx, "mine", selected).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![1, 3]);
+    let rows: Vec<(u64, Vec<u8>, u16)> =
+        sqlx::query_as("SELECT id, claim, attempts FROM job_queue ORDER BY id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        rows,
+        vec![
+            (1, b"mine".to_vec(), 1),
+            (2, b"other".to_vec(), 1),
+            (3, b"mine".to_vec(), 1)
+        ],
+        "the other worker's row is untouched"
+    );
+}
+
+#[tokio::test]
+async fn a_read_only_server_error_is_retried_on_a_fresh_connection() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 2).await;
+    let pool = db.pool(1).await;
+    {
+        // The pool's only connection now refuses writes (error 1792), as every connection to an old
+        // primary does after a failover, and goes back to the pool.
+        let mut conn = pool.acquire().await.unwrap();
+        sqlx::query("SET SESSION TRANSACTION READ ONLY")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+    }
+    let got = claim_batch(&pool, "t", "default", &["k".to_string()], 10)
+        .await
+        .expect("the claim is retried on a new connection");
+    assert_eq!(got.len(), 2);
+    assert_eq!(db.states().await, "running=2");
 }

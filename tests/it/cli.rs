@@ -235,6 +235,7 @@ fn every_subcommand_has_help() {
         &["jobs", "list", "--help"],
         &["jobs", "show", "--help"],
         &["jobs", "retry", "--help"],
+        &["jobs", "run-now", "--help"],
         &["jobs", "cancel", "--help"],
         &["prune", "--help"],
     ] {
@@ -661,4 +662,489 @@ async fn a_lease_or_fence_too_short_for_the_heartbeat_is_refused() {
         &["worker", "--config", cfg.to_str().unwrap()],
     );
     assert_fails(&out, &["fence_after (5s)", "three heartbeat intervals"]);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Closed pipes: `jobq jobs list | head`, `jobq worker 2>&1 | logger` whose reader died
+// ---------------------------------------------------------------------------------------------------
+
+/// The write end of a pipe whose read end is already closed: every write to it fails with EPIPE.
+fn closed_pipe() -> Stdio {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    Stdio::from(writer)
+}
+
+/// Exit status 101 is a panic; 134 an abort.
+#[track_caller]
+fn assert_clean_exit(out: &Output, what: &str) {
+    assert_no_panic(out);
+    assert!(
+        out.status.success(),
+        "{what} exited with {:?}\nstderr:\n{}",
+        out.status,
+        stderr(out)
+    );
+}
+
+#[tokio::test]
+async fn a_worker_whose_log_pipe_is_closed_still_runs_its_jobs() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let config = write_config(&dir, "[handlers.k]\ncommand = [\"true\"]\n");
+    db.insert_jobs("k", 3).await;
+    // -v: plenty of log lines, each one a failed write.
+    let child = jobq(
+        Some(&db.url),
+        &["worker", "-v", "--config", config.to_str().unwrap()],
+    )
+    .stdout(closed_pipe())
+    .stderr(closed_pipe())
+    .spawn()
+    .unwrap();
+    let out = wait_output(child, Duration::from_secs(60));
+    assert_clean_exit(&out, "a drain worker with closed stdout and stderr");
+    assert_eq!(db.states().await, "done=3");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn listings_end_quietly_when_stdout_is_closed() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 30).await;
+    let id: u64 = db.scalar("SELECT MIN(id) FROM job_queue").await;
+    let id = id.to_string();
+    for args in [
+        &["jobs", "list"][..],
+        &["jobs", "show", &id],
+        &["stats"],
+        &["schedule", "list"],
+        &["schedule", "next", "--spec", "every 5m"],
+        &["enqueue", "k"],
+    ] {
+        let child = jobq(Some(&db.url), args)
+            .stdout(closed_pipe())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = wait_output(child, Duration::from_secs(30));
+        assert_clean_exit(&out, &format!("jobq {}", args.join(" ")));
+        assert_eq!(
+            stderr(&out),
+            "",
+            "jobq {}: nothing to report",
+            args.join(" ")
+        );
+    }
+    // Errors still reach stderr, and a closed stderr does not turn them into a panic either.
+    let child = jobq(Some(&db.url), &["jobs", "show", "999999"])
+        .stdout(closed_pipe())
+        .stderr(closed_pipe())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1), "{:?}", out.status);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Refusals: bad input is an error that names it, with exit status 1 (2 for usage errors), never a crash
+// ---------------------------------------------------------------------------------------------------
+
+/// A server that refuses connections: a refusal that names the bad input proves it came before any
+/// connection attempt.
+const NO_SERVER: &str = "mysql://root@127.0.0.1:1/x";
+
+/// Asserts exit status 1 and that stderr contains every one of `needles`.
+#[track_caller]
+fn assert_refused(out: &Output, needles: &[&str]) {
+    assert_fails(out, needles);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "exit status; stderr:\n{}",
+        stderr(out)
+    );
+}
+
+/// `jobq ARGS --config FILE` with `text` as the file.
+fn with_config(text: &str, args: &[&str]) -> Output {
+    let dir = scratch_dir();
+    let path = write_config(&dir, text);
+    let mut all = args.to_vec();
+    all.extend(["--config", path.to_str().unwrap()]);
+    let out = run_jobq(Some(NO_SERVER), &all);
+    std::fs::remove_dir_all(&dir).ok();
+    out
+}
+
+const A_HANDLER: &str = "[handlers.k]\ncommand = [\"true\"]\n";
+
+#[test]
+fn an_invalid_jobq_log_is_refused() {
+    let child = jobq(Some(NO_SERVER), &["stats"])
+        .env("JOBQ_LOG", "jobq=loud")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(30));
+    assert_refused(&out, &["invalid JOBQ_LOG", "jobq=loud"]);
+}
+
+#[test]
+fn a_zero_reaper_interval_or_lease_is_refused() {
+    let out = run_jobq(Some(NO_SERVER), &["reaper", "--interval", "0s"]);
+    assert_refused(&out, &["--interval must be above zero"]);
+    let out = run_jobq(Some(NO_SERVER), &["reaper", "--once", "--lease", "0s"]);
+    assert_refused(&out, &["--lease must be above zero"]);
+    let out = with_config("[reaper]\ninterval = \"0s\"\n", &["reaper"]);
+    assert_refused(&out, &["reaper.interval must be above zero"]);
+}
+
+#[test]
+fn zero_worker_intervals_are_refused() {
+    let out = with_config(A_HANDLER, &["worker", "--poll-interval", "0s"]);
+    assert_refused(&out, &["--poll-interval must be above zero"]);
+    let out = with_config(
+        &format!("{A_HANDLER}[worker]\nheartbeat_interval = \"0s\"\n"),
+        &["worker"],
+    );
+    assert_refused(&out, &["worker.heartbeat_interval must be above zero"]);
+    let out = with_config(
+        &format!("{A_HANDLER}[worker]\npoll_interval = \"0s\"\n"),
+        &["supervise", "-n", "1"],
+    );
+    assert_refused(&out, &["worker.poll_interval must be above zero"]);
+}
+
+#[test]
+fn an_absurd_concurrency_is_refused_not_allocated() {
+    let out = with_config(A_HANDLER, &["worker", "-c", "4000000000"]);
+    assert_refused(&out, &["--concurrency = 4000000000", "maximum of 10000"]);
+    let out = with_config(A_HANDLER, &["supervise", "-n", "4000000000"]);
+    assert_refused(&out, &["-n/--workers = 4000000000", "1..=1000"]);
+    let out = with_config(A_HANDLER, &["supervise", "-c", "4000000000"]);
+    assert_refused(&out, &["--concurrency = 4000000000", "maximum of 10000"]);
+    let out = with_config(
+        &format!("{A_HANDLER}[worker]\nconcurrency = 20000\n"),
+        &["worker"],
+    );
+    assert_refused(&out, &["worker.concurrency = 20000", "maximum of 10000"]);
+}
+
+#[test]
+fn a_retry_cap_below_its_base_is_refused() {
+    let out = with_config(
+        &format!("{A_HANDLER}[retry]\nbase = \"10m\"\ncap = \"1m\"\n"),
+        &["worker"],
+    );
+    assert_refused(&out, &["retry.cap (1m) is below retry.base (10m)"]);
+}
+
+#[test]
+fn jobs_list_with_a_zero_limit_is_refused() {
+    let out = run_jobq(Some(NO_SERVER), &["jobs", "list", "-n", "0"]);
+    assert_refused(&out, &["--limit must be at least 1"]);
+}
+
+#[test]
+fn a_handler_program_that_cannot_run_is_refused_when_the_worker_starts() {
+    let out = with_config(
+        "[handlers.resize]\ncommand = [\"/nonexistent/resize-image\"]\n",
+        &["worker"],
+    );
+    assert_refused(
+        &out,
+        &[
+            "handlers.resize",
+            "\"/nonexistent/resize-image\" does not exist",
+        ],
+    );
+
+    let out = with_config(
+        "[handlers.resize]\ncommand = [\"resize-image-not-installed\"]\n",
+        &["worker", "--forever"],
+    );
+    assert_refused(
+        &out,
+        &[
+            "handlers.resize",
+            "\"resize-image-not-installed\" is not found on PATH",
+        ],
+    );
+
+    // The handler's own PATH is the one searched.
+    let out = with_config(
+        "[handlers.resize]\ncommand = [\"sh\"]\nenv = { PATH = \"/nonexistent\" }\n",
+        &["supervise", "-n", "1"],
+    );
+    assert_refused(&out, &["handlers.resize", "(/nonexistent)"]);
+
+    let dir = scratch_dir();
+    let script = dir.join("not-executable.sh");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    let out = with_config(
+        &format!(
+            "[handlers.resize]\ncommand = [{}]\n",
+            serde_json::to_string(script.to_str().unwrap()).unwrap()
+        ),
+        &["worker"],
+    );
+    assert_refused(&out, &["handlers.resize", "is not executable (mode 644)"]);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_schedule_config_error_is_refused() {
+    let out = with_config(
+        &format!("{A_HANDLER}[schedules.nightly]\nkind = \"k\"\nspec = \"every banana\"\n"),
+        &["scheduler"],
+    );
+    assert_refused(&out, &["schedules.nightly", "every banana"]);
+    let out = with_config(
+        &format!("{A_HANDLER}[schedules.nightly]\nkind = \"k\"\nspec = \"every banana\"\n"),
+        &["worker"],
+    );
+    assert_refused(&out, &["schedules.nightly"]);
+}
+
+#[test]
+fn usage_errors_exit_2_and_other_errors_exit_1() {
+    let out = run_jobq(Some(NO_SERVER), &["worker", "--concurrency", "lots"]);
+    assert_fails(&out, &["--concurrency", "lots"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = run_jobq(Some(NO_SERVER), &["no-such-command"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = run_jobq(Some(NO_SERVER), &["stats"]);
+    assert_refused(&out, &["unreachable"]);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Kinds match exactly
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_padded_kind_stays_queued_and_stats_names_it() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let config = write_config(&dir, "[handlers.quick]\ncommand = [\"true\"]\n");
+    let config = config.to_str().unwrap();
+    // 'quick ' = 'quick' under the column's PAD SPACE collation; the worker must not take it.
+    db.exec("INSERT INTO job_queue (kind) VALUES ('quick '), ('quick'), ('quick')")
+        .await;
+    assert_ok(&run_jobq(Some(&db.url), &["worker", "--config", config]));
+    assert_eq!(db.states().await, "done=2 queued=1");
+    assert_eq!(
+        count(
+            &db,
+            "state = 'queued' AND attempts = 0 AND kind LIKE 'quick %'"
+        )
+        .await,
+        1
+    );
+
+    let text = assert_ok(&run_jobq(Some(&db.url), &["stats", "--config", config]));
+    let line = text
+        .lines()
+        .find(|l| l.contains("\"quick \""))
+        .unwrap_or_else(|| panic!("no due line for \"quick \":\n{text}"));
+    assert_eq!(line.split_whitespace().next(), Some("default"), "{text}");
+    assert!(
+        text.contains(
+            "warning: 1 due job(s) of kind \"quick \" in queue default will never be claimed"
+        ),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// jobs retry: a fresh attempt budget; jobs run-now
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn retrying_a_dead_job_gives_it_all_its_attempts_again() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO job_queue (kind, state, attempts, max_attempts, last_error, finished_at) \
+         VALUES ('k', 'dead', 3, 3, 'boom: disk full', NOW(6))",
+    )
+    .await;
+    let id: u64 = db.scalar("SELECT MAX(id) FROM job_queue").await;
+    let text = assert_ok(&run_jobq(
+        Some(&db.url),
+        &["jobs", "retry", &id.to_string()],
+    ));
+    assert!(text.contains("fresh attempt budget"), "{text}");
+    let j = job(&db, id).await;
+    assert_eq!(j.state, State::Queued);
+    assert_eq!((j.attempts, j.max_attempts), (0, 3), "all 3 attempts again");
+    assert_eq!(j.finished_at, None);
+    let err = j.last_error.unwrap_or_default();
+    assert!(
+        err.starts_with("retried by operator after 3 attempt(s)")
+            && err.contains("boom: disk full"),
+        "history kept in last_error: {err}"
+    );
+}
+
+#[tokio::test]
+async fn run_now_makes_a_waiting_job_due_and_refuses_running_and_finished_ones() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO job_queue (id, kind, state, attempts, run_at, finished_at, claim) VALUES \
+         (1, 'k', 'queued', 0, NOW(6) + INTERVAL 1 DAY, NULL, NULL), \
+         (2, 'k', 'retry', 2, NOW(6) + INTERVAL 1 HOUR, NULL, NULL), \
+         (3, 'k', 'running', 1, NOW(6), NULL, 'someone'), \
+         (4, 'k', 'done', 1, NOW(6), NOW(6), NULL), \
+         (5, 'k', 'queued', 0, NOW(6) - INTERVAL 1 SECOND, NULL, NULL)",
+    )
+    .await;
+    let due = |id: u64| {
+        let db = &db;
+        async move { count(db, &format!("id = {id} AND run_at <= NOW(6)")).await == 1 }
+    };
+    for id in [1u64, 2] {
+        let text = assert_ok(&run_jobq(
+            Some(&db.url),
+            &["jobs", "run-now", &id.to_string()],
+        ));
+        assert!(text.contains("is due now"), "{text}");
+        assert!(due(id).await, "job {id} is due");
+    }
+    assert_eq!(job(&db, 2).await.attempts, 2, "attempts are unchanged");
+    assert_eq!(job(&db, 2).await.state, State::Retry);
+
+    let text = assert_ok(&run_jobq(Some(&db.url), &["jobs", "run-now", "5"]));
+    assert!(text.contains("already due"), "{text}");
+
+    let out = run_jobq(Some(&db.url), &["jobs", "run-now", "3"]);
+    assert_refused(&out, &["job 3 is running"]);
+    let out = run_jobq(Some(&db.url), &["jobs", "run-now", "4"]);
+    assert_refused(&out, &["job 4 is done", "jobq jobs retry"]);
+    let out = run_jobq(Some(&db.url), &["jobs", "run-now", "999"]);
+    assert_refused(&out, &["999", "not found"]);
+    assert_eq!(job(&db, 3).await.state, State::Running);
+    assert_eq!(job(&db, 4).await.state, State::Done);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Secrets and hostile rows
+// ---------------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn the_database_password_can_come_from_a_file() {
+    let db = TestDb::new().await;
+    let user = format!("jobq_pw_{}", rand::random::<u32>());
+    // Characters that would break a URL if they were not encoded.
+    let password = "s3cr@t:/pw %?#";
+    for host in ["127.0.0.1", "localhost", "%"] {
+        db.exec(&format!(
+            "CREATE USER '{user}'@'{host}' IDENTIFIED BY '{password}'"
+        ))
+        .await;
+        db.exec(&format!(
+            "GRANT ALL ON `{}`.* TO '{user}'@'{host}'",
+            db.name
+        ))
+        .await;
+    }
+    let (_, rest) = db.url.split_once("://").unwrap();
+    let (_, host) = rest.rsplit_once('@').unwrap();
+    let url = format!("mysql://{user}@{host}");
+    let dir = scratch_dir();
+    let pw_file = dir.join("db-password");
+    std::fs::write(&pw_file, format!("{password}\n")).unwrap();
+
+    // Without the password: refused by the server.
+    assert_fails(&run_jobq(Some(&url), &["stats"]), &["access denied"]);
+    // JOBQ_DATABASE_PASSWORD_FILE.
+    let run = |envs: &[(&str, &std::path::Path)], args: &[&str]| {
+        let mut cmd = jobq(Some(&url), args);
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_output(child, Duration::from_secs(30))
+    };
+    assert_ok(&run(
+        &[("JOBQ_DATABASE_PASSWORD_FILE", &pw_file)],
+        &["stats"],
+    ));
+    // database_password_file in the config, and the URL's own (wrong) password is replaced.
+    let config = write_config(
+        &dir,
+        &format!(
+            "database_password_file = {}\n",
+            serde_json::to_string(pw_file.to_str().unwrap()).unwrap()
+        ),
+    );
+    let wrong = format!("mysql://{user}:wrong@{host}");
+    let out = run_jobq(
+        None,
+        &[
+            "stats",
+            "--database-url",
+            &wrong,
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    assert_ok(&out);
+    // A missing file is an error naming it, before any connection.
+    let missing = dir.join("no-such-file");
+    let out = run(&[("JOBQ_DATABASE_PASSWORD_FILE", &missing)], &["stats"]);
+    assert_refused(
+        &out,
+        &[
+            "cannot read the database password file",
+            missing.to_str().unwrap(),
+        ],
+    );
+    assert!(!stderr(&out).contains(password));
+
+    for host in ["127.0.0.1", "localhost", "%"] {
+        db.exec(&format!("DROP USER '{user}'@'{host}'")).await;
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn jobs_list_and_show_never_print_a_rows_control_characters() {
+    let db = TestDb::new().await;
+    // A kind that clears the screen, an error that sets the terminal's title and rings its bell, a
+    // payload whose JSON escapes decode to an escape sequence.
+    db.exec(
+        "INSERT INTO job_queue (kind, state, last_error, payload, finished_at) VALUES \
+         (CONCAT('evil', CHAR(27), '[2J'), 'dead', \
+          CONCAT('boom', CHAR(27), ']0;pwned', CHAR(7), '\\nsecond\\tline', CHAR(27), '[1A'), \
+          '{\"x\": \"\\\\u001b[31mred\"}', NOW(6))",
+    )
+    .await;
+    let id: u64 = db.scalar("SELECT MAX(id) FROM job_queue").await;
+    let list = run_jobq(Some(&db.url), &["jobs", "list"]);
+    let show = run_jobq(Some(&db.url), &["jobs", "show", &id.to_string()]);
+    for (what, out) in [("list", &list), ("show", &show)] {
+        let text = assert_ok(out);
+        assert!(
+            !out.stdout.iter().any(|b| *b == 0x1b || *b == 0x07),
+            "jobs {what} printed a control character:\n{text:?}"
+        );
+        assert!(text.contains("evil\\x1b[2J"), "jobs {what}: {text}");
+        assert!(
+            text.contains("boom\\x1b]0;pwned\\x07"),
+            "jobs {what}: {text}"
+        );
+    }
+    let show = stdout(&show);
+    // Multi-line fields keep their lines and tabs.
+    assert!(
+        show.contains("\n              second\tline\\x1b[1A"),
+        "{show}"
+    );
+    assert!(show.contains("\\u001b[31mred"), "{show}");
 }

@@ -25,10 +25,21 @@ fn toml_list(items: &[&str]) -> String {
 /// Runs a draining worker in this process with the handlers of `config_text`, on `queues`. Failed jobs
 /// come back after at least half an hour, so a drain runs each job once.
 async fn run_worker(db: &TestDb, config_text: &str, queues: &[&str]) -> WorkerReport {
+    run_worker_then(db, config_text, queues, || {}).await
+}
+
+/// [`run_worker`], calling `after_start` once the handlers are built and before the worker runs.
+async fn run_worker_then(
+    db: &TestDb,
+    config_text: &str,
+    queues: &[&str],
+    after_start: impl FnOnce(),
+) -> WorkerReport {
     let dir = scratch_dir();
     let path = write_config(&dir, config_text);
     let config = Config::load(&path).expect("config loads");
     let handlers = Handlers::from_config(&config, &db.pool).expect("handlers");
+    after_start();
     let cfg = WorkerConfig {
         queues: queues.iter().map(|q| q.to_string()).collect(),
         mode: Mode::Drain,
@@ -298,20 +309,32 @@ async fn a_jobs_own_timeout_overrides_a_longer_handler_timeout() {
 #[tokio::test]
 async fn a_program_that_does_not_exist_fails_the_job_naming_the_program() {
     let db = TestDb::new().await;
-    let program = "/nonexistent/jobq-no-such-program";
+    // The worker refuses to start without its programs, so this one goes away after the start.
+    let bin = scratch_dir();
+    let program = bin.join("jobq-vanishing-program");
+    std::fs::write(&program, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(
+        &program,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let program = program.to_str().unwrap().to_string();
     let config = format!(
         "[handlers.missing]\ncommand = {}\n",
-        toml_list(&[program, "--flag"])
+        toml_list(&[&program, "--flag"])
     );
     let id = enqueue(&db, NewJob::new("missing")).await;
-    let report = run_worker(&db, &config, &["default"]).await;
+    let report = run_worker_then(&db, &config, &["default"], || {
+        std::fs::remove_dir_all(&bin).unwrap();
+    })
+    .await;
     assert_eq!(report.retried, 1, "{report:?}");
 
     let j = job(&db, id).await;
     assert_eq!(j.state, State::Retry);
     assert_eq!(j.attempts, 1);
     assert!(
-        last_error(&j).contains(program),
+        last_error(&j).contains(&program),
         "last_error: {:?}",
         j.last_error
     );
@@ -589,7 +612,7 @@ async fn a_command_gets_no_jobq_secrets_and_inherit_env_narrows_its_environment(
     )
     .env("DATABASE_URL", &db.url)
     .env("MYSQL_PWD", "hunter2")
-    .env("JOBQ_DATABASE_PASSWORD_FILE", "/etc/secret")
+    .env("JOBQ_API_TOKEN", "not for jobs")
     .env("APP_SETTING", "visible")
     .output()
     .unwrap();
@@ -611,7 +634,7 @@ async fn a_command_gets_no_jobq_secrets_and_inherit_env_narrows_its_environment(
         "JOBQ_DATABASE_URL",
         "DATABASE_URL",
         "MYSQL_PWD",
-        "JOBQ_DATABASE_PASSWORD_FILE",
+        "JOBQ_API_TOKEN",
         "JOBQ_CONFIG",
     ] {
         assert!(

@@ -31,3 +31,5 @@ mod restart;
 mod scheduler;
 // `jobq bench` at CI size: it runs, and every job finishes exactly once.
 mod bench;
+// Least privilege: the documented grants for an enqueue-only application and for workers and reapers.
+mod grants;

@@ -234,3 +234,83 @@ async fn sighup_rolls_every_worker_and_keeps_n_running() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn sighup_with_a_broken_config_keeps_the_workers_and_a_fixed_one_rolls_them() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let good = "[handlers.k]\ncommand = [\"true\"]\n";
+    let cfg = write_config(&dir, good);
+    let log_path = dir.join("supervise.log");
+    let mut sup = jobq(
+        Some(&db.url),
+        &["supervise", "-n", "1", "--config", cfg.to_str().unwrap()],
+    )
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(&log_path).unwrap())
+    .spawn()
+    .unwrap();
+    let sup_pid = sup.id();
+    n_workers(sup_pid, 1).await;
+    let first = children_of(sup_pid)[0];
+    // The worker has read its config once it is registered; the file may change from then on.
+    wait_until("the worker registered", Duration::from_secs(15), || async {
+        db.scalar::<i64>(&format!(
+            "SELECT COUNT(*) FROM jobq_processes WHERE role = 'worker' AND pid = {first}"
+        ))
+        .await
+            == 1
+    })
+    .await;
+    let log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+
+    // A typo in a key: every new worker would refuse to start.
+    write_config(&dir, &format!("{good}[worker]\nconcurency = 3\n"));
+    kill(Pid::from_raw(sup_pid as i32), Signal::SIGHUP).unwrap();
+    wait_until(
+        "the refusal in the log",
+        Duration::from_secs(15),
+        || async { log().contains("config is invalid") },
+    )
+    .await;
+    assert!(
+        log().contains("concurency"),
+        "the error names the key:\n{}",
+        log()
+    );
+    assert_eq!(children_of(sup_pid), vec![first], "{}", log());
+    assert!(
+        std::path::Path::new(&format!("/proc/{first}")).exists(),
+        "the worker still runs"
+    );
+
+    // A program that does not exist is refused the same way.
+    write_config(&dir, "[handlers.k]\ncommand = [\"/nonexistent/prog\"]\n");
+    kill(Pid::from_raw(sup_pid as i32), Signal::SIGHUP).unwrap();
+    wait_until("the second refusal", Duration::from_secs(15), || async {
+        log().contains("/nonexistent/prog")
+    })
+    .await;
+    assert_eq!(children_of(sup_pid), vec![first], "{}", log());
+
+    // Fixed: SIGHUP rolls the worker.
+    write_config(&dir, good);
+    kill(Pid::from_raw(sup_pid as i32), Signal::SIGHUP).unwrap();
+    wait_until("a new worker", Duration::from_secs(30), || async {
+        let now = children_of(sup_pid);
+        now.len() == 1 && now[0] != first
+    })
+    .await;
+
+    kill(Pid::from_raw(sup_pid as i32), Signal::SIGTERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = sup.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "supervise did not exit");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status:?}\n{}", log());
+    std::fs::remove_dir_all(&dir).ok();
+}

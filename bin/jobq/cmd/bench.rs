@@ -6,6 +6,7 @@ use jobq::bench::{self, BenchConfig, Section};
 
 use super::Env;
 use crate::args::BenchArgs;
+use crate::out::{out, outln};
 
 pub async fn run(env: &Env, args: BenchArgs) -> Result<()> {
     let mut cfg = if args.quick {
@@ -71,15 +72,17 @@ pub async fn run(env: &Env, args: BenchArgs) -> Result<()> {
     let on_signal = stop.clone();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("bench: interrupted; dropping the scratch database");
+            crate::out::err_line(format_args!(
+                "bench: interrupted; dropping the scratch database"
+            ));
             on_signal.cancel();
         }
     });
     let report = bench::run_until(cfg, stop).await?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
-        print!("{}", bench::render_text(&report));
+        out!("{}", bench::render_text(&report))?;
     }
     if !report.all_checks_pass() {
         bail!("correctness checks failed (see CORRECTNESS above)");

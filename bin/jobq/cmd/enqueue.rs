@@ -6,6 +6,7 @@ use jobq::NewJob;
 
 use super::Env;
 use crate::args::EnqueueArgs;
+use crate::out::outln;
 
 pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
     let mut job = NewJob::new(&args.kind);
@@ -32,7 +33,7 @@ pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
     }
     let pool = env.migrated_pool(1).await?;
     let id = jobq::enqueue(&pool, &job).await?;
-    println!("{id}");
+    outln!("{id}")?;
     Ok(())
 }
 

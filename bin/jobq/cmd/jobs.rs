@@ -1,16 +1,22 @@
-//! `jobq jobs list|show|retry|cancel`.
+//! `jobq jobs list|show|retry|run-now|cancel`.
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use jobq::db::admin;
 use jobq::{JobFilter, JobRecord, State};
 
 use super::Env;
 use crate::args::JobsCommand;
+use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
     // Arguments are checked before anything touches the database.
     let state = match &cmd {
-        JobsCommand::List(a) => a.state.as_deref().map(str::parse::<State>).transpose()?,
+        JobsCommand::List(a) => {
+            if a.limit == 0 {
+                bail!("-n/--limit must be at least 1");
+            }
+            a.state.as_deref().map(str::parse::<State>).transpose()?
+        }
         _ => None,
     };
     let pool = env.migrated_pool(1).await?;
@@ -23,89 +29,108 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
                 limit: a.limit,
             };
             let jobs = admin::list_jobs(&pool, &filter).await?;
-            print_list(&jobs);
+            print_list(&jobs)?;
         }
-        JobsCommand::Show { id } => print_one(&admin::get_job(&pool, id).await?),
+        JobsCommand::Show { id } => print_one(&admin::get_job(&pool, id).await?)?,
         JobsCommand::Retry { id } => {
             admin::retry_job(&pool, id).await?;
-            println!("job {id} is queued to run now");
+            outln!("job {id} is queued to run now, with a fresh attempt budget")?;
+        }
+        JobsCommand::RunNow { id } => {
+            if admin::run_job_now(&pool, id).await? {
+                outln!("job {id} is due now")?;
+            } else {
+                outln!("job {id} was already due")?;
+            }
         }
         JobsCommand::Cancel { id } => match admin::cancel_job(&pool, id).await? {
-            admin::CancelOutcome::Cancelled => println!("job {id} is cancelled"),
-            admin::CancelOutcome::Requested => println!(
+            admin::CancelOutcome::Cancelled => outln!("job {id} is cancelled")?,
+            admin::CancelOutcome::Requested => outln!(
                 "job {id} is running: its worker was asked to stop it; it will end cancelled"
-            ),
+            )?,
         },
     }
     Ok(())
 }
 
-fn print_list(jobs: &[JobRecord]) {
-    println!(
+fn print_list(jobs: &[JobRecord]) -> Result<()> {
+    outln!(
         "{:>10} {:<9} {:<12} {:<24} {:>8} {:<26} LAST ERROR",
-        "ID", "STATE", "QUEUE", "KIND", "ATTEMPTS", "RUN AT (UTC)"
-    );
+        "ID",
+        "STATE",
+        "QUEUE",
+        "KIND",
+        "ATTEMPTS",
+        "RUN AT (UTC)"
+    )?;
     for j in jobs {
         let err = j
             .last_error
             .as_deref()
             .map(|e| {
-                e.lines()
-                    .next()
-                    .unwrap_or("")
+                clean(e.lines().next().unwrap_or(""), false)
                     .chars()
                     .take(60)
                     .collect::<String>()
             })
             .unwrap_or_default();
-        println!(
+        outln!(
             "{:>10} {:<9} {:<12} {:<24} {:>8} {:<26} {}",
             j.id,
             j.state,
-            j.queue,
-            j.kind,
+            clean(&j.queue, false),
+            clean(&j.kind, false),
             format!("{}/{}", j.attempts, j.max_attempts),
             j.run_at.format("%Y-%m-%d %H:%M:%S%.3f"),
             err
-        );
+        )?;
     }
     if jobs.is_empty() {
-        println!("(no jobs)");
+        outln!("(no jobs)")?;
     }
+    Ok(())
 }
 
-fn print_one(j: &JobRecord) {
+fn print_one(j: &JobRecord) -> Result<()> {
     let t = |v: Option<chrono::DateTime<chrono::Utc>>| {
         v.map_or_else(
             || "-".to_string(),
             |t| t.format("%Y-%m-%d %H:%M:%S%.6f UTC").to_string(),
         )
     };
-    println!("id:           {}", j.id);
-    println!("state:        {}", j.state);
-    println!("queue:        {}", j.queue);
-    println!("kind:         {}", j.kind);
-    println!("priority:     {}", j.priority);
-    println!("attempts:     {} of {}", j.attempts, j.max_attempts);
-    println!(
+    outln!("id:           {}", j.id)?;
+    outln!("state:        {}", j.state)?;
+    // Row text is written through `clean`: whoever inserted the row chose it.
+    outln!("queue:        {}", clean(&j.queue, false))?;
+    outln!("kind:         {}", clean(&j.kind, false))?;
+    outln!("priority:     {}", j.priority)?;
+    outln!("attempts:     {} of {}", j.attempts, j.max_attempts)?;
+    outln!(
         "timeout:      {}",
         j.timeout_secs.map_or("-".to_string(), |s| format!("{s}s"))
-    );
-    println!("run at:       {}", t(Some(j.run_at)));
-    println!("created at:   {}", t(Some(j.created_at)));
-    println!("claimed at:   {}", t(j.claimed_at));
-    println!("started at:   {}", t(j.started_at));
-    println!("finished at:  {}", t(j.finished_at));
-    println!("claim:        {}", j.claim.as_deref().unwrap_or("-"));
+    )?;
+    outln!("run at:       {}", t(Some(j.run_at)))?;
+    outln!("created at:   {}", t(Some(j.created_at)))?;
+    outln!("claimed at:   {}", t(j.claimed_at))?;
+    outln!("started at:   {}", t(j.started_at))?;
+    outln!("finished at:  {}", t(j.finished_at))?;
+    outln!(
+        "claim:        {}",
+        clean(j.claim.as_deref().unwrap_or("-"), false)
+    )?;
     let payload = serde_json::from_str::<serde_json::Value>(&j.payload)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| j.payload.clone());
-    println!(
+    outln!(
         "payload:      {}",
-        payload.replace('\n', "\n              ")
-    );
+        clean(&payload, true).replace('\n', "\n              ")
+    )?;
     match &j.last_error {
-        Some(e) => println!("last error:   {}", e.replace('\n', "\n              ")),
-        None => println!("last error:   -"),
+        Some(e) => outln!(
+            "last error:   {}",
+            clean(e, true).replace('\n', "\n              ")
+        )?,
+        None => outln!("last error:   -")?,
     }
+    Ok(())
 }

@@ -18,12 +18,17 @@ use jobq::db::{self, ConnectConfig};
 use sqlx::MySqlPool;
 
 use crate::args::{Cli, Command, DEFAULT_DATABASE_URL};
+use crate::out::outln;
 
 /// What every command needs: the config file (if any) and where the database is.
 pub struct Env {
     pub config: Config,
     pub config_path: Option<PathBuf>,
+    /// The URL jobq connects with, with the password file's password if there is one.
     pub url: String,
+    /// The URL as it was given, without the password file's password: what the supervisor passes on to
+    /// its workers, which read the password file themselves (its path is in their environment or config).
+    pub given_url: String,
 }
 
 impl Env {
@@ -40,10 +45,19 @@ impl Env {
             .or_else(|| std::env::var("DATABASE_URL").ok().filter(|s| !s.is_empty()))
             .or_else(|| config.database_url.clone())
             .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string());
+        let password_file = std::env::var_os("JOBQ_DATABASE_PASSWORD_FILE")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| config.database_password_file.clone());
+        let effective = match &password_file {
+            Some(path) => db::with_password(&url, &db::read_password_file(path)?)?,
+            None => url.clone(),
+        };
         Ok(Env {
             config,
             config_path,
-            url,
+            url: effective,
+            given_url: url,
         })
     }
 
@@ -73,19 +87,20 @@ pub async fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Migrate(args) => {
             if args.create_database && db::create_database(&env.url).await? {
-                println!("created database for {}", db::redact_url(&env.url));
+                outln!("created database for {}", db::redact_url(&env.url))?;
             }
             let pool = env.pool(2).await?;
             let report = db::migrate::migrate(&pool)
                 .await
                 .context("migration failed")?;
             if report.applied.is_empty() {
-                println!("schema is up to date (version {})", report.version);
+                outln!("schema is up to date (version {})", report.version)?;
             } else {
-                println!(
+                outln!(
                     "applied migration(s) {:?}; schema is at version {}",
-                    report.applied, report.version
-                );
+                    report.applied,
+                    report.version
+                )?;
             }
             Ok(())
         }
@@ -102,10 +117,10 @@ pub async fn run(cli: Cli) -> Result<()> {
             let pool = env.migrated_pool(2).await?;
             let retention = args.retention.unwrap_or_else(|| env.config.retention());
             let n = db::prune::prune_finished(&pool, retention).await?;
-            println!(
+            outln!(
                 "deleted {n} finished job(s) older than {}",
                 humantime::format_duration(retention)
-            );
+            )?;
             Ok(())
         }
     }

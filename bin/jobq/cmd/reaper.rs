@@ -1,17 +1,23 @@
 //! `jobq reaper`.
 
 use anyhow::Result;
+use jobq::config::check_positive;
 use jobq::reaper::{Reaper, ReaperConfig};
 use jobq::shutdown;
 
 use super::Env;
 use crate::args::ReaperArgs;
+use crate::out::outln;
 
-/// The reaper's settings from flags, then the config file, then the defaults.
-pub fn config(env: &Env, args: &ReaperArgs) -> ReaperConfig {
+/// The reaper's settings from flags, then the config file, then the defaults. The file's values were
+/// checked when it was loaded; a zero flag is refused here (a zero interval would panic the timer, and a
+/// zero lease would judge every claimant dead).
+pub fn config(env: &Env, args: &ReaperArgs) -> Result<ReaperConfig> {
+    check_positive("--interval", args.interval).map_err(anyhow::Error::msg)?;
+    check_positive("--lease", args.lease).map_err(anyhow::Error::msg)?;
     let file = &env.config.reaper;
     let d = ReaperConfig::default();
-    ReaperConfig {
+    Ok(ReaperConfig {
         interval: args
             .interval
             .or(file.interval.map(|x| x.0))
@@ -25,11 +31,11 @@ pub fn config(env: &Env, args: &ReaperArgs) -> ReaperConfig {
             .map_or(d.heartbeat_interval, |x| x.0),
         retention: Some(env.config.retention()),
         ..d
-    }
+    })
 }
 
 pub async fn run(env: &Env, args: ReaperArgs) -> Result<()> {
-    let cfg = config(env, &args);
+    let cfg = config(env, &args)?;
     cfg.validate()?;
     // A sidecar waits for a database that is not there yet; a one-off pass fails at once.
     let pool = if args.once {
@@ -40,10 +46,14 @@ pub async fn run(env: &Env, args: ReaperArgs) -> Result<()> {
     let reaper = Reaper::new(pool.clone(), cfg)?;
     if args.once {
         let report = reaper.run_once().await?;
-        println!(
+        outln!(
             "dead claimants: {}, jobs requeued: {}, jobs ended: {}, registry rows removed: {}, jobs pruned: {}",
-            report.dead_claimants, report.requeued, report.ended, report.forgotten, report.pruned
-        );
+            report.dead_claimants,
+            report.requeued,
+            report.ended,
+            report.forgotten,
+            report.pruned
+        )?;
     } else {
         let shutdown = shutdown::on_signals()?;
         reaper.run(shutdown).await?;

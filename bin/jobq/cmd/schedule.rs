@@ -7,6 +7,7 @@ use jobq::scheduler::{RunRecord, ScheduleDef, Schedules, Spec, def::ScheduleReco
 
 use super::Env;
 use crate::args::{ScheduleCommand, ScheduleCreateArgs, ScheduleOptions, ScheduleUpdateArgs};
+use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
     // `next --spec` needs no database; everything else is checked before it is touched.
@@ -15,7 +16,7 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
     {
         let spec = Spec::parse(text, a.time_zone.as_deref().unwrap_or("UTC"))?;
         let now = Utc::now();
-        print_times(&spec.upcoming(now, now, a.count), spec.tz());
+        print_times(&spec.upcoming(now, now, a.count), spec.tz())?;
         return Ok(());
     }
     let create = match &cmd {
@@ -28,18 +29,18 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
         ScheduleCommand::Create(_) => {
             let def = create.expect("built above");
             let s = schedules.create(&def).await?;
-            println!(
+            outln!(
                 "schedule {} created; next run {}",
                 s.def.name,
                 fmt_opt(s.next_run_at, s.spec()?.tz())
-            );
+            )?;
         }
         ScheduleCommand::Update(a) => {
             let mut def = schedules.get(&a.name).await?.def;
             update_def(&mut def, &a)?;
             let r = schedules.update(&def).await?;
             let s = schedules.get(&a.name).await?;
-            println!(
+            outln!(
                 "schedule {} {}; next run {}",
                 s.def.name,
                 match r {
@@ -48,35 +49,35 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
                     _ => "updated",
                 },
                 fmt_opt(s.next_run_at, s.spec()?.tz())
-            );
+            )?;
         }
         ScheduleCommand::Drop { name } => {
             schedules.remove(&name).await?;
-            println!("schedule {name} dropped");
+            outln!("schedule {name} dropped")?;
         }
-        ScheduleCommand::List => print_list(&schedules.list().await?),
+        ScheduleCommand::List => print_list(&schedules.list().await?)?,
         ScheduleCommand::Show { name, runs } => {
             let s = schedules.get(&name).await?;
-            print_one(&s);
-            println!();
-            print_runs(&schedules.runs(&name, runs).await?);
+            print_one(&s)?;
+            outln!()?;
+            print_runs(&schedules.runs(&name, runs).await?)?;
         }
-        ScheduleCommand::Runs { name, limit } => print_runs(&schedules.runs(&name, limit).await?),
+        ScheduleCommand::Runs { name, limit } => print_runs(&schedules.runs(&name, limit).await?)?,
         ScheduleCommand::Pause { name } => {
             schedules.pause(&name).await?;
-            println!("schedule {name} paused");
+            outln!("schedule {name} paused")?;
         }
         ScheduleCommand::Resume { name } => {
             let s = schedules.resume(&name).await?;
-            println!(
+            outln!(
                 "schedule {name} is {}; next run {}",
                 s.state,
                 fmt_opt(s.next_run_at, s.spec()?.tz())
-            );
+            )?;
         }
         ScheduleCommand::RunNow { name } => {
             let id = schedules.run_now(&name).await?;
-            println!("{id}");
+            outln!("{id}")?;
         }
         ScheduleCommand::Next(a) => {
             let name = a
@@ -85,20 +86,20 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
             let s = schedules.get(&name).await?;
             let times = schedules.next(&name, a.count).await?;
             if times.is_empty() {
-                println!("schedule {name} is {} and has no next run", s.state);
+                outln!("schedule {name} is {} and has no next run", s.state)?;
             }
-            print_times(&times, s.spec()?.tz());
+            print_times(&times, s.spec()?.tz())?;
         }
         ScheduleCommand::Abort { name, pause } => {
             if pause {
                 schedules.pause(&name).await?;
             }
             let r = schedules.abort(&name).await?;
-            println!(
+            outln!(
                 "schedule {name}: {} job(s) cancelled or told to stop{}",
                 r.cancelled,
                 if pause { "; schedule paused" } else { "" }
-            );
+            )?;
         }
     }
     Ok(())
@@ -202,24 +203,37 @@ fn fmt_both(t: DateTime<Utc>, tz: Tz) -> String {
     }
 }
 
-fn print_times(times: &[DateTime<Utc>], tz: Tz) {
+fn print_times(times: &[DateTime<Utc>], tz: Tz) -> Result<()> {
     for t in times {
-        println!("{}", fmt_both(*t, tz));
+        outln!("{}", fmt_both(*t, tz))?;
     }
+    Ok(())
 }
 
+/// The first line of an error, made safe for the terminal (errors carry handlers' stderr).
 fn first_line(s: Option<&str>, max: usize) -> String {
-    s.map(|e| e.lines().next().unwrap_or("").chars().take(max).collect())
-        .unwrap_or_default()
+    s.map(|e| {
+        clean(e.lines().next().unwrap_or(""), false)
+            .chars()
+            .take(max)
+            .collect()
+    })
+    .unwrap_or_default()
 }
 
-fn print_list(list: &[ScheduleRecord]) {
-    println!(
+fn print_list(list: &[ScheduleRecord]) -> Result<()> {
+    outln!(
         "{:<24} {:<9} {:<24} {:<16} {:<23} {:>6} {:>5}  LAST ERROR",
-        "NAME", "STATE", "SPEC", "TIME ZONE", "NEXT RUN (UTC)", "RUNS", "FAILS"
-    );
+        "NAME",
+        "STATE",
+        "SPEC",
+        "TIME ZONE",
+        "NEXT RUN (UTC)",
+        "RUNS",
+        "FAILS"
+    )?;
     for s in list {
-        println!(
+        outln!(
             "{:<24} {:<9} {:<24} {:<16} {:<23} {:>6} {:>5}  {}",
             s.def.name,
             s.state,
@@ -229,47 +243,50 @@ fn print_list(list: &[ScheduleRecord]) {
             s.total_runs,
             s.consecutive_failures,
             first_line(s.last_error.as_deref(), 60)
-        );
+        )?;
     }
     if list.is_empty() {
-        println!("(no schedules)");
+        outln!("(no schedules)")?;
     }
+    Ok(())
 }
 
-fn print_one(s: &ScheduleRecord) {
+fn print_one(s: &ScheduleRecord) -> Result<()> {
     let d = &s.def;
     let tz = s.spec().map(|sp| sp.tz()).unwrap_or(chrono_tz::UTC);
     let opt = |t: Option<DateTime<Utc>>| fmt_opt(t, tz);
-    println!("name:          {}", d.name);
-    println!("state:         {}", s.state);
-    println!("spec:          {} ({})", d.spec, d.time_zone);
-    println!("kind:          {}", d.kind);
-    println!("queue:         {} (priority {})", d.queue, d.priority);
-    println!("payload:       {}", d.payload);
-    println!(
+    outln!("name:          {}", d.name)?;
+    outln!("state:         {}", s.state)?;
+    outln!("spec:          {} ({})", d.spec, d.time_zone)?;
+    outln!("kind:          {}", d.kind)?;
+    outln!("queue:         {} (priority {})", d.queue, d.priority)?;
+    outln!("payload:       {}", clean(&d.payload, true))?;
+    outln!(
         "attempts:      {} per run{}",
         d.effective_max_attempts(),
         d.timeout
             .map(|t| format!(", timeout {}", humantime::format_duration(t)))
             .unwrap_or_default()
-    );
-    println!(
+    )?;
+    outln!(
         "policies:      overlap {}, on error {}, misfire {}, jitter {}, broken after {}",
         d.overlap,
         d.on_error,
         d.misfire,
         humantime::format_duration(d.jitter),
         d.broken_after
-    );
-    println!("window:        {} to {}", opt(d.start_at), opt(d.end_at));
-    println!("at startup:    {}", if d.at_startup { "yes" } else { "no" });
-    println!("next run:      {}", opt(s.next_run_at));
-    println!("last run:      {}", opt(s.last_run_at));
-    println!(
+    )?;
+    outln!("window:        {} to {}", opt(d.start_at), opt(d.end_at))?;
+    outln!("at startup:    {}", if d.at_startup { "yes" } else { "no" })?;
+    outln!("next run:      {}", opt(s.next_run_at))?;
+    outln!("last run:      {}", opt(s.last_run_at))?;
+    outln!(
         "runs:          {} created, {} failed, {} skipped",
-        s.total_runs, s.total_failures, s.skipped_runs
-    );
-    println!(
+        s.total_runs,
+        s.total_failures,
+        s.skipped_runs
+    )?;
+    outln!(
         "failures:      {} in a row{}",
         s.consecutive_failures,
         if d.broken_after > 0 {
@@ -277,21 +294,31 @@ fn print_one(s: &ScheduleRecord) {
         } else {
             String::new()
         }
-    );
+    )?;
     match &s.last_error {
-        Some(e) => println!("last error:    {}", e.replace('\n', "\n               ")),
-        None => println!("last error:    -"),
+        Some(e) => outln!(
+            "last error:    {}",
+            clean(e, true).replace('\n', "\n               ")
+        )?,
+        None => outln!("last error:    -")?,
     }
-    println!("created at:    {}", fmt_utc(s.created_at));
+    outln!("created at:    {}", fmt_utc(s.created_at))?;
+    Ok(())
 }
 
-fn print_runs(runs: &[RunRecord]) {
-    println!(
+fn print_runs(runs: &[RunRecord]) -> Result<()> {
+    outln!(
         "{:<23} {:<9} {:>10} {:<9} {:<23} {:<23} {:<9}  ERROR",
-        "PLANNED (UTC)", "CAUSE", "JOB", "JOB STATE", "STARTED (UTC)", "FINISHED (UTC)", "OUTCOME"
-    );
+        "PLANNED (UTC)",
+        "CAUSE",
+        "JOB",
+        "JOB STATE",
+        "STARTED (UTC)",
+        "FINISHED (UTC)",
+        "OUTCOME"
+    )?;
     for r in runs {
-        println!(
+        outln!(
             "{:<23} {:<9} {:>10} {:<9} {:<23} {:<23} {:<9}  {}",
             fmt_utc(r.planned_at),
             r.cause,
@@ -301,9 +328,10 @@ fn print_runs(runs: &[RunRecord]) {
             r.finished_at.map_or_else(|| "-".into(), fmt_utc),
             r.outcome.as_deref().unwrap_or("-"),
             first_line(r.error.as_deref(), 60)
-        );
+        )?;
     }
     if runs.is_empty() {
-        println!("(no runs yet)");
+        outln!("(no runs yet)")?;
     }
+    Ok(())
 }

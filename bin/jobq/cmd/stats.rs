@@ -1,12 +1,14 @@
 //! `jobq stats`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 use chrono::Utc;
 use jobq::State;
+use jobq::db::admin::Stats;
 
 use super::Env;
+use crate::out::{out, outln};
 
 pub async fn run(env: &Env) -> Result<()> {
     let pool = env.migrated_pool(1).await?;
@@ -20,37 +22,47 @@ pub async fn run(env: &Env) -> Result<()> {
             .entry(&c.state)
             .or_default() += c.count;
     }
-    print!("{:<20}", "QUEUE");
+    out!("{:<20}", "QUEUE")?;
     for s in State::ALL {
-        print!(" {:>10}", s.as_str().to_uppercase());
+        out!(" {:>10}", s.as_str().to_uppercase())?;
     }
-    println!(" {:>10} {:>12}", "DUE", "OLDEST DUE");
+    outln!(" {:>10} {:>12}", "DUE", "OLDEST DUE")?;
     if by_queue.is_empty() {
-        println!("(no jobs)");
+        outln!("(no jobs)")?;
     }
     for (queue, states) in &by_queue {
-        print!("{queue:<20}");
+        out!("{queue:<20}")?;
         for s in State::ALL {
-            print!(" {:>10}", states.get(s.as_str()).copied().unwrap_or(0));
+            out!(" {:>10}", states.get(s.as_str()).copied().unwrap_or(0))?;
         }
         match stats.lag.iter().find(|l| l.queue == *queue) {
-            Some(l) => println!(" {:>10} {:>11.1}s", l.due, l.oldest_due_secs),
-            None => println!(" {:>10} {:>12}", 0, "-"),
+            Some(l) => outln!(" {:>10} {:>11.1}s", l.due, l.oldest_due_secs)?,
+            None => outln!(" {:>10} {:>12}", 0, "-")?,
         }
     }
 
-    println!();
+    if !stats.due_by_kind.is_empty() {
+        outln!()?;
+        print_due_by_kind(env, &stats)?;
+    }
+
+    outln!()?;
     if stats.processes.is_empty() {
-        println!("no live jobq processes");
+        outln!("no live jobq processes")?;
         return Ok(());
     }
-    println!(
+    outln!(
         "{:<11} {:<20} {:>8} {:<20} {:>9} {:>10}  CLAIM TOKEN",
-        "ROLE", "HOST", "PID", "QUEUES", "UP", "HEARTBEAT"
-    );
+        "ROLE",
+        "HOST",
+        "PID",
+        "QUEUES",
+        "UP",
+        "HEARTBEAT"
+    )?;
     let now = Utc::now();
     for p in &stats.processes {
-        println!(
+        outln!(
             "{:<11} {:<20} {:>8} {:<20} {:>8}s {:>9}s  {}",
             p.role,
             p.host,
@@ -59,7 +71,85 @@ pub async fn run(env: &Env) -> Result<()> {
             (now - p.started_at).num_seconds(),
             (now - p.heartbeat_at).num_seconds(),
             p.token
-        );
+        )?;
     }
     Ok(())
+}
+
+/// Due jobs per queue and exact kind, then a line for each group that no live worker will claim.
+fn print_due_by_kind(env: &Env, stats: &Stats) -> Result<()> {
+    outln!(
+        "{:<20} {:<32} {:>10} {:>12}",
+        "QUEUE",
+        "DUE BY KIND",
+        "DUE",
+        "OLDEST DUE"
+    )?;
+    for k in &stats.due_by_kind {
+        outln!(
+            "{:<20} {:<32} {:>10} {:>11.1}s",
+            k.queue,
+            shown(&k.kind),
+            k.due,
+            k.oldest_due_secs
+        )?;
+    }
+    // Live workers register the queues they claim from, not their kinds.
+    let served: BTreeSet<&str> = stats
+        .processes
+        .iter()
+        .filter(|p| p.role == "worker")
+        .flat_map(|p| p.queues.split(','))
+        .collect();
+    let handled: BTreeSet<&str> = env.config.handlers.keys().map(String::as_str).collect();
+    let mut notes = Vec::new();
+    for k in &stats.due_by_kind {
+        let what = format!(
+            "{} due job(s) of kind {} in queue {}",
+            k.due,
+            shown(&k.kind),
+            k.queue
+        );
+        if k.unclaimable() {
+            notes.push(format!(
+                "{what} will never be claimed: {} is not a valid kind name (workers match kinds exactly; \
+                 fix the rows' kind)",
+                shown(&k.kind)
+            ));
+        } else if !served.is_empty() && !served.contains(k.queue.as_str()) {
+            notes.push(format!("{what}: no live worker claims from this queue"));
+        } else if !handled.is_empty() && !handled.contains(k.kind.as_str()) {
+            notes.push(format!(
+                "{what}: this config has no handler for the kind (workers do not register their kinds; \
+                 workers with another config may have one)"
+            ));
+        }
+    }
+    if served.is_empty() {
+        notes.push(
+            "no live worker: the due jobs above wait for one (cron-mode workers run only when started)"
+                .into(),
+        );
+    }
+    if !notes.is_empty() {
+        outln!()?;
+        for n in notes {
+            outln!("warning: {n}")?;
+        }
+    }
+    Ok(())
+}
+
+/// A kind as text an operator can read: quoted (with escapes) when it is not a plain kind name, so a
+/// trailing space or a control character shows.
+fn shown(kind: &str) -> String {
+    let plain = !kind.is_empty()
+        && kind
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'));
+    if plain {
+        kind.to_string()
+    } else {
+        format!("{kind:?}")
+    }
 }

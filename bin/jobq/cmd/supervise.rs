@@ -1,22 +1,39 @@
 //! `jobq supervise`.
 
+use std::path::Path;
+
 use anyhow::{Context, Result, bail};
+use jobq::config::Config;
 use jobq::reaper::Reaper;
 use jobq::supervisor::{Supervisor, SupervisorConfig};
 use jobq::{Scheduler, shutdown};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
+use tracing::error;
 
 use super::Env;
 use crate::args::{ReaperArgs, SchedulerArgs, SuperviseArgs, WorkerOptions};
 
+/// Most worker processes one supervisor keeps (`-n`): 1,000. Each worker holds an anchor connection
+/// and a pool of its own (MariaDB allows 151 connections by default), and the supervisor sizes its
+/// table of children by `-n` up front, so an absurd count must be refused, not attempted. More jobs at
+/// once come from `--concurrency`, more processes from more nodes.
+const MAX_WORKERS: u32 = 1_000;
+
 pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
+    if args.workers == 0 || args.workers > MAX_WORKERS {
+        bail!(
+            "-n/--workers = {} is outside 1..={MAX_WORKERS}; for more jobs at once raise --concurrency",
+            args.workers
+        );
+    }
     if env.config.handlers.is_empty() {
         bail!(
             "no handlers configured: pass --config jobq.toml (or set JOBQ_CONFIG) with [handlers.KIND] sections"
         );
     }
-    let worker_cfg = super::worker::config(env, &args.opts, true);
+    let worker_cfg = super::worker::config(env, &args.opts, true)?;
+    env.config.check_programs()?;
     let pool = env.service_pool(4)?;
     let program =
         std::env::current_exe().context("cannot find the jobq binary to start workers")?;
@@ -27,16 +44,32 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
         cfg.worker_args.push("--config".into());
         cfg.worker_args.push(abs.to_string_lossy().into_owned());
     }
-    cfg.env = vec![("JOBQ_DATABASE_URL".into(), env.url.clone())];
+    // The URL as given: a password from a password file stays out of the children's environment (they
+    // read the file themselves).
+    cfg.env = vec![("JOBQ_DATABASE_URL".into(), env.given_url.clone())];
     cfg.shutdown_grace = worker_cfg.shutdown_grace + std::time::Duration::from_secs(5);
     let supervisor = Supervisor::new(pool.clone(), cfg)?;
 
     let shutdown = shutdown::on_signals()?;
     let (reload_tx, reload_rx) = mpsc::channel(1);
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
+    let config_path = env.config_path.clone();
+    let opts = args.opts.clone();
+    let url = env.url.clone();
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            let _ = reload_tx.try_send(());
+            // A roll replaces every worker by one that reads the file anew: with a broken file each new
+            // worker would exit at once and the node would stop working. So the file is checked here
+            // first, as a worker would check it, and a broken one leaves the current workers running.
+            match check_reload(config_path.as_deref(), &opts, &url) {
+                Ok(()) => {
+                    let _ = reload_tx.try_send(());
+                }
+                Err(e) => error!(
+                    error = format!("{e:#}"),
+                    "SIGHUP: the config is invalid; keeping the current workers (fix it and send SIGHUP again)"
+                ),
+            }
         }
     });
 
@@ -48,7 +81,7 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
             lease: None,
             no_session_signals: false,
         };
-        let r = Reaper::new(pool.clone(), super::reaper::config(env, &reaper_args))?;
+        let r = Reaper::new(pool.clone(), super::reaper::config(env, &reaper_args)?)?;
         Some(tokio::spawn(r.run(shutdown.clone())))
     } else {
         None
@@ -73,6 +106,30 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
         s.await.context("scheduler task")??;
     }
     pool.close().await;
+    Ok(())
+}
+
+/// Checks what a new worker would check at start-up with the config file as it is now: the file itself
+/// (syntax, keys, handler and schedule sections), the worker settings it makes with the supervisor's
+/// flags, and the handlers' programs.
+fn check_reload(config_path: Option<&Path>, opts: &WorkerOptions, url: &str) -> Result<()> {
+    let config = match config_path {
+        Some(p) => Config::load(p)?,
+        None => Config::default(),
+    };
+    if config.handlers.is_empty() {
+        bail!(
+            "the config defines no handlers; add a [handlers.KIND] section with `command` or `sql`"
+        );
+    }
+    config.check_programs()?;
+    let env = Env {
+        config,
+        config_path: config_path.map(Path::to_path_buf),
+        url: url.to_string(),
+        given_url: url.to_string(),
+    };
+    super::worker::config(&env, opts, true)?;
     Ok(())
 }
 

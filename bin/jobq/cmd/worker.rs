@@ -1,17 +1,25 @@
 //! `jobq worker`.
 
 use anyhow::{Result, bail};
-use jobq::{Handlers, Mode, Worker, WorkerConfig, retry::RetryPolicy, shutdown};
+use jobq::config::{check_concurrency, check_positive};
+use jobq::{Handlers, Mode, Worker, WorkerConfig, shutdown};
 
 use super::Env;
 use crate::args::{WorkerArgs, WorkerOptions};
 
-/// Worker settings from flags, then the config file, then the defaults.
-pub fn config(env: &Env, args: &WorkerOptions, forever: bool) -> WorkerConfig {
+/// Worker settings from flags, then the config file, then the defaults. Checked here, before anything
+/// connects: the file's values were checked when it was loaded, so what fails here is a flag.
+pub fn config(env: &Env, args: &WorkerOptions, forever: bool) -> Result<WorkerConfig> {
+    check_concurrency("--concurrency", args.concurrency).map_err(anyhow::Error::msg)?;
+    if args.batch_size == Some(0) {
+        bail!("--batch-size must be at least 1");
+    }
+    check_positive("--poll-interval", args.poll_interval).map_err(anyhow::Error::msg)?;
+    let retry = env.config.retry_policy().map_err(anyhow::Error::msg)?;
     let args = args.clone();
     let file = &env.config.worker;
     let defaults = WorkerConfig::default();
-    WorkerConfig {
+    Ok(WorkerConfig {
         queues: if !args.queues.is_empty() {
             args.queues
         } else {
@@ -42,25 +50,14 @@ pub fn config(env: &Env, args: &WorkerOptions, forever: bool) -> WorkerConfig {
             .heartbeat_interval
             .map_or(defaults.heartbeat_interval, |d| d.0),
         fence_after: file.fence_after.map_or(defaults.fence_after, |d| d.0),
-        retry: RetryPolicy {
-            base: env
-                .config
-                .retry
-                .base
-                .map_or(RetryPolicy::DEFAULT_BASE, |d| d.0),
-            cap: env
-                .config
-                .retry
-                .cap
-                .map_or(RetryPolicy::DEFAULT_CAP, |d| d.0),
-        },
+        retry,
         ..defaults
-    }
+    })
 }
 
 pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
     jobq::supervisor::watch_parent()?;
-    let cfg = config(env, &args.opts, args.forever);
+    let cfg = config(env, &args.opts, args.forever)?;
     if env.config.handlers.is_empty() {
         match &env.config_path {
             Some(p) => bail!(
@@ -72,6 +69,8 @@ pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
             ),
         }
     }
+    // A handler whose program is missing would fail every job of its kind; say so before starting.
+    env.config.check_programs()?;
     let shutdown = shutdown::on_signals()?;
     // SQL handlers hold a pooled connection while they run; the heartbeat, the cancel watcher and failure
     // finishes share two more. The claim loop and the finisher hold connections of their own.
