@@ -41,7 +41,8 @@ pub enum Finish {
     },
     /// Never started: hand the row back untouched (the attempt is not counted).
     Release,
-    /// Stopped part way by a shutdown: runnable again at once; the attempt counts.
+    /// Stopped part way (a shutdown, the self-fence): runnable again at once, or dead if that was its
+    /// last attempt; the attempt counts.
     Interrupted {
         /// Why.
         reason: String,
@@ -113,10 +114,14 @@ impl Statement {
                 None,
                 None,
             ),
+            // The same rule as a reaper's reset of a dead claimant's row (`reap::reset_claim`): the
+            // interrupted attempt counts, so a row that used its last one ends dead rather than
+            // queued with no attempt left (its next claim would show more attempts than it allows).
             Finish::Interrupted { reason } => (
                 "UPDATE job_queue SET \
-                 state = IF(cancel_requested_at IS NULL, 'queued', 'cancelled'), \
-                 finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), \
+                 state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
+                              WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END, \
+                 finished_at = IF(cancel_requested_at IS NULL AND attempts < max_attempts, NULL, NOW(6)), \
                  claim = NULL, last_error = ? \
                  WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
                 None,

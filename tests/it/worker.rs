@@ -260,7 +260,9 @@ async fn batched_finishes_skip_exactly_the_rows_taken_away() {
 async fn shutdown_lets_running_jobs_finish_then_hands_back_what_outlives_the_grace() {
     let db = TestDb::new().await;
     db.insert_jobs("quick", 2).await;
-    db.insert_jobs("long", 2).await;
+    // The second long job has no attempt left after this one.
+    db.exec("INSERT INTO job_queue (kind, max_attempts) VALUES ('long', 20), ('long', 1)")
+        .await;
     let handlers = Handlers::new()
         .register("quick", |_j: JobContext| async {
             tokio::time::sleep(Duration::from_millis(700)).await;
@@ -289,17 +291,22 @@ async fn shutdown_lets_running_jobs_finish_then_hands_back_what_outlives_the_gra
     stop.cancel();
     let report = task.await.unwrap().unwrap();
     assert_eq!((report.done, report.released), (2, 2));
-    let rows =
-        sqlx::query("SELECT kind, state, attempts, last_error, claim FROM job_queue ORDER BY id")
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
+    let rows = sqlx::query(
+        "SELECT kind, state, attempts, max_attempts, last_error, claim FROM job_queue ORDER BY id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
     for r in rows {
         let kind = String::from_utf8(r.get("kind")).unwrap();
         let state = String::from_utf8(r.get("state")).unwrap();
         assert!(r.get::<Option<Vec<u8>>, _>("claim").is_none());
         if kind == "quick" {
             assert_eq!(state, "done");
+        } else if r.get::<u16, _>("max_attempts") == 1 {
+            // The same rule as a reset after a crash: the interrupted attempt was its last.
+            assert_eq!(state, "dead", "no attempt left");
+            assert_eq!(r.get::<u16, _>("attempts"), 1);
         } else {
             assert_eq!(state, "queued", "an interrupted job is runnable again");
             assert_eq!(r.get::<u16, _>("attempts"), 1);
