@@ -47,8 +47,11 @@ pub struct ReaperConfig {
     pub restart_grace: Duration,
     /// Finished jobs older than this are pruned; `None` turns pruning off.
     pub retention: Option<Duration>,
-    /// Pruning runs at most this often.
+    /// Pruning, and the look for due jobs no live worker serves, run at most this often.
     pub prune_every: Duration,
+    /// Due jobs that waited this long with no live worker to claim them (no worker on their queue, no
+    /// handler for their kind, an invalid kind) are reported with a warning.
+    pub unserved_after: Duration,
 }
 
 impl ReaperConfig {
@@ -60,6 +63,8 @@ impl ReaperConfig {
     pub const DEFAULT_RESTART_GRACE: Duration = Duration::from_secs(30);
     /// Default prune period: 60 s.
     pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(60);
+    /// Default `unserved_after`: 5 min, long enough for a cron-started worker to come by.
+    pub const DEFAULT_UNSERVED_AFTER: Duration = Duration::from_secs(5 * 60);
 
     /// Checks the settings: no zero periods, and a lease of at least three heartbeat intervals (a
     /// shorter one would judge live workers dead between two of their heartbeats).
@@ -111,6 +116,7 @@ impl Default for ReaperConfig {
             restart_grace: Self::DEFAULT_RESTART_GRACE,
             retention: Some(crate::config::DEFAULT_RETENTION),
             prune_every: Self::DEFAULT_PRUNE_EVERY,
+            unserved_after: Self::DEFAULT_UNSERVED_AFTER,
         }
     }
 }
@@ -128,6 +134,9 @@ pub struct ReapReport {
     pub forgotten: u64,
     /// Finished jobs pruned.
     pub pruned: u64,
+    /// Groups of due jobs (queue and kind) that waited past `unserved_after` with no live worker to
+    /// claim them; each is logged as a warning.
+    pub unserved: u64,
 }
 
 impl crate::service::PassReport for ReapReport {
@@ -142,6 +151,7 @@ pub struct Reaper {
     pool: MySqlPool,
     cfg: ReaperConfig,
     last_prune: std::sync::Mutex<Option<Instant>>,
+    last_survey: std::sync::Mutex<Option<Instant>>,
 }
 
 /// Takes a gone claimant's rows back (see [`reap::reset_claim`]), logs each one, and removes the
@@ -174,6 +184,7 @@ impl Reaper {
             pool,
             cfg,
             last_prune: std::sync::Mutex::new(None),
+            last_survey: std::sync::Mutex::new(None),
         })
     }
 
@@ -186,6 +197,7 @@ impl Reaper {
         let register = Register {
             role: Role::Reaper,
             queues: &[],
+            kinds: &[],
             bounds: Bounds::service(),
             wait_for_database: true,
             watch_fence: false,
@@ -231,7 +243,46 @@ impl Reaper {
         if let Some(retention) = self.cfg.retention.filter(|_| prune_due) {
             report.pruned = crate::db::prune::prune_finished(&self.pool, retention).await?;
         }
+        let survey_due = {
+            let mut last = self.last_survey.lock().unwrap_or_else(|e| e.into_inner());
+            let due = last.is_none_or(|t| t.elapsed() >= self.cfg.prune_every);
+            if due {
+                *last = Some(Instant::now());
+            }
+            due
+        };
+        if survey_due {
+            report.unserved = self.warn_unserved().await?;
+        }
         Ok(report)
+    }
+
+    /// Warns about due jobs that have waited past `unserved_after` and that no live worker will
+    /// claim. Returns how many groups it warned about.
+    async fn warn_unserved(&self) -> Result<u64> {
+        use crate::db::admin::{self, Unserved};
+        let due = admin::due_by_kind(&self.pool).await?;
+        let waited: Vec<admin::KindLag> = due
+            .into_iter()
+            .filter(|k| k.oldest_due_secs >= self.cfg.unserved_after.as_secs_f64())
+            .collect();
+        if waited.is_empty() {
+            return Ok(0);
+        }
+        let processes = admin::processes(&self.pool).await?;
+        let unserved = admin::unserved(&waited, &processes);
+        for (k, why) in &unserved {
+            let why = match why {
+                Unserved::InvalidKind => {
+                    "its kind is not a valid kind name (workers match kinds exactly)"
+                }
+                Unserved::NoWorkerOnQueue => "no live worker claims from its queue",
+                Unserved::NoHandler => "no live worker on its queue has a handler for its kind",
+            };
+            warn!(queue = %k.queue, kind = ?k.kind, due = k.due, oldest_due_secs = k.oldest_due_secs.round(),
+                  "due jobs are waiting that no live worker will claim: {why}");
+        }
+        Ok(unserved.len() as u64)
     }
 
     /// Claimants judged dead, with the reason.

@@ -98,6 +98,8 @@ pub(crate) struct Registration {
 pub(crate) struct Register<'a> {
     pub(crate) role: Role,
     pub(crate) queues: &'a [String],
+    /// The kinds it has handlers for (workers).
+    pub(crate) kinds: &'a [String],
     pub(crate) bounds: Bounds,
     /// Wait out an unreachable database (forever services) rather than fail at once (one-shot runs).
     pub(crate) wait_for_database: bool,
@@ -120,7 +122,7 @@ impl Register<'_> {
         let session = loop {
             let attempt = async {
                 crate::db::migrate::ensure_migrated(pool).await?;
-                Session::open(pool, self.role, self.queues, self.bounds).await
+                Session::open(pool, self.role, self.queues, self.kinds, self.bounds).await
             }
             .await;
             match attempt {

@@ -30,6 +30,7 @@ pub struct Session {
     token: ClaimToken,
     role: Role,
     queues: Vec<String>,
+    kinds: Vec<String>,
     connection_id: u64,
     server: ServerIdentity,
     bounds: Bounds,
@@ -52,6 +53,7 @@ impl Session {
         pool: &MySqlPool,
         role: Role,
         queues: &[String],
+        kinds: &[String],
         bounds: Bounds,
     ) -> Result<Session> {
         let fence = Fence::new(bounds.fence);
@@ -60,13 +62,14 @@ impl Session {
         let (connection_id, server) = registry::session_identity(&mut conn).await?;
         let token = ClaimToken::new(connection_id, server);
         take_lock(&mut conn, &token).await?;
-        registry::register(&mut conn, &token, role, queues, bounds).await?;
+        registry::register(&mut conn, &token, role, queues, kinds, bounds).await?;
         Ok(Session {
             opts,
             conn: Some(conn),
             token,
             role,
             queues: queues.to_vec(),
+            kinds: kinds.to_vec(),
             connection_id,
             server,
             bounds,
@@ -160,7 +163,15 @@ impl Session {
         let alive = registry::heartbeat(conn, &self.token, self.connection_id, self.server).await?;
         if !alive {
             warn!(claim = %self.token, "registry row was removed; registering again");
-            registry::register(conn, &self.token, self.role, &self.queues, self.bounds).await?;
+            registry::register(
+                conn,
+                &self.token,
+                self.role,
+                &self.queues,
+                &self.kinds,
+                self.bounds,
+            )
+            .await?;
             registry::heartbeat(conn, &self.token, self.connection_id, self.server).await?;
         }
         self.fence.confirm(sent);

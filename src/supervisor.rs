@@ -122,6 +122,7 @@ impl Supervisor {
         let register = Register {
             role: Role::Supervisor,
             queues: &[],
+            kinds: &[],
             bounds: Bounds::service(),
             wait_for_database: true,
             watch_fence: false,

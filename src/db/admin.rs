@@ -228,6 +228,8 @@ pub struct ProcessRow {
     pub pid: u32,
     /// Queues it serves (workers).
     pub queues: String,
+    /// Kinds it has handlers for (workers of schema 7 and later; `None` when not known).
+    pub kinds: Option<String>,
     /// jobq version.
     pub version: String,
     /// When it started.
@@ -264,6 +266,9 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for ProcessRow {
             host: text(row, "host")?,
             pid: row.try_get("pid")?,
             queues: text(row, "queues")?,
+            kinds: row
+                .try_get::<Option<Vec<u8>>, _>("kinds")?
+                .map(|k| String::from_utf8_lossy(&k).into_owned()),
             version: text(row, "version")?,
             started_at: row.try_get("started_at")?,
             heartbeat_at: row.try_get("heartbeat_at")?,
@@ -284,6 +289,70 @@ pub struct Stats {
     pub processes: Vec<ProcessRow>,
 }
 
+/// Due jobs per queue and exact kind, with the wait of the oldest.
+pub async fn due_by_kind(pool: &MySqlPool) -> Result<Vec<KindLag>> {
+    // GROUP BY the kind's bytes: grouping by the column would merge 'quick ' into 'quick' (PAD SPACE),
+    // hiding exactly the rows this line is for.
+    Ok(sqlx::query_as(
+        "SELECT ready_queue AS queue, CAST(kind AS BINARY) AS kind, COUNT(*) AS due, \
+         CAST(TIMESTAMPDIFF(MICROSECOND, MIN(run_at), NOW(6)) / 1e6 AS DOUBLE) AS oldest_due_secs \
+         FROM job_queue FORCE INDEX (claim_order) \
+         WHERE ready_queue IS NOT NULL AND run_at <= NOW(6) \
+         GROUP BY ready_queue, CAST(kind AS BINARY) ORDER BY ready_queue, CAST(kind AS BINARY)",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Registered processes.
+pub async fn processes(pool: &MySqlPool) -> Result<Vec<ProcessRow>> {
+    Ok(sqlx::query_as(
+        "SELECT token, role, host, pid, queues, kinds, version, started_at, heartbeat_at \
+         FROM jobq_processes ORDER BY role, started_at",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
+/// Why no live worker will claim a group of due jobs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unserved {
+    /// The kind is not a valid kind name (a trailing space, say): no worker ever matches it.
+    InvalidKind,
+    /// No live worker claims from the queue.
+    NoWorkerOnQueue,
+    /// Live workers claim from the queue, and every one of them registered its kinds, but none has
+    /// a handler for this kind.
+    NoHandler,
+}
+
+/// Which groups of due jobs no live worker will claim, judged by the registry: a pure decision, used
+/// by `jobq stats` and the reaper. Workers of older versions registered no kinds and count as serving
+/// every kind of their queues.
+pub fn unserved<'a>(due: &'a [KindLag], processes: &[ProcessRow]) -> Vec<(&'a KindLag, Unserved)> {
+    let workers: Vec<&ProcessRow> = processes.iter().filter(|p| p.role == "worker").collect();
+    due.iter()
+        .filter_map(|k| {
+            if k.unclaimable() {
+                return Some((k, Unserved::InvalidKind));
+            }
+            let on_queue: Vec<&&ProcessRow> = workers
+                .iter()
+                .filter(|w| w.queues.split(',').any(|q| q == k.queue))
+                .collect();
+            if on_queue.is_empty() {
+                return Some((k, Unserved::NoWorkerOnQueue));
+            }
+            let handled = on_queue.iter().any(|w| {
+                w.kinds
+                    .as_ref()
+                    .is_none_or(|kinds| kinds.split(',').any(|x| x == k.kind))
+            });
+            (!handled).then_some((k, Unserved::NoHandler))
+        })
+        .collect()
+}
+
 /// Queue statistics.
 pub async fn stats(pool: &MySqlPool) -> Result<Stats> {
     let counts = sqlx::query_as(
@@ -300,27 +369,74 @@ pub async fn stats(pool: &MySqlPool) -> Result<Stats> {
     )
     .fetch_all(pool)
     .await?;
-    // GROUP BY the kind's bytes: grouping by the column would merge 'quick ' into 'quick' (PAD SPACE),
-    // hiding exactly the rows this line is for.
-    let due_by_kind = sqlx::query_as(
-        "SELECT ready_queue AS queue, CAST(kind AS BINARY) AS kind, COUNT(*) AS due, \
-         CAST(TIMESTAMPDIFF(MICROSECOND, MIN(run_at), NOW(6)) / 1e6 AS DOUBLE) AS oldest_due_secs \
-         FROM job_queue FORCE INDEX (claim_order) \
-         WHERE ready_queue IS NOT NULL AND run_at <= NOW(6) \
-         GROUP BY ready_queue, CAST(kind AS BINARY) ORDER BY ready_queue, CAST(kind AS BINARY)",
-    )
-    .fetch_all(pool)
-    .await?;
-    let processes = sqlx::query_as(
-        "SELECT token, role, host, pid, queues, version, started_at, heartbeat_at \
-         FROM jobq_processes ORDER BY role, started_at",
-    )
-    .fetch_all(pool)
-    .await?;
+    let due_by_kind = due_by_kind(pool).await?;
+    let processes = processes(pool).await?;
     Ok(Stats {
         counts,
         lag,
         due_by_kind,
         processes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn due(queue: &str, kind: &str) -> KindLag {
+        KindLag {
+            queue: queue.into(),
+            kind: kind.into(),
+            due: 1,
+            oldest_due_secs: 600.0,
+        }
+    }
+
+    fn worker(queues: &str, kinds: Option<&str>) -> ProcessRow {
+        ProcessRow {
+            token: "t".into(),
+            role: "worker".into(),
+            host: "h".into(),
+            pid: 1,
+            queues: queues.into(),
+            kinds: kinds.map(Into::into),
+            version: "v".into(),
+            started_at: chrono::Utc::now(),
+            heartbeat_at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn unserved_groups_are_told_apart_by_reason() {
+        let groups = [
+            due("default", "x"),
+            due("default", "orphan"),
+            due("other", "x"),
+            due("default", "x "),
+        ];
+        let workers = [worker("default", Some("x,w"))];
+        let got: Vec<(&str, &str, Unserved)> = unserved(&groups, &workers)
+            .into_iter()
+            .map(|(k, why)| (k.queue.as_str(), k.kind.as_str(), why))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("default", "orphan", Unserved::NoHandler),
+                ("other", "x", Unserved::NoWorkerOnQueue),
+                ("default", "x ", Unserved::InvalidKind),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_worker_that_registered_no_kinds_serves_every_kind_of_its_queues() {
+        let groups = [due("default", "anything")];
+        assert!(unserved(&groups, &[worker("default", None)]).is_empty());
+        let reaper = ProcessRow {
+            role: "reaper".into(),
+            ..worker("default", None)
+        };
+        assert_eq!(unserved(&groups, &[reaper]).len(), 1, "only workers serve");
+    }
 }

@@ -75,13 +75,14 @@ pub(crate) async fn register(
     token: &ClaimToken,
     role: Role,
     queues: &[String],
+    kinds: &[String],
     bounds: Bounds,
 ) -> Result<()> {
     sqlx::query(
         "INSERT INTO jobq_processes \
          (token, role, host, host_id, pid, connection_id, server_id, server_epoch, queues, version, \
-          heartbeat_ms, fence_ms) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          heartbeat_ms, fence_ms, kinds) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(token.to_string())
     .bind(role.as_str())
@@ -95,6 +96,7 @@ pub(crate) async fn register(
     .bind(env!("CARGO_PKG_VERSION"))
     .bind(bounds.heartbeat.as_millis().min(u32::MAX as u128) as u32)
     .bind(bounds.fence.as_millis().min(u32::MAX as u128) as u32)
+    .bind((!kinds.is_empty()).then(|| kinds.join(",")))
     .execute(&mut *conn)
     .await?;
     Ok(())

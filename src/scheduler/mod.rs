@@ -239,6 +239,7 @@ impl Scheduler {
         let register = Register {
             role: Role::Scheduler,
             queues: &[],
+            kinds: &[],
             bounds: crate::db::registry::Bounds {
                 heartbeat: self.cfg.heartbeat_interval,
                 fence: crate::fence::DEFAULT_BOUND.max(self.cfg.heartbeat_interval * 3),

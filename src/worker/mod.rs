@@ -279,9 +279,11 @@ impl Worker {
     pub async fn run(self, shutdown: CancellationToken) -> Result<WorkerReport> {
         // A forever worker waits out a database that is down at start, so a supervisor or service
         // manager does not crash-loop it; a draining one (cron) fails at once and the next tick retries.
+        let kinds = self.handlers.kinds();
         let register = Register {
             role: Role::Worker,
             queues: &self.cfg.queues,
+            kinds: &kinds,
             bounds: Bounds {
                 heartbeat: self.cfg.heartbeat_interval,
                 fence: self.cfg.fence_after,

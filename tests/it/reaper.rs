@@ -273,3 +273,33 @@ async fn the_reaper_binary_runs_once_and_prunes() {
     );
     assert_eq!(db.states().await, "queued=2");
 }
+
+/// The reaper warns about due jobs that have waited past `unserved_after` with no live worker to claim
+/// them, judged by the kinds and queues workers register; jobs a live worker serves, and jobs that have
+/// not waited long, are not reported.
+#[tokio::test]
+async fn the_reaper_reports_due_jobs_no_live_worker_serves() {
+    let db = TestDb::new().await;
+    // A live worker (fresh heartbeat) on queue `default` with a handler for `x` only.
+    db.exec(&format!(
+        "INSERT INTO jobq_processes (token, role, host, host_id, pid, connection_id, server_id, \
+         server_epoch, version, queues, kinds, heartbeat_ms, fence_ms) VALUES \
+         ('{g}', 'worker', 'elsewhere', 'other', 4000009, 1, 1, 1, 'x', 'default', 'x', 2000, 10000)",
+        g = ghost(9)
+    ))
+    .await;
+    db.exec(
+        "INSERT INTO job_queue (kind, queue, run_at) VALUES \
+         ('x', 'default', NOW(6) - INTERVAL 10 MINUTE), \
+         ('orphan', 'default', NOW(6) - INTERVAL 10 MINUTE), \
+         ('y', 'other', NOW(6) - INTERVAL 10 MINUTE), \
+         ('z', 'default', NOW(6) - INTERVAL 1 MINUTE)",
+    )
+    .await;
+    let r = quick_reaper(&db).run_once().await.unwrap();
+    assert_eq!(r.unserved, 2, "{r:?}");
+    assert_eq!(
+        r.dead_claimants, 0,
+        "the worker's heartbeat is fresh: {r:?}"
+    );
+}

@@ -1,11 +1,11 @@
 //! `jobq stats`.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use anyhow::Result;
 use chrono::Utc;
 use jobq::State;
-use jobq::db::admin::Stats;
+use jobq::db::admin::{Stats, Unserved, unserved};
 
 use super::Env;
 use crate::out::{out, outln};
@@ -43,7 +43,7 @@ pub async fn run(env: &Env) -> Result<()> {
 
     if !stats.due_by_kind.is_empty() {
         outln!()?;
-        print_due_by_kind(env, &stats)?;
+        print_due_by_kind(&stats)?;
     }
 
     outln!()?;
@@ -77,7 +77,7 @@ pub async fn run(env: &Env) -> Result<()> {
 }
 
 /// Due jobs per queue and exact kind, then a line for each group that no live worker will claim.
-fn print_due_by_kind(env: &Env, stats: &Stats) -> Result<()> {
+fn print_due_by_kind(stats: &Stats) -> Result<()> {
     outln!(
         "{:<20} {:<32} {:>10} {:>12}",
         "QUEUE",
@@ -94,38 +94,31 @@ fn print_due_by_kind(env: &Env, stats: &Stats) -> Result<()> {
             k.oldest_due_secs
         )?;
     }
-    // Live workers register the queues they claim from, not their kinds.
-    let served: BTreeSet<&str> = stats
-        .processes
-        .iter()
-        .filter(|p| p.role == "worker")
-        .flat_map(|p| p.queues.split(','))
-        .collect();
-    let handled: BTreeSet<&str> = env.config.handlers.keys().map(String::as_str).collect();
+    let any_worker = stats.processes.iter().any(|p| p.role == "worker");
     let mut notes = Vec::new();
-    for k in &stats.due_by_kind {
+    for (k, why) in unserved(&stats.due_by_kind, &stats.processes) {
         let what = format!(
             "{} due job(s) of kind {} in queue {}",
             k.due,
             shown(&k.kind),
             k.queue
         );
-        if k.unclaimable() {
-            notes.push(format!(
+        match why {
+            Unserved::InvalidKind => notes.push(format!(
                 "{what} will never be claimed: {} is not a valid kind name (workers match kinds exactly; \
                  fix the rows' kind)",
                 shown(&k.kind)
-            ));
-        } else if !served.is_empty() && !served.contains(k.queue.as_str()) {
-            notes.push(format!("{what}: no live worker claims from this queue"));
-        } else if !handled.is_empty() && !handled.contains(k.kind.as_str()) {
-            notes.push(format!(
-                "{what}: this config has no handler for the kind (workers do not register their kinds; \
-                 workers with another config may have one)"
-            ));
+            )),
+            Unserved::NoWorkerOnQueue if any_worker => {
+                notes.push(format!("{what}: no live worker claims from this queue"));
+            }
+            Unserved::NoWorkerOnQueue => {}
+            Unserved::NoHandler => notes.push(format!(
+                "{what}: no live worker on this queue has a handler for the kind"
+            )),
         }
     }
-    if served.is_empty() {
+    if !any_worker {
         notes.push(
             "no live worker: the due jobs above wait for one (cron-mode workers run only when started)"
                 .into(),
