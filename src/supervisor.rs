@@ -358,3 +358,54 @@ pub fn watch_parent() -> Result<()> {
     }
     Ok(())
 }
+
+/// Runs an in-process service (a reaper or scheduler beside the workers) until `shutdown`, starting
+/// it again when it returns, fails or panics before that: a service that died at a bad moment must not
+/// stay down, unnoticed, until the supervisor exits. Restarts wait `restart_after`, doubling up to a
+/// minute while it keeps failing.
+pub fn keep_alive<F, Fut>(
+    name: &'static str,
+    restart_after: Duration,
+    shutdown: CancellationToken,
+    make: F,
+) -> tokio::task::JoinHandle<()>
+where
+    F: Fn() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut backoff = Backoff::new(restart_after, Duration::from_secs(60).max(restart_after));
+        loop {
+            let started = Instant::now();
+            let outcome = tokio::spawn(make()).await;
+            if shutdown.is_cancelled() {
+                match outcome {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        error!(service = name, error = %e, "service failed while stopping")
+                    }
+                    Err(e) => error!(service = name, error = %e, "service panicked while stopping"),
+                }
+                return;
+            }
+            if started.elapsed() >= Duration::from_secs(60) {
+                backoff.reset();
+            }
+            let wait = backoff.next_delay();
+            match outcome {
+                Ok(Ok(())) => {
+                    warn!(service = name, retry_in = ?wait, "service stopped on its own; starting it again")
+                }
+                Ok(Err(e)) => {
+                    error!(service = name, error = %e, retry_in = ?wait, "service failed; starting it again")
+                }
+                Err(e) => {
+                    error!(service = name, error = %e, retry_in = ?wait, "service panicked; starting it again")
+                }
+            }
+            if crate::service::sleep_or_stop(wait, &shutdown).await {
+                return;
+            }
+        }
+    })
+}

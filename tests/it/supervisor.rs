@@ -314,3 +314,41 @@ async fn sighup_with_a_broken_config_keeps_the_workers_and_a_fixed_one_rolls_the
     assert!(status.success(), "{status:?}\n{}", log());
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// An in-process service (the reaper or scheduler under `supervise`) that fails or panics is started
+/// again; one that runs until shutdown is not.
+#[tokio::test]
+async fn a_failed_in_process_service_is_started_again() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let starts = Arc::new(AtomicU32::new(0));
+    let shutdown = jobq::CancellationToken::new();
+    let task = jobq::supervisor::keep_alive("test", Duration::from_millis(10), shutdown.clone(), {
+        let (starts, shutdown) = (starts.clone(), shutdown.clone());
+        move || {
+            let (starts, shutdown) = (starts.clone(), shutdown.clone());
+            async move {
+                match starts.fetch_add(1, Ordering::SeqCst) {
+                    0 => Err(jobq::Error::InvalidArgument("first start fails".into())),
+                    1 => panic!("second start panics"),
+                    _ => {
+                        shutdown.cancelled().await;
+                        Ok(())
+                    }
+                }
+            }
+        }
+    });
+    crate::common::wait_until("the third start", Duration::from_secs(5), || async {
+        starts.load(Ordering::SeqCst) == 3
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        starts.load(Ordering::SeqCst),
+        3,
+        "a running service is left alone"
+    );
+    shutdown.cancel();
+    task.await.unwrap();
+}

@@ -5,7 +5,7 @@ use std::path::Path;
 use anyhow::{Context, Result, bail};
 use jobq::config::Config;
 use jobq::reaper::Reaper;
-use jobq::supervisor::{Supervisor, SupervisorConfig};
+use jobq::supervisor::{Supervisor, SupervisorConfig, keep_alive};
 use jobq::{Scheduler, shutdown};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
@@ -73,7 +73,11 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
         }
     });
 
-    let reaper = if args.reaper {
+    // The reaper and the scheduler run in this process beside the workers; each is started again if
+    // it fails or panics.
+    const RESTART_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+    let mut services = Vec::new();
+    if args.reaper {
         let reaper_args = ReaperArgs {
             once: false,
             forever: true,
@@ -81,29 +85,39 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
             lease: None,
             no_session_signals: false,
         };
-        let r = Reaper::new(pool.clone(), super::reaper::config(env, &reaper_args)?)?;
-        Some(tokio::spawn(r.run(shutdown.clone())))
-    } else {
-        None
-    };
-    let scheduler = if args.scheduler {
+        let cfg = super::reaper::config(env, &reaper_args)?;
+        cfg.validate()?;
+        let pool = pool.clone();
+        services.push(keep_alive("reaper", RESTART_AFTER, shutdown.clone(), {
+            let shutdown = shutdown.clone();
+            move || {
+                let (pool, cfg, shutdown) = (pool.clone(), cfg.clone(), shutdown.clone());
+                async move { Reaper::new(pool, cfg)?.run(shutdown).await }
+            }
+        }));
+    }
+    if args.scheduler {
         let sched_args = SchedulerArgs {
             forever: true,
             once: false,
             interval: None,
             max_jobs_per_tick: None,
         };
-        let s = Scheduler::new(pool.clone(), super::scheduler::config(env, &sched_args)?)?;
-        Some(tokio::spawn(s.run(shutdown.clone())))
-    } else {
-        None
-    };
-    supervisor.run(shutdown, reload_rx).await?;
-    if let Some(r) = reaper {
-        r.await.context("reaper task")??;
+        let cfg = super::scheduler::config(env, &sched_args)?;
+        // Checked once here, so that a bad definition is an error at start rather than a restart loop.
+        Scheduler::new(pool.clone(), cfg.clone())?;
+        let pool = pool.clone();
+        services.push(keep_alive("scheduler", RESTART_AFTER, shutdown.clone(), {
+            let shutdown = shutdown.clone();
+            move || {
+                let (pool, cfg, shutdown) = (pool.clone(), cfg.clone(), shutdown.clone());
+                async move { Scheduler::new(pool, cfg)?.run(shutdown).await }
+            }
+        }));
     }
-    if let Some(s) = scheduler {
-        s.await.context("scheduler task")??;
+    supervisor.run(shutdown, reload_rx).await?;
+    for s in services {
+        let _ = s.await;
     }
     pool.close().await;
     Ok(())
