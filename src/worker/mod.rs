@@ -18,6 +18,7 @@
 mod execute;
 mod finisher;
 mod ledger;
+mod pacing;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -363,10 +364,6 @@ impl Worker {
 /// Longest wait for more free slots before a claim, when fewer than half a batch is free.
 const CLAIM_FILL_WAIT: Duration = Duration::from_millis(2);
 
-/// Failed claims in a row (each already retried internally) after which a draining worker gives up:
-/// about 3 s of waiting in all.
-const DRAIN_CLAIM_TRIES: u32 = 5;
-
 /// Once a second while the worker runs jobs: reads which of its rows still carry its token, stops at
 /// once every copy whose row was taken away (a reaper reset it; running on would make two copies), and
 /// trips the jobs an operator asked to cancel. Also reconciles after a claim whose outcome was
@@ -462,28 +459,23 @@ async fn fetch_loop(
     let cfg = &shared.cfg;
     let slots = Arc::new(Semaphore::new(cfg.concurrency as usize));
     let kinds = shared.handlers.kinds();
-    let idle_backoff =
-        Backoff::new(WorkerConfig::DEFAULT_MIN_POLL, cfg.poll_interval).capped(cfg.poll_interval);
-    let mut idle_wait = idle_backoff;
-    let mut error_wait = Backoff::RETRY;
-    let mut failures = 0u32;
-    let mut probing = false;
-    // The last idle wait ended because it saw a due job.
-    let mut woken = false;
-    // Wait for work before the next claim (forever mode, after a short or empty claim).
-    let mut wait_first = false;
+    let mut pacer = pacing::Pacer::new(cfg.mode, WorkerConfig::DEFAULT_MIN_POLL, cfg.poll_interval);
 
     loop {
-        if std::mem::take(&mut wait_first) {
-            // After a wait that saw a due job, a claim that found none it could lock means another
-            // transaction holds those rows (another worker's claim in flight, or an application's long
-            // transaction): back off, or the worker would spin between the wait and the claim.
-            let back_off = std::mem::take(&mut woken);
-            match wait_until_due(shared, conn, &kinds, &mut idle_wait, back_off, shutdown).await {
-                Some(p) => (probing, woken) = (p, !p),
-                None => return Ok(()),
+        let probe_first = match pacer.before_claim() {
+            pacing::Before::WaitForWork { back_off } => {
+                match wait_until_due(shared, conn, &kinds, pacer.idle_wait(), back_off, shutdown)
+                    .await
+                {
+                    Some(probe) => {
+                        pacer.after_wait(!probe);
+                        probe
+                    }
+                    None => return Ok(()),
+                }
             }
-        }
+            pacing::Before::Claim { probe_first } => probe_first,
+        };
         // Register before claiming, always: while the session is being rebuilt, or with less than half
         // the fence bound left, a claim could take jobs that the fence would stop a moment later or that
         // a reaper is entitled to reset.
@@ -506,7 +498,7 @@ async fn fetch_loop(
         while permits.len() < cfg.batch_size as usize {
             match slots.clone().try_acquire_owned() {
                 Ok(p) => permits.push(p),
-                Err(_) if permits.len() < want && !probing => {
+                Err(_) if permits.len() < want && !pacer.probing() => {
                     match tokio::time::timeout_at(deadline, slots.clone().acquire_owned()).await {
                         Ok(p) => permits.push(p.expect("semaphore is never closed")),
                         Err(_) => break,
@@ -518,78 +510,58 @@ async fn fetch_loop(
 
         let gate = shared.claim_gate.lock().await;
         let ended_before_claim = shared.ledger.ended.load(Ordering::SeqCst);
-        let claimed = match claim_some(shared, conn, &kinds, permits.len() as u32, probing).await {
-            Ok(jobs) => {
-                error_wait.reset();
-                failures = 0;
-                jobs
-            }
-            // A forever worker rides out any outage; a draining one (cron) gives up after a few tries,
-            // since the next cron tick will start a fresh worker anyway.
-            Err(e)
-                if cfg.mode == Mode::Forever
-                    || (e.is_transient() && failures < DRAIN_CLAIM_TRIES) =>
-            {
+        let result = claim_some(shared, conn, &kinds, permits.len() as u32, probe_first).await;
+        let claimed = match &result {
+            Ok(jobs) if jobs.is_empty() => pacing::Claimed::Nothing {
+                idle: slots.available_permits() + permits.len() == cfg.concurrency as usize,
+                ended_meanwhile: shared.ledger.ended.load(Ordering::SeqCst) != ended_before_claim,
+            },
+            Ok(jobs) => pacing::Claimed::Rows {
+                got: jobs.len(),
+                asked: permits.len(),
+            },
+            Err(e) => pacing::Claimed::Failed {
+                transient: e.is_transient(),
+            },
+        };
+        match pacer.after_claim(claimed) {
+            pacing::After::Run => {
+                let jobs = result.expect("rows were claimed");
+                shared
+                    .counters
+                    .claimed
+                    .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+                for (job, permit) in jobs.into_iter().zip(permits) {
+                    let (entry, older) = shared.ledger.enter(job.id, job.attempt());
+                    tracker.spawn(execute::run_job(shared.clone(), job, permit, entry, older));
+                }
                 drop(gate);
-                drop(permits);
-                failures += 1;
+            }
+            pacing::After::Next => {}
+            pacing::After::Drained => {
+                debug!("nothing due; drained");
+                return Ok(());
+            }
+            pacing::After::WaitForJobEnd => {
+                drop((gate, permits));
+                // Jobs are still running: they may enqueue more, so look again when one ends.
+                tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => return Ok(()),
+                    () = shared.job_ended.notified() => {}
+                }
+            }
+            pacing::After::RetryIn(wait) => {
+                drop((gate, permits));
                 shared.counters.claim_errors.fetch_add(1, Ordering::Relaxed);
-                let wait = error_wait.next_delay();
-                warn!(error = %e, retry_in = ?wait, "claim failed");
+                if let Err(e) = &result {
+                    warn!(error = %e, retry_in = ?wait, "claim failed");
+                }
                 if sleep_or_stop(wait, shutdown).await {
                     return Ok(());
                 }
-                continue;
             }
-            Err(e) => return Err(e),
-        };
-
-        if claimed.is_empty() {
-            drop(gate);
-            drop(permits);
-            match cfg.mode {
-                Mode::Drain => {
-                    // Drained only if nothing ran while we looked: a job that ended during the claim
-                    // may have left a retry, or enqueued more, that the claim did not see.
-                    if slots.available_permits() == cfg.concurrency as usize
-                        && shared.ledger.ended.load(Ordering::SeqCst) == ended_before_claim
-                    {
-                        debug!("nothing due; drained");
-                        return Ok(());
-                    }
-                    if slots.available_permits() == cfg.concurrency as usize {
-                        continue;
-                    }
-                    // Jobs are still running: they may enqueue more, so look again when one ends.
-                    tokio::select! {
-                        biased;
-                        () = shutdown.cancelled() => return Ok(()),
-                        () = shared.job_ended.notified() => {}
-                    }
-                }
-                Mode::Forever => wait_first = true,
-            }
-            continue;
-        }
-
-        // A claim that got fewer rows than it asked for emptied the queue as it stood. Another locking
-        // claim right away would most likely come back empty, and a locking claim is the dearest
-        // statement jobq sends: it walks the claim index, including the entries of rows claimed moments
-        // ago that the server has not purged yet (about 2 ms a claim at 8,000 jobs/s in the slow log).
-        // So a forever worker waits for work instead (the wait probes at once, without locking), and a
-        // draining one probes before it claims.
-        let short = claimed.len() < permits.len();
-        probing = short && cfg.mode == Mode::Drain;
-        wait_first = short && cfg.mode == Mode::Forever;
-        woken = false;
-        idle_wait = idle_backoff;
-        shared
-            .counters
-            .claimed
-            .fetch_add(claimed.len() as u64, Ordering::Relaxed);
-        for (job, permit) in claimed.into_iter().zip(permits) {
-            let (entry, older) = shared.ledger.enter(job.id, job.attempt());
-            tracker.spawn(execute::run_job(shared.clone(), job, permit, entry, older));
+            pacing::After::GiveUp => return result.map(|_| ()),
         }
     }
 }
