@@ -143,6 +143,9 @@ pub struct ReaperSection {
     pub lease: Option<HumanDuration>,
     /// Whether to trust database sessions (default true; false behind a session-multiplexing proxy).
     pub session_signals: Option<bool>,
+    /// How long due jobs may wait with no live worker to claim them before the reaper warns (default
+    /// 5 min).
+    pub unserved_after: Option<HumanDuration>,
 }
 
 /// `[handlers.KIND]`: exactly one of `command` or `sql`.

@@ -30,6 +30,7 @@ pub fn config(env: &Env, args: &ReaperArgs) -> Result<ReaperConfig> {
             .heartbeat_interval
             .map_or(d.heartbeat_interval, |x| x.0),
         retention: Some(env.config.retention()),
+        unserved_after: file.unserved_after.map_or(d.unserved_after, |x| x.0),
         ..d
     })
 }
