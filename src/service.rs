@@ -73,6 +73,25 @@ pub(crate) async fn sleep_or_stop(d: Duration, stop: &CancellationToken) -> bool
     }
 }
 
+/// How long a stopping service still waits for one statement once it has been told to stop for good:
+/// on a network that drops packets silently a statement can hang until TCP gives up (many minutes),
+/// and a SIGTERM must not wait for that.
+pub(crate) const STOP_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Runs `fut` to its end, unless `stop` is cancelled and then [`STOP_PATIENCE`] passes first (`None`).
+pub(crate) async fn unless_stopped<T>(
+    stop: &CancellationToken,
+    fut: impl Future<Output = T>,
+) -> Option<T> {
+    tokio::select! {
+        r = fut => Some(r),
+        () = async {
+            stop.cancelled().await;
+            tokio::time::sleep(STOP_PATIENCE).await;
+        } => None,
+    }
+}
+
 /// Errors that mean "the server is not there right now" rather than "this can never work".
 pub(crate) fn is_outage(e: &Error) -> bool {
     match e {
@@ -172,14 +191,20 @@ impl Registration {
         self.beat_recorder.clone()
     }
 
-    /// Stops the heartbeat and removes the registry row. A heartbeat task that panicked leaves the row
-    /// to the reaper, which says so.
+    /// Stops the heartbeat and removes the registry row. A heartbeat task that panicked, or a database
+    /// that does not answer within [`STOP_PATIENCE`], leaves the row to the reaper, which says so.
     pub(crate) async fn close(self, pool: &MySqlPool) {
         self.beat_stop.cancel();
-        match self.beat.await {
-            Ok(session) => session.close(pool).await,
-            Err(e) => warn!(error = %e, claim = %self.token,
-                            "heartbeat task failed; the registry row is left to the reaper"),
+        let closed = tokio::time::timeout(STOP_PATIENCE, async {
+            match self.beat.await {
+                Ok(session) => session.close(pool).await,
+                Err(e) => warn!(error = %e, claim = %self.token,
+                                "heartbeat task failed; the registry row is left to the reaper"),
+            }
+        })
+        .await;
+        if closed.is_err() {
+            warn!(claim = %self.token, "the database did not answer; the registry row is left to the reaper");
         }
         self.fence_stop.cancel();
         if let Some(dog) = self.watchdog {

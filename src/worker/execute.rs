@@ -201,14 +201,16 @@ async fn finish_patiently(
     outcome: &Finish,
 ) -> crate::error::Result<bool> {
     if *outcome == Finish::Done {
-        return shared
-            .finisher
-            .done(job.id, attempt)
-            .await
-            .map_err(|e| crate::error::Error::Io {
-                context: "recording a finished job".into(),
-                source: std::io::Error::other(e),
-            });
+        let done = crate::service::unless_stopped(
+            &shared.hard_stop,
+            shared.finisher.done(job.id, attempt),
+        )
+        .await
+        .unwrap_or_else(|| Err("the database did not answer while stopping".into()));
+        return done.map_err(|e| crate::error::Error::Io {
+            context: "recording a finished job".into(),
+            source: std::io::Error::other(e),
+        });
     }
     super::patiently(&shared.hard_stop, "the job's outcome", || {
         finish(&shared.pool, job.id, &shared.token, attempt, outcome)

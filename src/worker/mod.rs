@@ -40,7 +40,7 @@ use crate::fence::Fence;
 use crate::handler::Handlers;
 use crate::retry::RetryPolicy;
 
-use crate::service::{Backoff, Register, sleep_or_stop};
+use crate::service::{Backoff, Register, STOP_PATIENCE, sleep_or_stop, unless_stopped};
 
 /// When a worker stops on its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -332,7 +332,12 @@ impl Worker {
         let watcher = tokio::spawn(watch_claims(shared.clone(), watch_stop.clone()));
         let mut claim_conn = Dedicated::new(self.pool.clone());
         let result = fetch_loop(&shared, &mut claim_conn, &tracker, &shutdown).await;
-        claim_conn.close().await;
+        // Every step of the way out is bounded, and the independent ones run side by side: on a
+        // silently dropped network a statement (even the polite COM_QUIT) can hang for many minutes,
+        // and a SIGTERM must not wait for that.
+        let claim_conn_closed = tokio::spawn(async move {
+            let _ = tokio::time::timeout(STOP_PATIENCE, claim_conn.close()).await;
+        });
 
         tracker.close();
         if !tracker.is_empty() {
@@ -350,11 +355,14 @@ impl Worker {
             tracker.wait().await;
         }
         watch_stop.cancel();
-        let _ = watcher.await;
         // Every job task has ended, so nothing is waiting on the finisher.
         finisher_stop.cancel();
-        let _ = finisher_task.await;
-        registration.close(&self.pool).await;
+        tokio::join!(
+            stop_task(watcher),
+            stop_task(finisher_task),
+            stop_task(claim_conn_closed),
+            registration.close(&self.pool),
+        );
         let report = shared.counters.report();
         info!(?report, "worker stopped");
         result.map(|()| report)
@@ -566,6 +574,17 @@ async fn fetch_loop(
     }
 }
 
+/// Waits for a task told to stop, for at most [`STOP_PATIENCE`]; then drops it.
+async fn stop_task(mut task: tokio::task::JoinHandle<()>) {
+    if tokio::time::timeout(STOP_PATIENCE, &mut task)
+        .await
+        .is_err()
+    {
+        warn!("a worker task did not stop in time (the database does not answer); abandoning it");
+        task.abort();
+    }
+}
+
 /// Waits until the fence allows claims again; true on shutdown.
 async fn wait_for_fence(shared: &Shared, shutdown: &CancellationToken) -> bool {
     info!(since_confirmed = ?shared.fence.since_confirmed(),
@@ -718,7 +737,16 @@ where
 {
     let mut patience = Patience::new(hard_stop);
     loop {
-        match op().await {
+        let Some(result) = unless_stopped(hard_stop, op()).await else {
+            return Err(Error::Io {
+                context: format!("recording {what}"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the database did not answer while stopping",
+                ),
+            });
+        };
+        match result {
             Err(e) if patience.wait_after(&e, what).await => {}
             other => return other,
         }

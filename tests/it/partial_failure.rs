@@ -690,3 +690,49 @@ async fn services_started_before_the_database_wait_for_it() {
     let left: i64 = db.scalar("SELECT COUNT(*) FROM jobq_processes").await;
     assert_eq!(left, 0, "both deregistered");
 }
+
+/// SIGTERM ends a worker whose database went silent (packets dropped, nothing reset) within its
+/// shutdown grace and a few seconds, instead of waiting for TCP to give up on its statements.
+#[tokio::test]
+async fn sigterm_ends_a_worker_whose_database_went_silent() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = write_config(
+        &dir,
+        "[worker]\nshutdown_grace = \"2s\"\n\
+         [handlers.short]\ncommand = [\"sleep\", \"1\"]\n",
+    );
+    let relay = CutRelay::start(&db.url).await;
+    db.exec("INSERT INTO job_queue (kind) VALUES ('short')")
+        .await;
+    let worker = spawn_worker(&relay.url(&db.url), &cfg, &dir);
+    wait_until("the job running", Duration::from_secs(10), || async {
+        db.states().await == "running=1"
+    })
+    .await;
+    relay.blackhole();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let asked = Instant::now();
+    kill(Pid::from_raw(worker.id() as i32), Signal::SIGTERM).unwrap();
+    let out = tokio::task::spawn_blocking(move || wait_output(worker, Duration::from_secs(40)))
+        .await
+        .unwrap();
+    let took = asked.elapsed();
+    eprintln!("worker exited {took:?} after SIGTERM with its database silent");
+    assert!(
+        took < Duration::from_secs(20),
+        "took {took:?}; log in {}",
+        dir.join("worker.log").display()
+    );
+    assert!(out.status.code().is_some(), "exited, was not killed");
+    relay.heal();
+    // The row is left to the reaper: its outcome could not be recorded.
+    let (reaper_task, reaper_stop) = reaper(&db);
+    wait_until("the row settled", Duration::from_secs(30), || async {
+        let s = db.states().await;
+        s == "done=1" || s == "queued=1"
+    })
+    .await;
+    reaper_stop.cancel();
+    reaper_task.await.unwrap().unwrap();
+}

@@ -68,6 +68,7 @@ async fn a_sigkilled_workers_job_is_runnable_within_two_intervals_and_runs_again
     )
     .await;
     let took = killed_at.elapsed();
+    eprintln!("same-host SIGKILL rescued after {took:?}");
     let bound = ReaperConfig::DEFAULT_INTERVAL * 2 + Duration::from_millis(500);
     assert!(took <= bound, "reset after {took:?}, bound {bound:?}");
     let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
