@@ -139,10 +139,10 @@ impl Drop for GroupGuard {
 impl Inner {
     async fn run(&self, job: JobContext) -> Result<(), JobError> {
         let program = &self.argv[0];
-        let mut cmd = match super::shim::program() {
+        let mut cmd = match super::shim::shim() {
             Some(shim) => {
-                let mut c = Command::new(shim);
-                c.arg(super::shim::SHIM_ARG)
+                let mut c = Command::new(&shim.program);
+                c.args(shim.lead)
                     .arg(std::process::id().to_string())
                     .args(&self.argv);
                 c
