@@ -6,8 +6,10 @@
 //! * **Claims are fenced.** A worker claims rows by stamping its claim token on them, and a finish
 //!   counts only while the row still carries that token and attempt number. A worker whose claim was
 //!   taken away (its process was judged dead) cannot overwrite what happened since.
-//! * **Duplicates only where a claimant truly died.** A job runs again without having failed only when
-//!   the process running it is gone, and its rows were handed to someone else.
+//! * **Duplicates only where a copy was stopped, and never two at once.** A job runs again without
+//!   having failed only when the copy running it is gone: its process died (its command handlers die
+//!   with it), or it lost touch with the database for longer than its fence bound and stopped the job
+//!   itself ([`fence`]) before any reaper may hand the job on.
 //!
 //! # Pieces
 //! * [`db::migrate`] creates and upgrades the schema.
