@@ -21,7 +21,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::db::reap::{self, RegistryRow};
-use crate::db::registry::Bounds;
 use crate::db::registry::Role;
 use crate::error::{Error, Result};
 use crate::liveness::{self, Facts, Registered, Thresholds, Verdict};
@@ -194,14 +193,7 @@ impl Reaper {
     /// # Errors
     /// When the database is not migrated or refuses the login.
     pub async fn run(self, shutdown: CancellationToken) -> Result<()> {
-        let register = Register {
-            role: Role::Reaper,
-            queues: &[],
-            kinds: &[],
-            bounds: Bounds::service(),
-            wait_for_database: true,
-            watch_fence: false,
-        };
+        let register = Register::service(Role::Reaper);
         let Some(registration) = register.open(&self.pool, &shutdown).await? else {
             return Ok(());
         };

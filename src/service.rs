@@ -126,6 +126,21 @@ pub(crate) struct Register<'a> {
     pub(crate) watch_fence: bool,
 }
 
+impl Register<'static> {
+    /// How a service that claims no jobs (reaper, supervisor) registers: the default bounds, waiting for
+    /// the database, no watchdog.
+    pub(crate) fn service(role: Role) -> Self {
+        Self {
+            role,
+            queues: &[],
+            kinds: &[],
+            bounds: Bounds::service(),
+            wait_for_database: true,
+            watch_fence: false,
+        }
+    }
+}
+
 impl Register<'_> {
     /// Checks the schema and registers, waiting for an unreachable database when asked to. `None` if
     /// `shutdown` came first.

@@ -26,7 +26,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::db::reap;
-use crate::db::registry::Bounds;
 use crate::db::registry::Role;
 use crate::error::{Error, Result};
 use crate::service::{Backoff, Register};
@@ -119,14 +118,7 @@ impl Supervisor {
         shutdown: CancellationToken,
         mut reload: mpsc::Receiver<()>,
     ) -> Result<SupervisorReport> {
-        let register = Register {
-            role: Role::Supervisor,
-            queues: &[],
-            kinds: &[],
-            bounds: Bounds::service(),
-            wait_for_database: true,
-            watch_fence: false,
-        };
+        let register = Register::service(Role::Supervisor);
         let Some(registration) = register.open(&self.pool, &shutdown).await? else {
             return Ok(SupervisorReport::default());
         };

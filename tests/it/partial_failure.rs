@@ -231,22 +231,54 @@ impl CutRelay {
     }
 }
 
+/// One `guarded` job (attempt 1 runs `first` seconds) run by a forever worker through a relay, with a
+/// reaper running beside it; returned once the job has started.
+struct Scene {
+    db: TestDb,
+    dir: std::path::PathBuf,
+    relay: CutRelay,
+    worker: std::process::Child,
+    reaper_task: tokio::task::JoinHandle<jobq::Result<()>>,
+    reaper_stop: CancellationToken,
+}
+
+impl Scene {
+    async fn start(first: u32) -> Scene {
+        let db = TestDb::new().await;
+        let dir = scratch_dir();
+        let cfg = overlap_detecting_config(&dir, first);
+        let relay = CutRelay::start(&db.url).await;
+        db.exec("INSERT INTO job_queue (kind) VALUES ('guarded')")
+            .await;
+        let (reaper_task, reaper_stop) = reaper(&db);
+        let worker = spawn_worker(&relay.url(&db.url), &cfg, &dir);
+        wait_until("the job running", Duration::from_secs(10), || async {
+            effects(&dir).contains("start:1")
+        })
+        .await;
+        Scene {
+            db,
+            dir,
+            relay,
+            worker,
+            reaper_task,
+            reaper_stop,
+        }
+    }
+}
+
 /// A live worker whose every session is killed (a proxy restart, `wait_timeout`, a DBA) re-registers
 /// on new sessions and finishes its job; the reaper never hands the job on meanwhile.
 #[tokio::test]
 async fn a_live_worker_whose_sessions_are_killed_runs_its_job_once() {
-    let db = TestDb::new().await;
-    let dir = scratch_dir();
-    let cfg = overlap_detecting_config(&dir, 8);
-    let relay = CutRelay::start(&db.url).await;
-    db.exec("INSERT INTO job_queue (kind) VALUES ('guarded')")
-        .await;
-    let (reaper_task, reaper_stop) = reaper(&db);
-    let worker = spawn_worker(&relay.url(&db.url), &cfg, &dir);
-    wait_until("the job running", Duration::from_secs(10), || async {
-        effects(&dir).contains("start:1")
-    })
-    .await;
+    let Scene {
+        db,
+        dir,
+        relay,
+        worker,
+        reaper_task,
+        reaper_stop,
+    } = Scene::start(8).await;
     // Twice, a couple of seconds apart, as a flapping proxy would.
     for _ in 0..2 {
         assert!(relay.kill_sessions(&db).await >= 2, "the worker's sessions");
@@ -338,18 +370,14 @@ async fn a_sigkilled_workers_command_dies_with_it() {
 /// sees the sessions gone at once) may hand it on, and runs it again once the network is back.
 #[tokio::test]
 async fn a_network_cut_longer_than_the_fence_stops_the_job_before_it_is_handed_on() {
-    let db = TestDb::new().await;
-    let dir = scratch_dir();
-    let cfg = overlap_detecting_config(&dir, 60);
-    let relay = CutRelay::start(&db.url).await;
-    db.exec("INSERT INTO job_queue (kind) VALUES ('guarded')")
-        .await;
-    let (reaper_task, reaper_stop) = reaper(&db);
-    let worker = spawn_worker(&relay.url(&db.url), &cfg, &dir);
-    wait_until("the job running", Duration::from_secs(10), || async {
-        effects(&dir).contains("start:1")
-    })
-    .await;
+    let Scene {
+        db,
+        dir,
+        relay,
+        worker,
+        reaper_task,
+        reaper_stop,
+    } = Scene::start(60).await;
     relay.cut();
     let cut_at = Instant::now();
     // The reaper may reset the row only after the worker's fence (10 s) plus the margin (2 s) from
@@ -384,18 +412,14 @@ async fn a_network_cut_longer_than_the_fence_stops_the_job_before_it_is_handed_o
 /// A cut shorter than the fence is ridden out: the job is neither stopped nor handed on.
 #[tokio::test]
 async fn a_network_cut_shorter_than_the_fence_is_ridden_out() {
-    let db = TestDb::new().await;
-    let dir = scratch_dir();
-    let cfg = overlap_detecting_config(&dir, 10);
-    let relay = CutRelay::start(&db.url).await;
-    db.exec("INSERT INTO job_queue (kind) VALUES ('guarded')")
-        .await;
-    let (reaper_task, reaper_stop) = reaper(&db);
-    let worker = spawn_worker(&relay.url(&db.url), &cfg, &dir);
-    wait_until("the job running", Duration::from_secs(10), || async {
-        effects(&dir).contains("start:1")
-    })
-    .await;
+    let Scene {
+        db,
+        dir,
+        relay,
+        worker,
+        reaper_task,
+        reaper_stop,
+    } = Scene::start(10).await;
     relay.cut();
     tokio::time::sleep(Duration::from_secs(4)).await;
     relay.heal();
