@@ -6,6 +6,9 @@
 //! ```toml
 //! database_url = "mysql://jobq@127.0.0.1:3306/app"
 //! database_password_file = "/run/secrets/jobq-db"   # the password, kept out of the URL
+//! database_ssl_mode = "verify_identity"              # TLS: disabled, preferred (default), required,
+//!                                                    # verify_ca, verify_identity
+//! database_ssl_ca = "/etc/jobq/db-ca.pem"            # the CA the server's certificate must chain to
 //!
 //! [worker]
 //! queues = ["default", "mail"]   # claimed in this order
@@ -44,6 +47,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::db::SslMode;
 use crate::db::enqueue::validate_name;
 use crate::error::{Error, Result};
 use crate::retry::RetryPolicy;
@@ -71,6 +75,14 @@ pub struct Config {
     /// the URL; `JOBQ_DATABASE_PASSWORD_FILE` overrides it. Keeps the secret out of the URL, the
     /// environment and this file (e.g. a systemd credential or a Kubernetes secret volume).
     pub database_password_file: Option<PathBuf>,
+    /// How the connection to the server is protected; replaces the URL's `ssl-mode`, and
+    /// `JOBQ_DATABASE_SSL_MODE` overrides it. Unset everywhere: [`SslMode::DEFAULT`] (`preferred`, which
+    /// does not stop an active attacker; production should use `verify_identity` with a CA file).
+    pub database_ssl_mode: Option<SslMode>,
+    /// A PEM file of the CA certificate(s) the server's certificate must chain to, used with
+    /// `verify_ca` and `verify_identity`; replaces the URL's `ssl-ca`, and `JOBQ_DATABASE_SSL_CA`
+    /// overrides it.
+    pub database_ssl_ca: Option<PathBuf>,
     /// Worker settings; command-line flags override them.
     #[serde(default)]
     pub worker: WorkerSection,

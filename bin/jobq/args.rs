@@ -18,6 +18,8 @@ pub const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/test";
         `jobq worker` claims due jobs and runs them with the handlers configured in jobq.toml.",
     after_help = "Database: --database-url, else $JOBQ_DATABASE_URL, else $DATABASE_URL, else `database_url` in the \
         config file, else mysql://root@127.0.0.1:3306/test.\n\
+        TLS: $JOBQ_DATABASE_SSL_MODE, else `database_ssl_mode`, else the URL's ?ssl-mode=, else preferred \
+        (use verify_identity with a CA file, $JOBQ_DATABASE_SSL_CA or `database_ssl_ca`, in production).\n\
         Config: --config, else $JOBQ_CONFIG, else ./jobq.toml if it exists.\n\
         Logs go to stderr; set the level with -v/-q or $JOBQ_LOG (e.g. JOBQ_LOG=jobq=debug)."
 )]

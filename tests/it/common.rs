@@ -1,7 +1,9 @@
-//! Test support: a fresh database per test, job factories, the jobq binary, and waiting with a deadline.
+//! Test support: a fresh database per test, job factories, the jobq binary, waiting with a deadline, and
+//! private database servers.
 
 #![allow(dead_code)]
 
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -204,6 +206,8 @@ pub fn jobq(url: Option<&str>, args: &[&str]) -> Command {
         .env_remove("JOBQ_DATABASE_URL")
         .env_remove("DATABASE_URL")
         .env_remove("JOBQ_CONFIG")
+        .env_remove("JOBQ_DATABASE_SSL_MODE")
+        .env_remove("JOBQ_DATABASE_SSL_CA")
         .env_remove("JOBQ_LOG")
         // An empty directory of our own, so no stray ./jobq.toml is picked up.
         .current_dir(empty_dir());
@@ -301,4 +305,182 @@ pub async fn start_forever_worker(
     )
     .unwrap();
     (tokio::spawn(worker.run(stop.clone())), stop)
+}
+
+fn find(names: &[&str]) -> PathBuf {
+    for dir in ["/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"] {
+        for n in names {
+            let p = Path::new(dir).join(n);
+            if p.exists() {
+                return p;
+            }
+        }
+    }
+    panic!("none of {names:?} is installed; run scripts/ensure-mariadb.sh");
+}
+
+/// How a [`PrivateServer`] is set up. The default: no grant tables (anyone logs in as root without a
+/// password) and no options beyond the ones every private server gets.
+#[derive(Debug, Clone, Default)]
+pub struct ServerSetup {
+    /// A user (name, password) created with every privilege when the server starts (`--init-file`),
+    /// with the grant tables on. Needed wherever the server must check logins: under
+    /// `--skip-grant-tables` MariaDB lets every client in, plaintext too, whatever
+    /// `require_secure_transport` says (measured on 10.11).
+    pub user: Option<(String, String)>,
+    /// More `mariadbd` options.
+    pub args: Vec<String>,
+}
+
+/// A `mariadbd` of its own, on its own port, data directory, socket and tmpdir, for tests that must
+/// restart a server or configure it in ways the shared one is not (the server binary is there wherever
+/// `scripts/ensure-mariadb.sh` has run). Killed and removed when dropped.
+pub struct PrivateServer {
+    pub dir: PathBuf,
+    pub port: u16,
+    setup: ServerSetup,
+    child: Option<Child>,
+}
+
+impl PrivateServer {
+    /// Creates the data directory (`mariadb-install-db`, about a second) and picks a free port.
+    pub fn create(setup: ServerSetup) -> Self {
+        let dir = scratch_dir().join("mariadb");
+        std::fs::create_dir_all(dir.join("tmp")).unwrap();
+        let out = Command::new(find(&["mariadb-install-db", "mysql_install_db"]))
+            .args(["--no-defaults", "--skip-test-db", "--user=root"])
+            .arg(format!("--tmpdir={}", dir.join("tmp").display()))
+            .arg(format!("--datadir={}", dir.join("data").display()))
+            .stdout(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if let Some((user, password)) = &setup.user {
+            std::fs::write(
+                dir.join("init.sql"),
+                format!(
+                    "CREATE USER IF NOT EXISTS '{user}'@'%' IDENTIFIED BY '{password}';\n\
+                     GRANT ALL ON *.* TO '{user}'@'%';\n"
+                ),
+            )
+            .unwrap();
+        }
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Self {
+            dir,
+            port,
+            setup,
+            child: None,
+        }
+    }
+
+    /// `mysql://USER@127.0.0.1:PORT/db`.
+    pub fn url(&self, db: &str) -> String {
+        self.url_at("127.0.0.1", db)
+    }
+
+    /// The URL of database `db` through `host`, which must reach this server.
+    pub fn url_at(&self, host: &str, db: &str) -> String {
+        let creds = match &self.setup.user {
+            Some((user, password)) => format!("{user}:{password}"),
+            None => "root".to_string(),
+        };
+        format!("mysql://{creds}@{host}:{}/{db}", self.port)
+    }
+
+    /// Starts the server and waits until it takes connections.
+    pub async fn start(&mut self) {
+        let log = std::fs::File::create(self.dir.join("server.log")).unwrap();
+        // A tmpdir of its own: at start-up the server deletes every `#sql*` file in its tmpdir, which in
+        // the shared /tmp would include the temporary tables of the other server's running queries.
+        let tmp = self.dir.join("tmp");
+        let mut cmd = Command::new(find(&["mariadbd", "mysqld"]));
+        cmd.arg("--no-defaults")
+            .arg(format!("--datadir={}", self.dir.join("data").display()))
+            .arg(format!("--socket={}", self.dir.join("sock").display()))
+            .arg(format!("--pid-file={}", self.dir.join("pid").display()))
+            .arg(format!("--port={}", self.port))
+            .arg(format!("--tmpdir={}", tmp.display()))
+            .args([
+                "--user=root",
+                "--innodb-buffer-pool-size=32M",
+                "--skip-log-bin",
+            ]);
+        if !self
+            .setup
+            .args
+            .iter()
+            .any(|a| a.starts_with("--bind-address"))
+        {
+            cmd.arg("--bind-address=127.0.0.1");
+        }
+        match &self.setup.user {
+            None => {
+                cmd.arg("--skip-grant-tables");
+            }
+            Some(_) => {
+                // Users are matched by address, not by a reverse lookup of 127.0.0.1.
+                cmd.arg("--skip-name-resolve").arg(format!(
+                    "--init-file={}",
+                    self.dir.join("init.sql").display()
+                ));
+            }
+        }
+        let child = cmd
+            .args(&self.setup.args)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let url = self.url("mysql");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let child = self.child.as_mut().expect("just started");
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!(
+                    "the private server exited ({status}):\n{}",
+                    std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+                );
+            }
+            if db::connect(&ConnectConfig::new(&url)).await.is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for the private server; its log:\n{}",
+                std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops the server (SIGTERM) and waits for it to exit.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(c.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }

@@ -33,3 +33,5 @@ mod scheduler;
 mod bench;
 // Least privilege: the documented grants for an enqueue-only application and for workers and reapers.
 mod grants;
+// TLS to the database: ssl-mode, CA files, and every connection of a worker, on a private server.
+mod tls;

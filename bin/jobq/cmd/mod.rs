@@ -10,11 +10,11 @@ mod stats;
 mod supervise;
 mod worker;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use jobq::config::Config;
-use jobq::db::{self, ConnectConfig};
+use jobq::db::{self, ConnectConfig, SslMode};
 use sqlx::MySqlPool;
 
 use crate::args::{Cli, Command, DEFAULT_DATABASE_URL};
@@ -53,6 +53,8 @@ impl Env {
             Some(path) => db::with_password(&url, &db::read_password_file(path)?)?,
             None => url.clone(),
         };
+        let (ssl_mode, ssl_ca) = tls_settings(&config, config_path.as_deref())?;
+        let effective = db::with_tls(&effective, ssl_mode, ssl_ca.as_deref())?;
         Ok(Env {
             config,
             config_path,
@@ -80,6 +82,37 @@ impl Env {
         db::migrate::ensure_migrated(&pool).await?;
         Ok(pool)
     }
+}
+
+/// The TLS settings given apart from the URL: `JOBQ_DATABASE_SSL_MODE`, else `database_ssl_mode`; and
+/// `JOBQ_DATABASE_SSL_CA`, else `database_ssl_ca`. Each one set replaces the URL's own (see
+/// [`db::with_tls`]). Errors name the variable or the config key they come from.
+fn tls_settings(
+    config: &Config,
+    config_path: Option<&Path>,
+) -> Result<(Option<SslMode>, Option<PathBuf>)> {
+    let in_config = |key: &str| match config_path {
+        Some(p) => format!("{key} in {}", p.display()),
+        None => key.to_string(),
+    };
+    let mode = match std::env::var("JOBQ_DATABASE_SSL_MODE") {
+        Ok(s) if !s.is_empty() => Some(s.parse::<SslMode>().context("JOBQ_DATABASE_SSL_MODE")?),
+        Ok(_) | Err(std::env::VarError::NotPresent) => config.database_ssl_mode,
+        Err(std::env::VarError::NotUnicode(_)) => {
+            bail!("JOBQ_DATABASE_SSL_MODE is not valid UTF-8")
+        }
+    };
+    let ca = match std::env::var_os("JOBQ_DATABASE_SSL_CA").filter(|s| !s.is_empty()) {
+        Some(path) => Some((PathBuf::from(path), "JOBQ_DATABASE_SSL_CA".to_string())),
+        None => config
+            .database_ssl_ca
+            .clone()
+            .map(|path| (path, in_config("database_ssl_ca"))),
+    };
+    if let Some((path, source)) = &ca {
+        db::check_ca_file(path).with_context(|| source.clone())?;
+    }
+    Ok((mode, ca.map(|(path, _)| path)))
 }
 
 pub async fn run(cli: Cli) -> Result<()> {
