@@ -53,7 +53,6 @@ pub mod retry;
 pub mod scheduler;
 mod service;
 pub mod session;
-pub mod shutdown;
 pub mod supervisor;
 pub mod token;
 pub mod worker;

@@ -333,24 +333,6 @@ fn describe(status: &std::io::Result<ExitStatus>) -> String {
     }
 }
 
-/// Called early in a supervised worker: ask for SIGTERM when the supervisor dies, and exit if it is
-/// already gone.
-pub fn watch_parent() -> Result<()> {
-    let Ok(expected) = std::env::var(SUPERVISOR_PID_ENV) else {
-        return Ok(());
-    };
-    nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(|e| Error::Io {
-        context: "asking for a signal when the supervisor dies".into(),
-        source: std::io::Error::from(e),
-    })?;
-    if nix::unistd::getppid().as_raw().to_string() != expected {
-        return Err(Error::InvalidArgument(
-            "the supervisor that started this worker is gone".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// Runs an in-process service (a reaper or scheduler beside the workers) until `shutdown`, starting
 /// it again when it returns, fails or panics before that: a service that died at a bad moment must not
 /// stay down, unnoticed, until the supervisor exits. Restarts wait `restart_after`, doubling up to a

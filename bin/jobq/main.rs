@@ -6,6 +6,7 @@
 mod args;
 mod cmd;
 mod out;
+mod process;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -3,7 +3,6 @@
 use anyhow::Result;
 use jobq::config::check_positive;
 use jobq::reaper::{Reaper, ReaperConfig};
-use jobq::shutdown;
 
 use super::Env;
 use crate::args::ReaperArgs;
@@ -56,7 +55,7 @@ pub async fn run(env: &Env, args: ReaperArgs) -> Result<()> {
             report.pruned
         )?;
     } else {
-        let shutdown = shutdown::on_signals()?;
+        let shutdown = crate::process::on_signals()?;
         reaper.run(shutdown).await?;
     }
     pool.close().await;

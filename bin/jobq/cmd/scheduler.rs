@@ -1,7 +1,7 @@
 //! `jobq scheduler`.
 
 use anyhow::{Context, Result};
-use jobq::{Scheduler, SchedulerConfig, shutdown};
+use jobq::{Scheduler, SchedulerConfig};
 use tracing::info;
 
 use super::Env;
@@ -31,7 +31,7 @@ pub fn config(env: &Env, args: &SchedulerArgs) -> Result<SchedulerConfig> {
 pub async fn run(env: &Env, args: SchedulerArgs) -> Result<()> {
     let cfg = config(env, &args)?;
     if args.forever {
-        let stop = shutdown::on_signals()?;
+        let stop = crate::process::on_signals()?;
         let pool = env.service_pool(4)?;
         Scheduler::new(pool.clone(), cfg)?.run(stop).await?;
         pool.close().await;

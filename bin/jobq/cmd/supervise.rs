@@ -3,10 +3,10 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
+use jobq::Scheduler;
 use jobq::config::Config;
 use jobq::reaper::Reaper;
 use jobq::supervisor::{Supervisor, SupervisorConfig, keep_alive};
-use jobq::{Scheduler, shutdown};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tracing::error;
@@ -50,7 +50,7 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
     cfg.shutdown_grace = worker_cfg.shutdown_grace + std::time::Duration::from_secs(5);
     let supervisor = Supervisor::new(pool.clone(), cfg)?;
 
-    let shutdown = shutdown::on_signals()?;
+    let shutdown = crate::process::on_signals()?;
     let (reload_tx, reload_rx) = mpsc::channel(1);
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     let config_path = env.config_path.clone();

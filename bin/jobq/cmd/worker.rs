@@ -2,7 +2,7 @@
 
 use anyhow::{Result, bail};
 use jobq::config::{check_concurrency, check_positive};
-use jobq::{Handlers, Mode, Worker, WorkerConfig, shutdown};
+use jobq::{Handlers, Mode, Worker, WorkerConfig};
 
 use super::Env;
 use crate::args::{WorkerArgs, WorkerOptions};
@@ -56,7 +56,7 @@ pub fn config(env: &Env, args: &WorkerOptions, forever: bool) -> Result<WorkerCo
 }
 
 pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
-    jobq::supervisor::watch_parent()?;
+    crate::process::watch_parent()?;
     let cfg = config(env, &args.opts, args.forever)?;
     if env.config.handlers.is_empty() {
         match &env.config_path {
@@ -71,7 +71,7 @@ pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
     }
     // A handler whose program is missing would fail every job of its kind; say so before starting.
     env.config.check_programs()?;
-    let shutdown = shutdown::on_signals()?;
+    let shutdown = crate::process::on_signals()?;
     // SQL handlers hold a pooled connection while they run; the heartbeat, the cancel watcher and failure
     // finishes share two more. The claim loop and the finisher hold connections of their own.
     // A forever worker waits for a database that is not there yet (it checks the schema when it
