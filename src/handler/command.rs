@@ -7,8 +7,9 @@
 //! The program runs in a process group of its own, so that stopping it (timeout, cancel, shutdown) stops
 //! everything it started: SIGTERM to the group, then SIGKILL after a grace period. The group is also
 //! killed when the program exits, so a stray background child cannot keep the job's pipes open. Where
-//! the binary enabled it ([`super::shim::enable`], as `jobq` does), the program is started through the
-//! exec shim, so the group also dies when the worker is killed outright.
+//! the program embedding jobq named an exec shim ([`start_through`], as `jobq` does with
+//! `jobq-exec-shim`), the program is started through it, so the group also dies when the worker is
+//! killed outright.
 //!
 //! **Environment.** A command inherits the worker's environment *except jobq's secrets*: every `JOBQ_*`
 //! variable of the worker (its database URL, password file, config path), `DATABASE_URL` and
@@ -49,6 +50,25 @@ struct Inner {
     env: BTreeMap<String, String>,
     inherit_only: Option<Vec<String>>,
     kill_grace: Duration,
+}
+
+/// A program that starts each command for the worker and kills it when the worker dies (see
+/// `bin/jobq-exec-shim`). It is run as `PROGRAM ARGS… WORKER_PID COMMAND COMMAND_ARGS…`.
+#[derive(Debug, Clone)]
+pub struct ExecShim {
+    /// The shim program.
+    pub program: std::path::PathBuf,
+    /// Arguments before the worker's pid (a mode switch, say).
+    pub args: Vec<String>,
+}
+
+static SHIM: std::sync::OnceLock<ExecShim> = std::sync::OnceLock::new();
+
+/// Starts every command of this process through `shim` from now on. Set once, before workers start;
+/// later calls are ignored. Without one, commands are started directly and may outlive a worker that
+/// is killed outright.
+pub fn start_through(shim: ExecShim) {
+    let _ = SHIM.set(shim);
 }
 
 /// Worker variables never passed to a command (besides every `JOBQ_*` one).
@@ -139,10 +159,10 @@ impl Drop for GroupGuard {
 impl Inner {
     async fn run(&self, job: JobContext) -> Result<(), JobError> {
         let program = &self.argv[0];
-        let mut cmd = match super::shim::shim() {
+        let mut cmd = match SHIM.get() {
             Some(shim) => {
                 let mut c = Command::new(&shim.program);
-                c.args(shim.lead)
+                c.args(&shim.args)
                     .arg(std::process::id().to_string())
                     .args(&self.argv);
                 c

@@ -8,7 +8,6 @@
 //! applied twice can fence them with the same pair the worker uses to finish the job.
 
 pub mod command;
-pub mod shim;
 pub mod sql;
 
 use std::collections::BTreeMap;

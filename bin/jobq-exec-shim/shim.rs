@@ -1,12 +1,13 @@
-//! The exec shim: makes a command handler die with the worker that started it, whatever kills the
+//! The exec shim (`jobq-exec-shim PARENT_PID PROGRAM [ARGS…]`): makes a command handler die with the worker that started it, whatever kills the
 //! worker (SIGKILL, the OOM killer, a panic that aborts).
 //!
 //! A worker runs each command in a process group of its own and stops the group when the job ends, but a
 //! SIGKILLed worker runs no code: its commands would be re-parented to init and go on doing the job
 //! while a reaper hands the job to another worker. Linux can signal a process when its parent dies
 //! (`PR_SET_PDEATHSIG`), but that must be asked for by the child itself, between fork and exec, which in
-//! Rust needs `unsafe` `pre_exec` (this crate forbids `unsafe`). So the worker starts its own binary in
-//! shim mode instead, which is safe code from `main` on:
+//! Rust needs `unsafe` `pre_exec` (jobq forbids `unsafe`). So the worker starts this small program
+//! instead, which is safe code from `main` on (`jobq` itself can play it too: `jobq __jobq-exec-shim`,
+//! see its `main`):
 //!
 //! 1. The shim blocks the signals it cares about (they queue for `sigwait` instead of killing it), asks
 //!    for SIGUSR2 when its parent dies, and checks that the parent is still the worker that started it
@@ -26,8 +27,6 @@
 
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 use nix::sys::signal::{SigSet, Signal, killpg, raise};
@@ -40,55 +39,6 @@ pub const SHIM_ARG: &str = "__jobq-exec-shim";
 const PARENT_GONE: i32 = 125;
 /// Exit status when the program cannot be started (as a shell would say).
 const CANNOT_START: i32 = 127;
-
-/// The shim's own binary, installed beside `jobq`.
-pub const SHIM_BINARY: &str = "jobq-exec-shim";
-
-/// How a command is started through the shim: a program and the arguments that come before
-/// `PARENT_PID PROGRAM ARGS…`.
-#[derive(Debug)]
-pub(crate) struct Shim {
-    pub(crate) program: PathBuf,
-    pub(crate) lead: Option<&'static str>,
-}
-
-static SHIM: OnceLock<Shim> = OnceLock::new();
-
-/// Call first thing in `main`. In a process started as the shim it runs the shim and never returns;
-/// otherwise it records how command handlers are to be started: through `jobq-exec-shim` beside this
-/// binary (small, so cheap to start once per job: measured, starting the 60 MB `jobq` in its place
-/// made a job of `true` take about 4.6 ms instead of 0.7 ms), else through this binary in shim mode. A
-/// program that embeds jobq and runs command handlers gets the same guarantee by calling this;
-/// without it, commands run directly and may outlive a killed worker.
-pub fn enable() {
-    let mut args = std::env::args_os();
-    let _exe = args.next();
-    if args.next().as_deref() == Some(std::ffi::OsStr::new(SHIM_ARG)) {
-        let rest: Vec<OsString> = args.collect();
-        std::process::exit(run(rest));
-    }
-    let Ok(exe) = std::env::current_exe() else {
-        return;
-    };
-    let beside = exe.with_file_name(SHIM_BINARY);
-    let shim = if crate::config::find_program(&beside.to_string_lossy(), None).is_ok() {
-        Shim {
-            program: beside,
-            lead: None,
-        }
-    } else {
-        Shim {
-            program: exe,
-            lead: Some(SHIM_ARG),
-        }
-    };
-    let _ = SHIM.set(shim);
-}
-
-/// How to start commands, when [`enable`] was called.
-pub(crate) fn shim() -> Option<&'static Shim> {
-    SHIM.get()
-}
 
 fn handled() -> SigSet {
     let mut set = SigSet::empty();
@@ -105,7 +55,7 @@ fn handled() -> SigSet {
 }
 
 /// The shim itself: `rest` is `PARENT_PID PROGRAM ARGS…`. Returns the exit status to use (the
-/// program's), unless the process ends by the program's signal first. Called by `jobq-exec-shim`.
+/// program's), unless the process ends by the program's signal first.
 pub fn run(rest: Vec<OsString>) -> i32 {
     let mut rest = rest.into_iter();
     let parent: Option<i32> = rest
