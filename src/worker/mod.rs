@@ -42,13 +42,14 @@ use crate::retry::RetryPolicy;
 
 use crate::service::{Backoff, Register, STOP_PATIENCE, sleep_or_stop, unless_stopped};
 
-/// When a worker stops on its own.
+/// When a worker stops on its own. The library's default is [`Mode::Forever`], what a worker embedded
+/// in a service wants; `jobq worker` defaults to [`Mode::Drain`] (`--forever` to poll), for cron.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// Return once nothing due is left (cron mode).
-    #[default]
     Drain,
     /// Poll until shut down.
+    #[default]
     Forever,
 }
 
@@ -150,7 +151,7 @@ impl Default for WorkerConfig {
             queues: vec!["default".into()],
             concurrency: Self::DEFAULT_CONCURRENCY,
             batch_size: Self::DEFAULT_BATCH_SIZE,
-            mode: Mode::Drain,
+            mode: Mode::default(),
             poll_interval: Self::DEFAULT_POLL_INTERVAL,
             shutdown_grace: Self::DEFAULT_SHUTDOWN_GRACE,
             default_timeout: Self::DEFAULT_TIMEOUT,

@@ -298,7 +298,10 @@ async fn a_kind_with_a_trailing_space_is_never_claimed_by_the_kind_without_it() 
     let report = Worker::new(
         db.pool(4).await,
         counting("quick", &seen),
-        WorkerConfig::default(),
+        WorkerConfig {
+            mode: jobq::Mode::Drain,
+            ..WorkerConfig::default()
+        },
     )
     .unwrap()
     .run(CancellationToken::new())
