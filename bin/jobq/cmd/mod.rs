@@ -3,6 +3,8 @@
 mod bench;
 mod enqueue;
 mod jobs;
+mod migrate;
+mod prune;
 mod reaper;
 mod schedule;
 mod scheduler;
@@ -18,7 +20,6 @@ use jobq::db::{self, ConnectConfig, SslMode};
 use sqlx::MySqlPool;
 
 use crate::args::{Cli, Command, DEFAULT_DATABASE_URL};
-use crate::out::outln;
 
 /// What every command needs: the config file (if any) and where the database is.
 pub struct Env {
@@ -118,25 +119,7 @@ fn tls_settings(
 pub async fn run(cli: Cli) -> Result<()> {
     let env = Env::load(&cli)?;
     match cli.command {
-        Command::Migrate(args) => {
-            if args.create_database && db::create_database(&env.url).await? {
-                outln!("created database for {}", db::redact_url(&env.url))?;
-            }
-            let pool = env.pool(2).await?;
-            let report = db::migrate::migrate(&pool)
-                .await
-                .context("migration failed")?;
-            if report.applied.is_empty() {
-                outln!("schema is up to date (version {})", report.version)?;
-            } else {
-                outln!(
-                    "applied migration(s) {:?}; schema is at version {}",
-                    report.applied,
-                    report.version
-                )?;
-            }
-            Ok(())
-        }
+        Command::Migrate(args) => migrate::run(&env, args).await,
         Command::Worker(args) => worker::run(&env, args).await,
         Command::Enqueue(args) => enqueue::run(&env, args).await,
         Command::Stats => stats::run(&env).await,
@@ -146,15 +129,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Schedule(cmd) => schedule::run(&env, cmd).await,
         Command::Scheduler(args) => scheduler::run(&env, args).await,
         Command::Bench(args) => bench::run(&env, args).await,
-        Command::Prune(args) => {
-            let pool = env.migrated_pool(2).await?;
-            let retention = args.retention.unwrap_or_else(|| env.config.retention());
-            let n = db::prune::prune_finished(&pool, retention).await?;
-            outln!(
-                "deleted {n} finished job(s) older than {}",
-                humantime::format_duration(retention)
-            )?;
-            Ok(())
-        }
+        Command::Prune(args) => prune::run(&env, args).await,
     }
 }

@@ -1,0 +1,19 @@
+//! `jobq prune`.
+
+use anyhow::Result;
+use jobq::db;
+
+use super::Env;
+use crate::args::PruneArgs;
+use crate::out::outln;
+
+pub async fn run(env: &Env, args: PruneArgs) -> Result<()> {
+    let pool = env.migrated_pool(2).await?;
+    let retention = args.retention.unwrap_or_else(|| env.config.retention());
+    let n = db::prune::prune_finished(&pool, retention).await?;
+    outln!(
+        "deleted {n} finished job(s) older than {}",
+        humantime::format_duration(retention)
+    )?;
+    Ok(())
+}
