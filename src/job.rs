@@ -144,6 +144,22 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for JobRecord {
     }
 }
 
+/// The instants a TIMESTAMP column holds on MySQL 8 and MariaDB before 11.5: 1970-01-01 00:00:01 to
+/// 2038-01-19 03:14:07 UTC. Every time jobq stores is checked against this one range: outside it,
+/// MariaDB stores the current time instead of refusing the value, and a job or run would happen at once.
+pub(crate) const TIMESTAMP_RANGE: std::ops::RangeInclusive<i64> = 1..=i32::MAX as i64;
+
+/// Whether a TIMESTAMP column holds `t` (see [`TIMESTAMP_RANGE`]).
+pub(crate) fn storable(t: &DateTime<Utc>) -> bool {
+    TIMESTAMP_RANGE.contains(&t.timestamp())
+}
+
+/// The first and last instants of [`TIMESTAMP_RANGE`].
+pub(crate) fn timestamp_bounds() -> (DateTime<Utc>, DateTime<Utc>) {
+    let at = |s: i64| DateTime::from_timestamp(s, 0).expect("in range");
+    (at(*TIMESTAMP_RANGE.start()), at(*TIMESTAMP_RANGE.end()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -116,6 +116,14 @@ impl ClaimToken {
     }
 }
 
+impl ClaimToken {
+    /// What every token of process `pid` on `host` starts with, whatever its session and nonce: how a
+    /// supervisor finds the rows of a child that died.
+    pub fn process_prefix(host: &str, pid: u32) -> String {
+        format!("{host}:{pid}:")
+    }
+}
+
 impl fmt::Display for ClaimToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

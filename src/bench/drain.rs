@@ -26,13 +26,18 @@ pub(crate) const KIND: &str = "bench.noop";
 pub(crate) const JOBQ_FINISH: FinishMode = FinishMode::BatchTx;
 
 /// Connections the bench lets all workers of one measurement open together. The binary sizes a worker's
-/// pool at concurrency + 2; the bench caps the sum so that a sweep of 4 workers stays well inside a
+/// pool by [`crate::WorkerConfig::pool_size`]; the bench caps the sum so that a sweep of 4 workers stays well inside a
 /// default `max_connections` (151) on a server other clients share.
 const CONNECTION_BUDGET: u32 = 96;
 
 /// Pool size of each of `s.workers` workers.
 pub(crate) fn pool_size(s: Settings) -> u32 {
-    (s.concurrency + 2).min(CONNECTION_BUDGET / s.workers.max(1))
+    let needed = crate::WorkerConfig {
+        concurrency: s.concurrency,
+        ..Default::default()
+    }
+    .pool_size();
+    needed.min(CONNECTION_BUDGET / s.workers.max(1))
 }
 
 /// Which handler the drained jobs get.

@@ -133,14 +133,12 @@ impl NewJob {
     }
 }
 
-/// The earliest instant a TIMESTAMP column holds.
 fn min_run_at() -> DateTime<Utc> {
-    DateTime::from_timestamp(1, 0).expect("in range")
+    crate::job::timestamp_bounds().0
 }
 
-/// The latest instant a TIMESTAMP column holds on MySQL 8 and MariaDB before 11.5 (2038-01-19 03:14:07).
 fn max_run_at() -> DateTime<Utc> {
-    DateTime::from_timestamp(i64::from(i32::MAX), 0).expect("in range")
+    crate::job::timestamp_bounds().1
 }
 
 /// Queue and kind names are ASCII identifiers (the columns are ASCII): letters, digits and `._:-/`.

@@ -245,7 +245,7 @@ pub async fn forget_process(pool: &MySqlPool, host_id: &str, pid: u32) -> Result
 /// Running rows whose claim token names `host` and `pid` (any nonce and session): what a supervisor
 /// releases when its child `pid` has died.
 pub async fn claims_of_process(pool: &MySqlPool, host: &str, pid: u32) -> Result<Vec<String>> {
-    let prefix = format!("{host}:{pid}:");
+    let prefix = crate::token::ClaimToken::process_prefix(host, pid);
     let rows: Vec<Vec<u8>> = sqlx::query_scalar(
         "SELECT DISTINCT claim FROM job_queue WHERE claim LIKE CONCAT(?, '%') AND state = 'running'",
     )

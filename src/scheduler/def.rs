@@ -259,7 +259,7 @@ impl ScheduleDef {
         for (what, t) in [("start", self.start_at), ("end", self.end_at)] {
             // Out-of-range values would be stored as the current time by MariaDB, not refused.
             if let Some(t) = t
-                && !(t.timestamp() >= 1 && super::policy::storable(&t))
+                && !crate::job::storable(&t)
             {
                 return Err(bad(format!(
                     "{what} {t} is outside what a TIMESTAMP holds (1970-01-01 to 2038-01-19 03:14:07 UTC)"

@@ -233,7 +233,7 @@ pub fn first_run(
 /// before 11.5). A later planned time cannot be stored (MariaDB would silently store the current time
 /// instead, and the run would happen at once), so a schedule whose next time is past it is finished.
 pub fn storable(t: &DateTime<Utc>) -> bool {
-    t.timestamp() <= i64::from(i32::MAX)
+    t.timestamp() <= *crate::job::TIMESTAMP_RANGE.end()
 }
 
 /// How a run's job ended, as the scheduler sees it.

@@ -106,6 +106,13 @@ impl WorkerConfig {
     /// Default `fence_after`: [`crate::fence::DEFAULT_BOUND`] (10 s).
     pub const DEFAULT_FENCE_AFTER: Duration = crate::fence::DEFAULT_BOUND;
 
+    /// The connections a worker's pool needs: one per job, since SQL handlers hold a pooled connection
+    /// while they run, and two for the heartbeat's helpers, the cancel watcher and failure finishes.
+    /// The claim loop and the finisher hold connections of their own, outside the pool.
+    pub fn pool_size(&self) -> u32 {
+        self.concurrency + 2
+    }
+
     fn validate(&self) -> Result<()> {
         if self.queues.is_empty() {
             return Err(Error::InvalidArgument(

@@ -72,14 +72,12 @@ pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
     // A handler whose program is missing would fail every job of its kind; say so before starting.
     env.config.check_programs()?;
     let shutdown = crate::process::on_signals()?;
-    // SQL handlers hold a pooled connection while they run; the heartbeat, the cancel watcher and failure
-    // finishes share two more. The claim loop and the finisher hold connections of their own.
     // A forever worker waits for a database that is not there yet (it checks the schema when it
     // registers); a draining one (cron) fails at once, and the next tick tries again.
     let pool = if args.forever {
-        env.service_pool(cfg.concurrency + 2)?
+        env.service_pool(cfg.pool_size())?
     } else {
-        env.migrated_pool(cfg.concurrency + 2).await?
+        env.migrated_pool(cfg.pool_size()).await?
     };
     let handlers = Handlers::from_config(&env.config, &pool)?;
     let worker = Worker::new(pool.clone(), handlers, cfg)?;
