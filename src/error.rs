@@ -45,6 +45,8 @@ pub enum Error {
     Connect {
         /// The URL with any password masked.
         url: String,
+        /// What kind of failure: an unreachable server is worth waiting for, a refused login is not.
+        kind: ConnectFailure,
         /// The server's or the network's reason.
         reason: String,
     },
@@ -126,6 +128,22 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// Why a connection could not be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectFailure {
+    /// No answer, a refused or reset connection, or too many connections: it may work later.
+    Unreachable,
+    /// The login was refused.
+    AccessDenied,
+    /// The database does not exist.
+    UnknownDatabase,
+    /// TLS was required, or its handshake or the server's certificate failed.
+    Tls,
+    /// Anything else the server said.
+    Other,
 }
 
 impl Error {

@@ -59,7 +59,7 @@ pub mod worker;
 
 pub use db::admin::{JobFilter, Stats};
 pub use db::enqueue::{NewJob, enqueue, enqueue_many};
-pub use error::{Error, Result};
+pub use error::{ConnectFailure, Error, Result};
 pub use handler::{Handler, Handlers, JobContext, JobError};
 pub use job::{JobRecord, State};
 pub use scheduler::{Clock, ScheduleDef, Scheduler, SchedulerConfig, Schedules, TickReport};

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::db::registry::{Bounds, Role};
-use crate::error::{Error, Result};
+use crate::error::{ConnectFailure, Error, Result};
 use crate::fence::Fence;
 use crate::session::Session;
 
@@ -95,7 +95,7 @@ pub(crate) async fn unless_stopped<T>(
 /// Errors that mean "the server is not there right now" rather than "this can never work".
 pub(crate) fn is_outage(e: &Error) -> bool {
     match e {
-        Error::Connect { reason, .. } => reason.starts_with("server unreachable"),
+        Error::Connect { kind, .. } => *kind == ConnectFailure::Unreachable,
         other => other.is_transient(),
     }
 }

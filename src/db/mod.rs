@@ -21,7 +21,7 @@ use std::time::Duration;
 use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
 
-use crate::error::{Error, Result};
+use crate::error::{ConnectFailure, Error, Result};
 
 pub use sqlx::MySqlPool as Pool;
 pub use tls::{SslMode, check_ca_file, with_tls};
@@ -350,6 +350,7 @@ pub async fn connect(cfg: &ConnectConfig) -> Result<MySqlPool> {
         Err(_) => {
             return Err(Error::Connect {
                 url: redact_url(&cfg.url),
+                kind: ConnectFailure::Unreachable,
                 reason: format!(
                     "server unreachable (no answer within {} s)",
                     cfg.acquire_timeout.as_secs()
@@ -419,66 +420,85 @@ pub(crate) async fn open_anchor(opts: &MySqlConnectOptions) -> Result<sqlx::MySq
 fn connect_error(url: &str, e: sqlx::Error) -> Error {
     let mode = tls::mode_of(url);
     let url = redact_url(url);
-    let reason = match (&e, error_number(&e)) {
+    let (kind, reason) = match (&e, error_number(&e)) {
         (_, Some(codes::ACCESS_DENIED | codes::SECURE_TRANSPORT_REQUIRED))
             if mode == SslMode::Disabled =>
         {
             // MariaDB refuses a plaintext login under require_secure_transport=ON with a plain
             // "access denied" (measured on 10.11), so the likely cause is named here.
-            format!(
-                "access denied: {}; ssl-mode is disabled, and a server with \
-                 require_secure_transport=ON refuses every login without TLS this way",
-                db_message(&e)
+            (
+                ConnectFailure::Tls,
+                format!(
+                    "access denied: {}; ssl-mode is disabled, and a server with \
+                     require_secure_transport=ON refuses every login without TLS this way",
+                    db_message(&e)
+                ),
             )
         }
-        (_, Some(codes::ACCESS_DENIED | codes::ACCESS_DENIED_NO_PASSWORD)) => {
-            format!("access denied: {}", db_message(&e))
-        }
-        (_, Some(codes::BAD_DB)) => {
-            format!("{}; create it first (CREATE DATABASE ...)", db_message(&e))
-        }
-        (_, Some(codes::TOO_MANY_CONNECTIONS)) => {
+        (_, Some(codes::ACCESS_DENIED | codes::ACCESS_DENIED_NO_PASSWORD)) => (
+            ConnectFailure::AccessDenied,
+            format!("access denied: {}", db_message(&e)),
+        ),
+        (_, Some(codes::BAD_DB)) => (
+            ConnectFailure::UnknownDatabase,
+            format!("{}; create it first (CREATE DATABASE ...)", db_message(&e)),
+        ),
+        (_, Some(codes::TOO_MANY_CONNECTIONS)) => (
+            ConnectFailure::Unreachable,
             format!(
                 "server unreachable (too many connections: {})",
                 db_message(&e)
-            )
-        }
-        (_, Some(codes::SECURE_TRANSPORT_REQUIRED)) => {
+            ),
+        ),
+        (_, Some(codes::SECURE_TRANSPORT_REQUIRED)) => (
+            ConnectFailure::Tls,
             format!(
                 "the server requires TLS: {}; set ssl-mode to verify_identity (or required)",
                 db_message(&e)
-            )
-        }
-        (sqlx::Error::Tls(inner), _) => {
-            format!("TLS failed (ssl-mode {mode}): {inner}")
-        }
-        (sqlx::Error::Io(io), _) if let Some(tls) = tls_failure(io) => match tls {
-            rustls::Error::InvalidCertificate(why) => {
-                let hint = match why {
-                    rustls::CertificateError::UnknownIssuer => {
-                        "; ssl-ca must hold the CA that signed it"
-                    }
-                    rustls::CertificateError::NotValidForName
-                    | rustls::CertificateError::NotValidForNameContext { .. } => {
-                        "; connect to a host name or address that the certificate names"
-                    }
-                    _ => "",
-                };
-                format!("the server's TLS certificate was refused (ssl-mode {mode}): {tls}{hint}")
-            }
-            _ => format!("TLS handshake failed (ssl-mode {mode}): {tls}"),
-        },
-        (sqlx::Error::Io(io), _) => format!("server unreachable ({io})"),
-        (sqlx::Error::PoolTimedOut, _) => "server unreachable (timed out)".to_string(),
+            ),
+        ),
+        (sqlx::Error::Tls(inner), _) => (
+            ConnectFailure::Tls,
+            format!("TLS failed (ssl-mode {mode}): {inner}"),
+        ),
+        (sqlx::Error::Io(io), _) if let Some(tls) = tls_failure(io) => (
+            ConnectFailure::Tls,
+            match tls {
+                rustls::Error::InvalidCertificate(why) => {
+                    let hint = match why {
+                        rustls::CertificateError::UnknownIssuer => {
+                            "; ssl-ca must hold the CA that signed it"
+                        }
+                        rustls::CertificateError::NotValidForName
+                        | rustls::CertificateError::NotValidForNameContext { .. } => {
+                            "; connect to a host name or address that the certificate names"
+                        }
+                        _ => "",
+                    };
+                    format!(
+                        "the server's TLS certificate was refused (ssl-mode {mode}): {tls}{hint}"
+                    )
+                }
+                _ => format!("TLS handshake failed (ssl-mode {mode}): {tls}"),
+            },
+        ),
+        (sqlx::Error::Io(io), _) => (
+            ConnectFailure::Unreachable,
+            format!("server unreachable ({io})"),
+        ),
+        (sqlx::Error::PoolTimedOut, _) => (
+            ConnectFailure::Unreachable,
+            "server unreachable (timed out)".to_string(),
+        ),
         (sqlx::Error::Configuration(c), _) => {
             return Error::InvalidUrl {
                 url,
                 reason: c.to_string(),
             };
         }
-        _ => e.to_string(),
+        _ => (ConnectFailure::Other, e.to_string()),
     };
-    Error::Connect { url, reason }
+    Error::Connect { url, kind, reason }
 }
 
 /// The TLS error inside an I/O error, if that is what it is: rustls reports a failed handshake (a refused
@@ -537,6 +557,24 @@ pub async fn current_database(pool: &MySqlPool) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connect_failures_are_told_apart_by_kind_not_wording() {
+        let kind = |e: sqlx::Error| match connect_error("mysql://u:p@h/d", e) {
+            Error::Connect { kind, url, .. } => {
+                assert!(!url.contains(":p@"), "password masked: {url}");
+                kind
+            }
+            other => panic!("{other:?}"),
+        };
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(kind(sqlx::Error::Io(refused)), ConnectFailure::Unreachable);
+        assert_eq!(kind(sqlx::Error::PoolTimedOut), ConnectFailure::Unreachable);
+        assert_eq!(
+            kind(sqlx::Error::Protocol("odd".into())),
+            ConnectFailure::Other
+        );
+    }
 
     #[test]
     fn redacts_password() {
