@@ -267,6 +267,19 @@ impl Scene {
     }
 }
 
+/// Stops a scene's worker (SIGTERM, checked to exit 0) and reaper; returns the worker's log.
+async fn finish(
+    worker: std::process::Child,
+    dir: &Path,
+    reaper_task: tokio::task::JoinHandle<jobq::Result<()>>,
+    reaper_stop: CancellationToken,
+) -> String {
+    let log = stop_worker(worker, dir).await;
+    reaper_stop.cancel();
+    reaper_task.await.unwrap().unwrap();
+    log
+}
+
 /// A live worker whose every session is killed (a proxy restart, `wait_timeout`, a DBA) re-registers
 /// on new sessions and finishes its job; the reaper never hands the job on meanwhile.
 #[tokio::test]
@@ -298,9 +311,7 @@ async fn a_live_worker_whose_sessions_are_killed_runs_its_job_once() {
         .scalar("SELECT COUNT(*) FROM jobq_processes WHERE role = 'worker'")
         .await;
     assert_eq!(workers, 1);
-    stop_worker(worker, &dir).await;
-    reaper_stop.cancel();
-    reaper_task.await.unwrap().unwrap();
+    finish(worker, &dir, reaper_task, reaper_stop).await;
 }
 
 /// A SIGKILLed worker's command dies with it (through the exec shim), so the retry never runs beside
@@ -403,10 +414,8 @@ async fn a_network_cut_longer_than_the_fence_stops_the_job_before_it_is_handed_o
     let log = effects(&dir);
     assert!(!log.contains("OVERLAP"), "{log}");
     assert!(!log.contains("end:1"), "the first copy was stopped: {log}");
-    let log = stop_worker(worker, &dir).await;
+    let log = finish(worker, &dir, reaper_task, reaper_stop).await;
     assert!(log.contains("cannot confirm liveness"), "{log}");
-    reaper_stop.cancel();
-    reaper_task.await.unwrap().unwrap();
 }
 
 /// A cut shorter than the fence is ridden out: the job is neither stopped nor handed on.
@@ -431,9 +440,7 @@ async fn a_network_cut_shorter_than_the_fence_is_ridden_out() {
     let log = effects(&dir);
     assert_eq!(job.attempts, 1, "{log}");
     assert!(log.contains("end:1") && !log.contains("OVERLAP"), "{log}");
-    stop_worker(worker, &dir).await;
-    reaper_stop.cancel();
-    reaper_task.await.unwrap().unwrap();
+    finish(worker, &dir, reaper_task, reaper_stop).await;
 }
 
 /// A row taken away from a live worker (an operator's reset, a reaper's mistaken verdict) stops that
