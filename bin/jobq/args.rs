@@ -4,6 +4,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use jobq::WorkerConfig;
+use jobq::reaper::ReaperConfig;
+
+/// A duration as the help texts and the config file spell it (`2s`, `30m`, `7days`).
+fn human(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
 
 /// The database jobq uses when nothing else names one.
 pub const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/test";
@@ -153,24 +160,29 @@ pub struct WorkerOptions {
     #[arg(long = "queue", short = 'Q', value_delimiter = ',')]
     pub queues: Vec<String>,
 
-    /// Jobs run at once in one worker process. Default 10.
-    #[arg(long, short = 'c')]
+    // The defaults in the help texts come from the library's constants, so `--help` cannot drift.
+    #[arg(long, short = 'c', help = format!(
+        "Jobs run at once in one worker process. Default {}", WorkerConfig::DEFAULT_CONCURRENCY))]
     pub concurrency: Option<u32>,
 
-    /// Most jobs taken by one claim (never more than free slots). Default 10.
-    #[arg(long, short = 'b')]
+    #[arg(long, short = 'b', help = format!(
+        "Most jobs taken by one claim (never more than free slots). Default {}",
+        WorkerConfig::DEFAULT_BATCH_SIZE))]
     pub batch_size: Option<u32>,
 
-    /// Longest idle wait (one server-side wait, probing for due jobs, per interval). Default 2s.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, help = format!(
+        "Longest idle wait (one server-side wait, probing for due jobs, per interval). Default {}",
+        human(WorkerConfig::DEFAULT_POLL_INTERVAL)))]
     pub poll_interval: Option<Duration>,
 
-    /// Time running jobs get to finish after SIGTERM/SIGINT. Default 30s.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, help = format!(
+        "Time running jobs get to finish after SIGTERM/SIGINT. Default {}",
+        human(WorkerConfig::DEFAULT_SHUTDOWN_GRACE)))]
     pub shutdown_grace: Option<Duration>,
 
-    /// Run-time limit for jobs that set none and whose handler sets none. Default 30m.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, help = format!(
+        "Run-time limit for jobs that set none and whose handler sets none. Default {}",
+        human(WorkerConfig::DEFAULT_TIMEOUT)))]
     pub default_timeout: Option<Duration>,
 }
 
@@ -279,12 +291,14 @@ pub struct ReaperArgs {
     #[arg(long)]
     pub forever: bool,
 
-    /// Time between passes. Default: reaper.interval from the config, else 2s.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, help = format!(
+        "Time between passes. Default: reaper.interval from the config, else {}",
+        human(ReaperConfig::DEFAULT_INTERVAL)))]
     pub interval: Option<Duration>,
 
-    /// A claimant whose heartbeat is older than this is gone. Default: reaper.lease, else 60s.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, help = format!(
+        "A claimant whose heartbeat is older than this is gone (at least three worker heartbeats). \
+         Default: reaper.lease, else {}", human(ReaperConfig::DEFAULT_LEASE)))]
     pub lease: Option<Duration>,
 
     /// Trust only heartbeats, not database sessions (for connections through a multiplexing proxy).
@@ -294,8 +308,9 @@ pub struct ReaperArgs {
 
 #[derive(Debug, Args)]
 pub struct PruneArgs {
-    /// Keep jobs that finished less than this long ago. Default: prune.retention from the config, else 7d.
-    #[arg(long, value_parser = parse_duration)]
+    #[arg(long, value_parser = parse_duration, help = format!(
+        "Keep jobs that finished less than this long ago. Default: prune.retention from the config, \
+         else {}", human(jobq::config::DEFAULT_RETENTION)))]
     pub retention: Option<Duration>,
 }
 

@@ -1148,3 +1148,31 @@ async fn jobs_list_and_show_never_print_a_rows_control_characters() {
     );
     assert!(show.contains("\\u001b[31mred"), "{show}");
 }
+
+/// The defaults `--help` states are the library's constants, not copies that can drift.
+#[test]
+fn help_states_the_librarys_defaults() {
+    let human = |d: Duration| humantime::format_duration(d).to_string();
+    let worker = stdout(&jobq(None, &["worker", "--help"]).output().unwrap());
+    let flat = worker.split_whitespace().collect::<Vec<_>>().join(" ");
+    for want in [
+        format!(
+            "one worker process. Default {}",
+            jobq::WorkerConfig::DEFAULT_CONCURRENCY
+        ),
+        format!(
+            "after SIGTERM/SIGINT. Default {}",
+            human(jobq::WorkerConfig::DEFAULT_SHUTDOWN_GRACE)
+        ),
+        format!(
+            "handler sets none. Default {}",
+            human(jobq::WorkerConfig::DEFAULT_TIMEOUT)
+        ),
+    ] {
+        assert!(flat.contains(&want), "{want:?} not in:\n{worker}");
+    }
+    let reaper = stdout(&jobq(None, &["reaper", "--help"]).output().unwrap());
+    let flat = reaper.split_whitespace().collect::<Vec<_>>().join(" ");
+    let want = format!("else {}", human(jobq::reaper::ReaperConfig::DEFAULT_LEASE));
+    assert!(flat.contains(&want), "{want:?} not in:\n{reaper}");
+}
