@@ -1,7 +1,7 @@
 //! The supervisor: keeps N worker processes alive on this host.
 //!
-//! It starts `jobq worker --forever` N times (the same binary, so parent and children are always the same
-//! build), restarts any child that exits, with a backoff when one keeps dying young, and releases a dead
+//! It starts its child command N times (`jobq worker --forever`, from the same binary, so parent and
+//! children are always the same build), restarts any child that exits, with a backoff when one keeps dying young, and releases a dead
 //! child's claims at once: the rows whose claim token names this host and the child's pid are reset right
 //! away instead of waiting for a reaper to notice.
 //!
@@ -41,8 +41,8 @@ pub struct SupervisorConfig {
     pub workers: u32,
     /// The program to run (the `jobq` binary).
     pub program: PathBuf,
-    /// Arguments after `worker --forever` (queues, concurrency, config file, …).
-    pub worker_args: Vec<String>,
+    /// Its arguments: a worker that polls until it gets SIGTERM (`worker --forever …` for `jobq`).
+    pub args: Vec<String>,
     /// Extra environment for the children (the database URL the supervisor uses, so both agree).
     pub env: Vec<(String, String)>,
     /// How long children get to drain after SIGTERM before they are killed.
@@ -64,7 +64,7 @@ impl SupervisorConfig {
         Self {
             workers,
             program,
-            worker_args: Vec::new(),
+            args: Vec::new(),
             env: Vec::new(),
             shutdown_grace: Self::DEFAULT_SHUTDOWN_GRACE,
             min_backoff: Duration::from_secs(1),
@@ -222,9 +222,7 @@ impl Supervisor {
         exits: &mpsc::UnboundedSender<(usize, u32, std::io::Result<ExitStatus>)>,
     ) -> Result<u32> {
         let mut cmd = Command::new(&self.cfg.program);
-        cmd.arg("worker")
-            .arg("--forever")
-            .args(&self.cfg.worker_args)
+        cmd.args(&self.cfg.args)
             .envs(self.cfg.env.iter().map(|(k, v)| (k, v)))
             .env(SUPERVISOR_PID_ENV, std::process::id().to_string())
             .stdin(std::process::Stdio::null());

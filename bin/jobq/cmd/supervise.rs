@@ -38,11 +38,11 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
     let program =
         std::env::current_exe().context("cannot find the jobq binary to start workers")?;
     let mut cfg = SupervisorConfig::new(args.workers, program);
-    cfg.worker_args = child_args(&args.opts);
+    cfg.args = child_args(&args.opts);
     if let Some(path) = &env.config_path {
         let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
-        cfg.worker_args.push("--config".into());
-        cfg.worker_args.push(abs.to_string_lossy().into_owned());
+        cfg.args.push("--config".into());
+        cfg.args.push(abs.to_string_lossy().into_owned());
     }
     // The URL as given: a password from a password file stays out of the children's environment (they
     // read the file themselves).
@@ -147,9 +147,9 @@ fn check_reload(config_path: Option<&Path>, opts: &WorkerOptions, url: &str) -> 
     Ok(())
 }
 
-/// The worker flags the supervisor was given, passed on to each child.
+/// Each child's arguments: `worker --forever` and the worker flags the supervisor was given.
 fn child_args(o: &WorkerOptions) -> Vec<String> {
-    let mut a = Vec::new();
+    let mut a = vec!["worker".to_string(), "--forever".to_string()];
     let d = |d: std::time::Duration| humantime::format_duration(d).to_string();
     if !o.queues.is_empty() {
         a.push(format!("--queue={}", o.queues.join(",")));
