@@ -160,9 +160,24 @@ pub(crate) fn timestamp_bounds() -> (DateTime<Utc>, DateTime<Utc>) {
     (at(*TIMESTAMP_RANGE.start()), at(*TIMESTAMP_RANGE.end()))
 }
 
+/// A job's `timeout_secs`: whole seconds, rounded up (a limit is never shortened), at most what the
+/// column holds.
+pub(crate) fn timeout_secs(t: std::time::Duration) -> u32 {
+    let secs = t.as_secs() + u64::from(t.subsec_nanos() > 0);
+    secs.min(u64::from(u32::MAX)) as u32
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timeouts_round_up_to_whole_seconds_within_the_column() {
+        use std::time::Duration;
+        assert_eq!(timeout_secs(Duration::from_millis(1500)), 2);
+        assert_eq!(timeout_secs(Duration::from_secs(3)), 3);
+        assert_eq!(timeout_secs(Duration::from_secs(u64::MAX)), u32::MAX);
+    }
 
     #[test]
     fn states_round_trip() {

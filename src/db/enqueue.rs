@@ -93,8 +93,7 @@ impl NewJob {
     /// Maximum run time of one attempt (default: the handler's, else the worker's), in whole seconds,
     /// rounded up.
     pub fn timeout(mut self, t: Duration) -> Self {
-        let secs = t.as_secs() + u64::from(t.subsec_nanos() > 0);
-        self.timeout_secs = Some(secs.min(u64::from(u32::MAX)) as u32);
+        self.timeout_secs = Some(crate::job::timeout_secs(t));
         self
     }
 

@@ -113,10 +113,7 @@ pub(crate) async fn now(pool: &MySqlPool) -> Result<DateTime<Utc>> {
 }
 
 fn timeout_secs(def: &ScheduleDef) -> Option<u32> {
-    def.timeout.map(|t| {
-        let s = t.as_secs() + u64::from(t.subsec_nanos() > 0);
-        s.min(u64::from(u32::MAX)) as u32
-    })
+    def.timeout.map(crate::job::timeout_secs)
 }
 
 fn jitter_ms(def: &ScheduleDef) -> u32 {
