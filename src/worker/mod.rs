@@ -526,7 +526,18 @@ async fn fetch_loop(
 
         let gate = shared.claim_gate.lock().await;
         let ended_before_claim = shared.ledger.ended.load(Ordering::SeqCst);
-        let result = claim_some(shared, conn, &kinds, permits.len() as u32, probe_first).await;
+        // A claim on a connection whose network went silent can hang for many minutes: a shutdown
+        // waits for it at most STOP_PATIENCE. A claim abandoned then may have committed unseen; its
+        // rows go back through the reaper like those of any claimant that is gone.
+        let Some(result) = unless_stopped(
+            shutdown,
+            claim_some(shared, conn, &kinds, permits.len() as u32, probe_first),
+        )
+        .await
+        else {
+            warn!("a claim did not answer while stopping; abandoning it");
+            return Ok(());
+        };
         let claimed = match &result {
             Ok(jobs) if jobs.is_empty() => pacing::Claimed::Nothing {
                 idle: slots.available_permits() + permits.len() == cfg.concurrency as usize,
