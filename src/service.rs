@@ -37,18 +37,18 @@ impl Backoff {
     pub(crate) const RETRY: Backoff =
         Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
 
-    /// Starts at `first`, doubles up to `max`.
+    /// Starts at `first` (or `max`, if that is shorter), doubles up to `max`.
     pub(crate) const fn new(first: Duration, max: Duration) -> Self {
+        let first = if first.as_nanos() < max.as_nanos() {
+            first
+        } else {
+            max
+        };
         Self {
             first,
             max,
             next: first,
         }
-    }
-
-    /// The same backoff with another cap.
-    pub(crate) fn capped(self, max: Duration) -> Self {
-        Self::new(self.first.min(max), max)
     }
 
     /// The delay to wait now; the next one is twice as long (up to the cap).
@@ -273,7 +273,7 @@ mod tests {
         assert_eq!(got, [100, 200, 350, 350]);
         b.reset();
         assert_eq!(b.next_delay(), Duration::from_millis(100));
-        let mut c = Backoff::RETRY.capped(Duration::from_millis(50));
+        let mut c = Backoff::new(Duration::from_millis(100), Duration::from_millis(50));
         assert_eq!(c.next_delay(), Duration::from_millis(50));
     }
 }

@@ -83,7 +83,7 @@ pub(super) struct Pacer {
 impl Pacer {
     /// Idle waits double from `min_poll` up to `poll_interval`.
     pub(super) fn new(mode: Mode, min_poll: Duration, poll_interval: Duration) -> Self {
-        let idle = Backoff::new(min_poll, poll_interval).capped(poll_interval);
+        let idle = Backoff::new(min_poll, poll_interval);
         Self {
             mode,
             probing: false,
