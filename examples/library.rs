@@ -6,8 +6,10 @@
 
 use std::time::Duration;
 
-use jobq::db::{self, ConnectConfig};
-use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, NewJob, Worker, WorkerConfig};
+use jobq::{
+    CancellationToken, ConnectConfig, Handlers, JobContext, JobError, Mode, NewJob, Worker,
+    WorkerConfig,
+};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -39,8 +41,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "mysql://root@127.0.0.1:3306/test".into());
-    let pool = db::connect(&ConnectConfig::new(&url).max_connections(8)).await?;
-    db::migrate::migrate(&pool).await?;
+    let pool = jobq::connect(&ConnectConfig::new(&url).max_connections(8)).await?;
+    jobq::migrate(&pool).await?;
 
     // Enqueue in the same transaction as the application's own write: both commit or neither does.
     let mut tx = pool.begin().await?;

@@ -30,6 +30,10 @@
 //! lease = "60s"                  # a claimant whose heartbeat is older is gone
 //! session_signals = true         # false behind a proxy that multiplexes sessions
 //!
+//! [scheduler]
+//! interval = "1s"                # time between ticks
+//! max_jobs_per_tick = 100        # most jobs one tick creates
+//!
 //! [handlers.resize]              # a command: payload on stdin, exit 0 = done
 //! command = ["/usr/local/bin/resize", "--fast"]
 //! timeout = "5m"
@@ -41,29 +45,22 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::db::SslMode;
-use crate::db::enqueue::validate_name;
 use crate::error::{Error, Result};
+use crate::handler::{HandlerSpec, Handlers};
+use crate::name::Name;
+use crate::reaper::ReaperConfig;
 use crate::retry::RetryPolicy;
+use crate::scheduler::SchedulerConfig;
+use crate::worker::WorkerConfig;
 
-/// A duration written the human way: `"500ms"`, `"30s"`, `"5m"`, `"7d"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HumanDuration(pub Duration);
-
-impl<'de> Deserialize<'de> for HumanDuration {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        humantime::parse_duration(&s)
-            .map(HumanDuration)
-            .map_err(|e| serde::de::Error::custom(format!("invalid duration {s:?}: {e}")))
-    }
-}
+pub use crate::duration::HumanDuration;
 
 /// The parsed file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -95,13 +92,16 @@ pub struct Config {
     /// The reaper.
     #[serde(default)]
     pub reaper: ReaperSection,
+    /// The scheduler.
+    #[serde(default)]
+    pub scheduler: SchedulerSection,
     /// Handlers by job kind.
     #[serde(default)]
     pub handlers: BTreeMap<String, HandlerConfig>,
     /// Schedules by name, upserted by the scheduler when it starts (see
-    /// [`crate::scheduler::ScheduleSection`]).
+    /// [`crate::schedule::ScheduleSection`]).
     #[serde(default)]
-    pub schedules: BTreeMap<String, crate::scheduler::ScheduleSection>,
+    pub schedules: BTreeMap<String, crate::schedule::ScheduleSection>,
 }
 
 /// `[worker]`.
@@ -160,6 +160,16 @@ pub struct ReaperSection {
     pub unserved_after: Option<HumanDuration>,
 }
 
+/// `[scheduler]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchedulerSection {
+    /// Time between ticks of a `--forever` scheduler (default 1 s).
+    pub interval: Option<HumanDuration>,
+    /// Most jobs one tick creates (default 100).
+    pub max_jobs_per_tick: Option<u32>,
+}
+
 /// `[handlers.KIND]`: exactly one of `command` or `sql`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -180,54 +190,22 @@ pub struct HandlerConfig {
     pub timeout: Option<HumanDuration>,
 }
 
-/// A handler definition after validation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HandlerSpec {
-    /// Run a program.
-    Command {
-        /// Program and arguments.
-        argv: Vec<String>,
-        /// Extra environment.
-        env: BTreeMap<String, String>,
-        /// The only inherited variables, when set.
-        inherit_env: Option<Vec<String>>,
-    },
-    /// Run one SQL statement.
-    Sql {
-        /// The statement.
-        sql: String,
-        /// Payload fields for its placeholders.
-        params: Vec<String>,
-    },
-}
-
-/// Default retention of finished jobs: 7 days.
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
-
-/// Most jobs one worker process may run at once (`worker.concurrency`, `--concurrency`): 10,000.
-///
-/// A worker's pool is sized `concurrency + 2` connections, and the driver allocates its queue of idle
-/// connections for that many up front: `--concurrency 4000000000` asked for about 192 GB and the process
-/// aborted. Nothing useful lies near such values either: every running SQL handler holds a connection
-/// (MariaDB allows 151 by default), every running command is a process, and the best drain `jobq bench`
-/// found used 2,000. Past 10,000 jobs at once, run more worker processes.
-pub const MAX_CONCURRENCY: u32 = 10_000;
-
 /// `Err` naming `key` when `value` is zero: a zero interval is a busy loop at best, and
 /// `tokio::time::interval` panics on it.
-pub fn check_positive(key: &str, value: Option<Duration>) -> std::result::Result<(), String> {
+fn check_positive(key: &str, value: Option<Duration>) -> std::result::Result<(), String> {
     match value {
         Some(d) if d.is_zero() => Err(format!("{key} must be above zero")),
         _ => Ok(()),
     }
 }
 
-/// `Err` naming `key` when `value` is outside 1..=[`MAX_CONCURRENCY`].
-pub fn check_concurrency(key: &str, value: Option<u32>) -> std::result::Result<(), String> {
+/// `Err` naming `key` when `value` is outside 1..=[`WorkerConfig::MAX_CONCURRENCY`].
+fn check_concurrency(key: &str, value: Option<u32>) -> std::result::Result<(), String> {
+    let max = WorkerConfig::MAX_CONCURRENCY;
     match value {
         Some(0) => Err(format!("{key} must be at least 1")),
-        Some(n) if n > MAX_CONCURRENCY => Err(format!(
-            "{key} = {n} is above the maximum of {MAX_CONCURRENCY} jobs per worker process; \
+        Some(n) if n > max => Err(format!(
+            "{key} = {n} is above the maximum of {max} jobs per worker process; \
              run more worker processes instead"
         )),
         _ => Ok(()),
@@ -267,7 +245,9 @@ impl Config {
                 return Err("worker.queues: list at least one queue".into());
             }
             for q in queues {
-                validate_name("queue", q, 64).map_err(|e| format!("worker.queues: {e}"))?;
+                Name::Queue
+                    .check(q)
+                    .map_err(|e| format!("worker.queues: {e}"))?;
             }
         }
         check_concurrency("worker.concurrency", w.concurrency)?;
@@ -281,12 +261,18 @@ impl Config {
         )?;
         check_positive("reaper.interval", self.reaper.interval.map(|d| d.0))?;
         check_positive("reaper.lease", self.reaper.lease.map(|d| d.0))?;
+        check_positive("scheduler.interval", self.scheduler.interval.map(|d| d.0))?;
+        if self.scheduler.max_jobs_per_tick == Some(0) {
+            return Err("scheduler.max_jobs_per_tick must be at least 1".into());
+        }
         self.retry_policy()?;
         for (kind, h) in &self.handlers {
-            validate_name("kind", kind, 128).map_err(|e| format!("handlers.{kind}: {e}"))?;
+            Name::Kind
+                .check(kind)
+                .map_err(|e| format!("handlers.{kind}: {e}"))?;
             h.spec().map_err(|e| format!("handlers.{kind}: {e}"))?;
         }
-        crate::scheduler::def::validate_sections(&self.schedules)?;
+        crate::schedule::validate_sections(&self.schedules)?;
         Ok(())
     }
 
@@ -353,16 +339,101 @@ impl Config {
                     .get("PATH")
                     .map(OsString::from)
                     .or_else(|| inherits_path.then(|| std::env::var_os("PATH")).flatten());
-                find_program(&argv[0], path.as_deref())
+                crate::handler::program::find_program(&argv[0], path.as_deref())
                     .map_err(|reason| Error::Handler { kind, reason })?;
             }
         }
         Ok(())
     }
 
-    /// Retention of finished jobs.
+    /// The command and SQL handlers of `[handlers.KIND]`. Rows never carry code: the program or statement
+    /// comes from this file only, and a row's payload is passed as data. SQL handlers run on `pool`.
+    ///
+    /// # Errors
+    /// When a command handler's program cannot be found or is not executable (see
+    /// [`Config::check_programs`]).
+    pub fn handlers(&self, pool: &sqlx::MySqlPool) -> Result<Handlers> {
+        self.check_programs()?;
+        let mut handlers = Handlers::new();
+        for (kind, spec, timeout) in self.handler_specs() {
+            handlers = handlers.register_spec(&kind, spec, timeout, pool)?;
+        }
+        Ok(handlers)
+    }
+
+    /// Retention of finished jobs: `prune.retention`, else [`ReaperConfig::DEFAULT_RETENTION`].
     pub fn retention(&self) -> Duration {
-        self.prune.retention.map_or(DEFAULT_RETENTION, |d| d.0)
+        self.prune
+            .retention
+            .map_or(ReaperConfig::DEFAULT_RETENTION, |d| d.0)
+    }
+
+    /// The worker settings of `[worker]` and `[retry]`, the defaults for keys not set. The mode is the
+    /// library's default; the `jobq` binary sets its own.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the key, for values a loaded file could not have (see
+    /// [`Config::load`]): a config built in code is checked here.
+    pub fn worker(&self) -> Result<WorkerConfig> {
+        self.validate().map_err(Error::InvalidArgument)?;
+        let file = &self.worker;
+        let d = WorkerConfig::default();
+        let or = |v: Option<HumanDuration>, default: Duration| v.map_or(default, |v| v.0);
+        Ok(WorkerConfig {
+            queues: file.queues.clone().unwrap_or(d.queues),
+            concurrency: file.concurrency.unwrap_or(d.concurrency),
+            batch_size: file.batch_size.unwrap_or(d.batch_size),
+            poll_interval: or(file.poll_interval, d.poll_interval),
+            shutdown_grace: or(file.shutdown_grace, d.shutdown_grace),
+            default_timeout: or(file.default_timeout, d.default_timeout),
+            heartbeat_interval: or(file.heartbeat_interval, d.heartbeat_interval),
+            fence_after: or(file.fence_after, d.fence_after),
+            retry: self.retry_policy().map_err(Error::InvalidArgument)?,
+            ..d
+        })
+    }
+
+    /// The reaper settings of `[reaper]`, with `[prune]`'s retention and `[worker]`'s heartbeat (the
+    /// reaper judges claimants by the interval they promise), the defaults for keys not set.
+    ///
+    /// # Errors
+    /// As [`Config::worker`].
+    pub fn reaper(&self) -> Result<ReaperConfig> {
+        self.validate().map_err(Error::InvalidArgument)?;
+        let file = &self.reaper;
+        let d = ReaperConfig::default();
+        let or = |v: Option<HumanDuration>, default: Duration| v.map_or(default, |v| v.0);
+        Ok(ReaperConfig {
+            interval: or(file.interval, d.interval),
+            lease: or(file.lease, d.lease),
+            session_signals: file.session_signals.unwrap_or(d.session_signals),
+            heartbeat_interval: or(self.worker.heartbeat_interval, d.heartbeat_interval),
+            retention: Some(self.retention()),
+            unserved_after: or(file.unserved_after, d.unserved_after),
+            ..d
+        })
+    }
+
+    /// The scheduler settings of `[scheduler]`, with the `[schedules.NAME]` sections as its
+    /// definitions, the defaults for keys not set.
+    ///
+    /// # Errors
+    /// As [`Config::worker`], and a schedule section that does not make a definition.
+    pub fn scheduler(&self) -> Result<SchedulerConfig> {
+        self.validate().map_err(Error::InvalidArgument)?;
+        let definitions = self
+            .schedules
+            .iter()
+            .map(|(name, s)| s.to_def(name))
+            .collect::<Result<Vec<_>>>()?;
+        let file = &self.scheduler;
+        let d = SchedulerConfig::default();
+        Ok(SchedulerConfig {
+            interval: file.interval.map_or(d.interval, |v| v.0),
+            max_jobs_per_tick: file.max_jobs_per_tick.unwrap_or(d.max_jobs_per_tick),
+            definitions,
+            ..d
+        })
     }
 }
 
@@ -415,58 +486,6 @@ impl HandlerConfig {
             }
         }
     }
-}
-
-/// The search path `execvp` uses when `PATH` is not set (glibc's default).
-const DEFAULT_PATH: &str = "/bin:/usr/bin";
-
-/// Where `program` is found, as the worker's spawn will look for it: a name with a `/` is a path (relative
-/// to the working directory), any other name is searched in the directories of `path`.
-///
-/// # Errors
-/// A sentence saying why the program cannot be run: missing, a directory, not executable, not on the path.
-pub fn find_program(program: &str, path: Option<&OsStr>) -> std::result::Result<PathBuf, String> {
-    if program.contains('/') {
-        let p = PathBuf::from(program);
-        return match executable(&p) {
-            Ok(()) => Ok(p),
-            Err(why) => Err(format!("command {program:?} {why}")),
-        };
-    }
-    let dirs = path.unwrap_or(OsStr::new(DEFAULT_PATH));
-    for dir in std::env::split_paths(dirs) {
-        // An empty entry in PATH means the working directory.
-        let dir = if dir.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            dir
-        };
-        let candidate = dir.join(program);
-        if executable(&candidate).is_ok() {
-            return Ok(candidate);
-        }
-    }
-    Err(format!(
-        "command {program:?} is not found on PATH ({}); give its full path or fix PATH",
-        dirs.to_string_lossy()
-    ))
-}
-
-/// `Ok` when `p` is a file with an execute bit (even root cannot exec a file without one).
-fn executable(p: &Path) -> std::result::Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(p).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => "does not exist".to_string(),
-        _ => format!("cannot be read: {e}"),
-    })?;
-    if meta.is_dir() {
-        return Err("is a directory".into());
-    }
-    let mode = meta.permissions().mode();
-    if mode & 0o111 == 0 {
-        return Err(format!("is not executable (mode {:o})", mode & 0o7777));
-    }
-    Ok(())
 }
 
 /// Counts `?` outside quoted strings and backquoted names.
@@ -533,6 +552,62 @@ params = ["day", "region"]
     }
 
     #[test]
+    fn sections_map_to_service_configs_with_defaults_for_unset_keys() {
+        let c = parse(
+            r#"
+[worker]
+concurrency = 4
+heartbeat_interval = "3s"
+[retry]
+base = "1s"
+[prune]
+retention = "2d"
+[reaper]
+lease = "90s"
+session_signals = false
+[scheduler]
+interval = "5s"
+"#,
+        )
+        .unwrap();
+        let w = c.worker().unwrap();
+        assert_eq!(w.concurrency, 4);
+        assert_eq!(w.batch_size, WorkerConfig::DEFAULT_BATCH_SIZE);
+        assert_eq!(w.heartbeat_interval, Duration::from_secs(3));
+        assert_eq!(w.retry.base, Duration::from_secs(1));
+        assert_eq!(w.retry.cap, RetryPolicy::DEFAULT_CAP);
+        let r = c.reaper().unwrap();
+        assert_eq!(r.lease, Duration::from_secs(90));
+        assert_eq!(r.interval, ReaperConfig::DEFAULT_INTERVAL);
+        assert!(!r.session_signals);
+        // The reaper judges workers by the heartbeat interval they are configured with.
+        assert_eq!(r.heartbeat_interval, Duration::from_secs(3));
+        assert_eq!(r.retention, Some(Duration::from_secs(2 * 86400)));
+        let s = c.scheduler().unwrap();
+        assert_eq!(s.interval, Duration::from_secs(5));
+        assert_eq!(
+            s.max_jobs_per_tick,
+            SchedulerConfig::DEFAULT_MAX_JOBS_PER_TICK
+        );
+
+        let d = Config::default();
+        assert_eq!(
+            d.worker().unwrap().concurrency,
+            WorkerConfig::DEFAULT_CONCURRENCY
+        );
+        assert_eq!(d.reaper().unwrap().lease, ReaperConfig::DEFAULT_LEASE);
+        assert!(d.scheduler().unwrap().definitions.is_empty());
+    }
+
+    #[test]
+    fn a_config_built_in_code_is_checked_when_mapped() {
+        let mut c = Config::default();
+        c.worker.concurrency = Some(0);
+        let e = c.worker().unwrap_err().to_string();
+        assert!(e.contains("worker.concurrency must be at least 1"), "{e}");
+    }
+
+    #[test]
     fn unknown_keys_are_named() {
         let e = parse("[worker]\nconcurency = 3\n").unwrap_err();
         assert!(e.contains("concurency"), "{e}");
@@ -578,26 +653,6 @@ params = ["day", "region"]
             assert!(e.contains(needle), "{text:?}: {e}");
         }
         assert!(parse("[worker]\nconcurrency = 10000\n[retry]\nbase = \"1h\"\n").is_ok());
-    }
-
-    #[test]
-    fn programs_are_found_as_exec_finds_them() {
-        let path = Some(OsStr::new("/nonexistent:/bin:/usr/bin"));
-        assert!(find_program("sh", path).is_ok());
-        let e = find_program("no-such-program-xyz", path).unwrap_err();
-        assert!(
-            e.contains("not found on PATH") && e.contains("/nonexistent"),
-            "{e}"
-        );
-        let e = find_program("/no/such/file", path).unwrap_err();
-        assert!(e.contains("\"/no/such/file\" does not exist"), "{e}");
-        let e = find_program("/tmp", path).unwrap_err();
-        assert!(e.contains("is a directory"), "{e}");
-        let file = std::env::temp_dir().join(format!("jobq-noexec-{}", rand::random::<u64>()));
-        std::fs::write(&file, "#!/bin/sh\n").unwrap();
-        let e = find_program(file.to_str().unwrap(), path).unwrap_err();
-        assert!(e.contains("not executable (mode 644)"), "{e}");
-        std::fs::remove_file(&file).ok();
     }
 
     #[test]

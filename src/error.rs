@@ -1,6 +1,9 @@
 //! The library's error type. Each message names the thing that is wrong and, where there is one, the fix.
 
 use std::path::PathBuf;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 
 /// A `Result` with jobq's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -78,19 +81,29 @@ pub enum Error {
         known: i64,
     },
 
+    /// Another `jobq migrate` held the migration lock for as long as this one waited.
+    #[error(
+        "another `jobq migrate` has held the migration lock for {} s; try again",
+        waited.as_secs()
+    )]
+    MigrationLocked {
+        /// How long this migration waited for the lock.
+        waited: Duration,
+    },
+
     /// A job payload is not valid JSON.
     #[error("payload is not valid JSON: {0}")]
     Payload(#[source] serde_json::Error),
 
     /// No job has this id.
     #[error("job {0} not found")]
-    JobNotFound(u64),
+    JobNotFound(crate::id::JobId),
 
     /// The job is in a state that does not allow the operation.
     #[error("job {id} is {state}: {reason}")]
     JobState {
         /// The job.
-        id: u64,
+        id: crate::id::JobId,
         /// Its current state.
         state: String,
         /// Why the operation cannot be done in that state.
@@ -106,18 +119,63 @@ pub enum Error {
         reason: String,
     },
 
-    /// A schedule does not exist, or its definition or state does not allow the operation.
-    #[error("schedule {name:?}: {reason}")]
-    Schedule {
-        /// The schedule's name.
+    /// No schedule has this name.
+    #[error("schedule {name:?}: no such schedule (`jobq schedule list` shows them all)")]
+    ScheduleNotFound {
+        /// The name asked for.
         name: String,
-        /// What is wrong.
+    },
+
+    /// A schedule of this name exists already.
+    #[error("schedule {name:?}: already exists; change it with `jobq schedule update`")]
+    ScheduleExists {
+        /// The name.
+        name: String,
+    },
+
+    /// The schedule's state does not allow the operation.
+    #[error("schedule {name:?} is {state}; {reason}")]
+    ScheduleState {
+        /// The schedule.
+        name: String,
+        /// Its current state (`enabled`, `paused`, `finished`, `broken`).
+        state: String,
+        /// What is allowed instead, and how to get there.
+        reason: &'static str,
+    },
+
+    /// A schedule's definition is invalid (the spec and time zone are [`Error::Spec`]), or leaves it no
+    /// planned time; `reason` names the field.
+    #[error("schedule {name:?}: {reason}")]
+    ScheduleInvalid {
+        /// The schedule.
+        name: String,
+        /// What is wrong, naming the field.
         reason: String,
+    },
+
+    /// A run of the schedule for this very planned time exists already (each planned time gets one job).
+    #[error("schedule {name:?}: a run for {planned_at} exists already; try again")]
+    ScheduleRunExists {
+        /// The schedule.
+        name: String,
+        /// The planned time that has its run.
+        planned_at: DateTime<Utc>,
     },
 
     /// A statement failed.
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
+
+    /// A task of jobq's own (a job's handler, the finisher, an in-process service) ended without
+    /// answering: it panicked, was cancelled, or had stopped.
+    #[error("{task} {reason}")]
+    Task {
+        /// Which task: `handler`, `finisher`, `reaper`, `scheduler`.
+        task: &'static str,
+        /// What happened to it: `panicked: <its message>`, `task was cancelled`, `has stopped`.
+        reason: String,
+    },
 
     /// An operating-system call (spawning a command, signals) failed.
     #[error("{context}: {source}")]
@@ -147,12 +205,71 @@ pub enum ConnectFailure {
 }
 
 impl Error {
+    /// The error of task `task` that ended without returning: it panicked (its message is kept) or
+    /// was cancelled.
+    pub(crate) fn task_failed(task: &'static str, join: tokio::task::JoinError) -> Error {
+        let reason = if join.is_cancelled() {
+            "task was cancelled".to_string()
+        } else {
+            let payload = join.into_panic();
+            let text = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".into());
+            format!("panicked: {text}")
+        };
+        Error::Task { task, reason }
+    }
+
     /// True for failures that are worth retrying as they are: deadlocks, lock-wait timeouts and
     /// lost connections. The claim and finish paths retry these internally.
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Db(e) => crate::db::is_transient(e),
+            Error::Db(e) => crate::db::errno::is_transient(e),
             _ => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failed_task_is_named_with_its_panic_message() {
+        let panicked = tokio::spawn(async { panic!("index out of range") })
+            .await
+            .unwrap_err();
+        let e = Error::task_failed("handler", panicked);
+        assert!(
+            matches!(
+                e,
+                Error::Task {
+                    task: "handler",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "handler panicked: index out of range");
+        let formatted = tokio::spawn(async { panic!("{} of {}", 1, 2) })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            Error::task_failed("reaper", formatted).to_string(),
+            "reaper panicked: 1 of 2"
+        );
+        let task = tokio::spawn(std::future::pending::<()>());
+        task.abort();
+        let cancelled = task.await.unwrap_err();
+        assert_eq!(
+            Error::task_failed("handler", cancelled).to_string(),
+            "handler task was cancelled"
+        );
+        assert!(
+            !Error::task_failed("x", tokio::spawn(async { panic!() }).await.unwrap_err())
+                .is_transient()
+        );
     }
 }

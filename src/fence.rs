@@ -34,13 +34,14 @@ use tracing::{error, info, warn};
 
 /// Default bound: 10 s, five default heartbeats. A worker rides out a database outage or network cut
 /// shorter than this without stopping its jobs.
-pub const DEFAULT_BOUND: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_BOUND: Duration = Duration::from_secs(10);
 
 /// Time a job gets between being told to stop by the fence and being forced.
-pub const KILL_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const KILL_GRACE: Duration = Duration::from_secs(1);
 
 /// What a reaper adds to a claimant's bound before it may reset the claimant's rows: the kill grace,
 /// the watchdog's tick and a second of slack for scheduling and clock rate.
+#[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
 pub const MARGIN: Duration = Duration::from_secs(2);
 
 /// How often the watchdog looks.
@@ -50,7 +51,7 @@ const _: () = assert!(MARGIN.as_millis() >= KILL_GRACE.as_millis() + 2 * TICK.as
 
 /// A process's fence. Cheap to clone; all clones share one state.
 #[derive(Debug, Clone)]
-pub struct Fence {
+pub(crate) struct Fence {
     inner: Arc<Inner>,
 }
 
@@ -70,7 +71,7 @@ struct Inner {
 
 impl Fence {
     /// A fence with `bound`, confirmed as of now (the caller has just registered).
-    pub fn new(bound: Duration) -> Self {
+    pub(crate) fn new(bound: Duration) -> Self {
         Self {
             inner: Arc::new(Inner {
                 origin: Instant::now(),
@@ -83,17 +84,12 @@ impl Fence {
         }
     }
 
-    /// The bound.
-    pub fn bound(&self) -> Duration {
-        self.inner.bound
-    }
-
     fn ms(&self, at: Instant) -> u64 {
         at.saturating_duration_since(self.inner.origin).as_millis() as u64
     }
 
     /// Records that a statement sent at `sent` wrote this process's heartbeat. Re-arms a tripped fence.
-    pub fn confirm(&self, sent: Instant) {
+    pub(crate) fn confirm(&self, sent: Instant) {
         self.inner
             .confirmed_ms
             .fetch_max(self.ms(sent), Ordering::SeqCst);
@@ -105,18 +101,18 @@ impl Fence {
     }
 
     /// Marks the session as being rebuilt (false) or whole and registered again (true).
-    pub fn set_healthy(&self, healthy: bool) {
+    pub(crate) fn set_healthy(&self, healthy: bool) {
         self.inner.healthy.store(healthy, Ordering::SeqCst);
     }
 
     /// Whether the session is whole and registered: a confirmation written by another connection (the
     /// idle wait) counts only then, since it cannot tell whether the registry row is there.
-    pub fn is_healthy(&self) -> bool {
+    pub(crate) fn is_healthy(&self) -> bool {
         self.inner.healthy.load(Ordering::SeqCst)
     }
 
     /// Time since the last confirmation.
-    pub fn since_confirmed(&self) -> Duration {
+    pub(crate) fn since_confirmed(&self) -> Duration {
         let now = self.ms(Instant::now());
         Duration::from_millis(now.saturating_sub(self.inner.confirmed_ms.load(Ordering::SeqCst)))
     }
@@ -127,14 +123,14 @@ impl Fence {
 
     /// Whether a claim may be made now: the session is whole and at least half the bound is left, so
     /// a job is not claimed only to be fenced a moment later.
-    pub fn may_claim(&self) -> bool {
+    pub(crate) fn may_claim(&self) -> bool {
         self.is_healthy()
             && self.since_confirmed() < self.inner.bound / 2
             && !self.lock_token().is_cancelled()
     }
 
     /// The token the fence trips; jobs started now watch this one.
-    pub fn token(&self) -> CancellationToken {
+    pub(crate) fn token(&self) -> CancellationToken {
         self.lock_token().clone()
     }
 
@@ -143,7 +139,7 @@ impl Fence {
     }
 
     /// Counts a job as running under this fence until the guard is dropped.
-    pub fn enter(&self) -> RunningGuard {
+    pub(crate) fn enter(&self) -> RunningGuard {
         self.inner.running.fetch_add(1, Ordering::SeqCst);
         RunningGuard {
             fence: self.clone(),
@@ -151,7 +147,7 @@ impl Fence {
     }
 
     /// Starts the watchdog thread; it stops when `stop` is cancelled (join the handle after that).
-    pub fn watch(&self, stop: CancellationToken) -> std::thread::JoinHandle<()> {
+    pub(crate) fn watch(&self, stop: CancellationToken) -> std::thread::JoinHandle<()> {
         let fence = self.clone();
         std::thread::Builder::new()
             .name("jobq-fence".into())
@@ -196,7 +192,7 @@ impl Fence {
 
 /// See [`Fence::enter`].
 #[derive(Debug)]
-pub struct RunningGuard {
+pub(crate) struct RunningGuard {
     fence: Fence,
 }
 

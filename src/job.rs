@@ -5,14 +5,12 @@ use std::str::FromStr;
 
 use chrono::{DateTime, Utc};
 
-use sqlx::Row;
-use sqlx::mysql::MySqlRow;
-
-use crate::db::row::{opt_text, text};
-use crate::error::Error;
+use crate::error::{Error, Result};
+pub use crate::id::JobId;
 
 /// The life of a job. The strings are what the `state` column stores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum State {
     /// Waiting to run once `run_at` has passed.
     Queued,
@@ -78,16 +76,18 @@ impl FromStr for State {
     }
 }
 
-/// A job as an admin sees it: every column of its row.
-#[derive(Debug, Clone)]
+/// A job as an admin sees it: every column of its row. Serializes with these field names (`jobq jobs
+/// show --json`), the payload as the JSON it holds.
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct JobRecord {
     /// Row id.
-    pub id: u64,
+    pub id: JobId,
     /// Queue name.
     pub queue: String,
     /// Job kind, which picks the handler.
     pub kind: String,
     /// JSON payload, as stored.
+    #[serde(serialize_with = "crate::json::embedded")]
     pub payload: String,
     /// Smaller runs first.
     pub priority: i16,
@@ -113,35 +113,6 @@ pub struct JobRecord {
     pub started_at: Option<DateTime<Utc>>,
     /// When it reached done, dead or cancelled.
     pub finished_at: Option<DateTime<Utc>>,
-}
-
-impl<'r> sqlx::FromRow<'r, MySqlRow> for JobRecord {
-    fn from_row(row: &'r MySqlRow) -> Result<Self, sqlx::Error> {
-        let state = text(row, "state")?;
-        Ok(Self {
-            id: row.try_get("id")?,
-            queue: text(row, "queue")?,
-            kind: text(row, "kind")?,
-            payload: text(row, "payload")?,
-            priority: row.try_get("priority")?,
-            run_at: row.try_get("run_at")?,
-            state: state
-                .parse()
-                .map_err(|e: Error| sqlx::Error::ColumnDecode {
-                    index: "state".into(),
-                    source: Box::new(e),
-                })?,
-            attempts: row.try_get("attempts")?,
-            max_attempts: row.try_get("max_attempts")?,
-            timeout_secs: row.try_get("timeout_secs")?,
-            last_error: opt_text(row, "last_error")?,
-            claim: opt_text(row, "claim")?,
-            claimed_at: row.try_get("claimed_at")?,
-            created_at: row.try_get("created_at")?,
-            started_at: row.try_get("started_at")?,
-            finished_at: row.try_get("finished_at")?,
-        })
-    }
 }
 
 /// The instants a TIMESTAMP column holds on MySQL 8 and MariaDB before 11.5: 1970-01-01 00:00:01 to

@@ -9,24 +9,46 @@
 //! * **Duplicates only where a copy was stopped, and never two at once.** A job runs again without
 //!   having failed only when the copy running it is gone: its process died (its command handlers die
 //!   with it), or it lost touch with the database for longer than its fence bound and stopped the job
-//!   itself ([`fence`]) before any reaper may hand the job on.
+//!   itself (its *fence*, [`WorkerConfig::fence_after`]) before any reaper may hand the job on.
 //!
-//! # Pieces
-//! * [`db::migrate`] creates and upgrades the schema.
-//! * [`NewJob`] and [`enqueue`] insert jobs, also inside the caller's transaction.
-//! * [`Worker`] claims and runs jobs with [`Handlers`]: async functions in the library, or the command and
-//!   SQL handlers of [`config::Config`] in the `jobq` binary.
-//! * [`Scheduler`] turns schedules (cron, intervals, calendar specs, one-off times; [`Schedules`]
-//!   manages them) into jobs: exactly one job per planned time, however many schedulers run.
-//! * [`reaper::Reaper`] makes the rows of dead claimants runnable again (judged by [`liveness`]), and
-//!   [`supervisor::Supervisor`] keeps N worker processes alive, releasing a dead child's rows at once.
-//! * [`bench`](mod@bench) measures all of it against the server's own limit (`jobq bench`).
+//! # The public API
+//! Everything a program needs is re-exported here; the modules behind it are private, except
+//! [`config`] (the `jobq.toml` file), [`handler`] (writing handlers, and the stock command and SQL
+//! ones), [`schedule`] (what a schedule is) and [`statements`].
+//!
+//! * **Setup**: [`connect`] (or [`connect_lazy`]) with a [`ConnectConfig`] ([`SslMode`], and the URL
+//!   helpers [`with_password`], [`read_password_file`], [`with_tls`], [`check_ca_file`],
+//!   [`redact_url`], and [`connect_options`] for programs that open their own connections); [`create_database`]; [`migrate`] creates and upgrades the schema,
+//!   [`ensure_migrated`] checks it ([`latest_version`]).
+//! * **Jobs in**: [`NewJob`] with [`enqueue`] (which returns its [`JobId`]) and [`enqueue_many`],
+//!   also inside the caller's transaction; or a plain `INSERT INTO job_queue` from any language.
+//! * **Running jobs**: a [`Worker`] ([`WorkerConfig`], [`Mode`], [`WorkerReport`]) claims and runs
+//!   jobs with [`Handlers`]: async functions ([`Handler`], [`JobContext`], [`JobError`]), or the
+//!   command and SQL handlers of [`config::Config`]; failures are retried by a [`RetryPolicy`].
+//! * **Scheduling**: a [`Scheduler`] ([`SchedulerConfig`], [`TickReport`]) turns schedules
+//!   ([`ScheduleDef`]: cron, intervals, calendar specs, one-off times; [`Misfire`], [`Overlap`],
+//!   [`OnError`], [`ScheduleState`]) into jobs, exactly one per planned time however many schedulers
+//!   run; [`Schedules`] manages them ([`Upserted`], [`AbortReport`]); a [`Clock`] ([`ManualClock`]
+//!   in tests) tells the time.
+//! * **Keeping workers alive**: a [`Reaper`] ([`ReaperConfig`], [`ReapReport`]) makes the rows of
+//!   dead claimants runnable again; a [`Supervisor`] ([`SupervisorConfig`], [`SupervisorReport`])
+//!   keeps N worker processes alive ([`SUPERVISOR_PID_ENV`]) and releases a dead child's rows at
+//!   once; [`keep_alive`]
+//!   restarts an in-process service that fails.
+//! * **Looking at the queue**: [`Jobs`] gets, lists ([`JobFilter`], [`JobRecord`], [`State`]),
+//!   retries, cancels ([`CancelOutcome`]) and prunes jobs, and reads [`Stats`] ([`QueueCount`],
+//!   [`QueueLag`], [`KindLag`], [`ProcessRow`], [`Unserved`]).
+//! * **Errors**: [`Error`] (with [`ConnectFailure`]) and [`Result`]; [`is_transient`] classifies a
+//!   driver error the way jobq's own retries do.
+//! * **Metrics**: recorded through the `metrics` facade (see [`describe_metrics`]); no exporter is
+//!   installed by the library.
+//! * [`statements`] holds the exact claim and finish statements, for `EXPLAIN` and `jobq bench`.
 //!
 //! ```no_run
 //! use jobq::{Handlers, JobContext, JobError, Worker, WorkerConfig, Mode};
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let pool = jobq::db::connect(&jobq::db::ConnectConfig::new("mysql://root@127.0.0.1:3306/test")).await?;
-//! jobq::db::migrate::migrate(&pool).await?;
+//! let pool = jobq::connect(&jobq::ConnectConfig::new("mysql://root@127.0.0.1:3306/test")).await?;
+//! jobq::migrate(&pool).await?;
 //! jobq::enqueue(&pool, &jobq::NewJob::new("greet").payload(&serde_json::json!({"name": "Ada"}))?).await?;
 //! let handlers = Handlers::new().register("greet", |job: JobContext| async move {
 //!     #[derive(serde::Deserialize)]
@@ -40,30 +62,66 @@
 //! # Ok(()) }
 //! ```
 
-pub mod bench;
+mod backoff;
 pub mod config;
-pub mod db;
-pub mod error;
-pub mod fence;
+mod counts;
+mod db;
+mod duration;
+mod error;
+mod fence;
 pub mod handler;
-pub mod job;
-pub mod liveness;
-pub mod reaper;
-pub mod retry;
-pub mod scheduler;
+mod id;
+mod job;
+mod jobs;
+mod json;
+mod liveness;
+mod name;
+mod reaper;
+mod retry;
+pub mod schedule;
+mod scheduler;
 mod service;
-pub mod session;
-pub mod supervisor;
-pub mod token;
-pub mod worker;
+mod session;
+pub mod statements;
+mod supervisor;
+mod telemetry;
+#[cfg(feature = "test-util")]
+pub mod testing;
+mod token;
+mod worker;
 
-pub use db::admin::{JobFilter, Stats};
+// Setup.
+pub use db::migrate::{ensure_migrated, latest_version, migrate};
+pub use db::{
+    ConnectConfig, SslMode, check_ca_file, connect, connect_lazy, connect_options, create_database,
+    read_password_file, redact_url, with_password, with_tls,
+};
+// Jobs in.
 pub use db::enqueue::{NewJob, enqueue, enqueue_many};
-pub use error::{ConnectFailure, Error, Result};
+pub use job::{JobId, JobRecord, State};
+// Running jobs.
 pub use handler::{Handler, Handlers, JobContext, JobError};
-pub use job::{JobRecord, State};
-pub use scheduler::{Clock, ScheduleDef, Scheduler, SchedulerConfig, Schedules, TickReport};
+pub use retry::RetryPolicy;
 pub use worker::{Mode, Worker, WorkerConfig, WorkerReport};
+// Scheduling.
+pub use schedule::{Misfire, OnError, Overlap, ScheduleDef, ScheduleState};
+pub use scheduler::{
+    AbortReport, Clock, ManualClock, Scheduler, SchedulerConfig, Schedules, TickReport, Upserted,
+};
+// Keeping workers alive.
+pub use reaper::{ReapReport, Reaper, ReaperConfig};
+pub use supervisor::{
+    SUPERVISOR_PID_ENV, Supervisor, SupervisorConfig, SupervisorReport, keep_alive,
+};
+// Looking at the queue.
+pub use db::admin::{
+    CancelOutcome, JobFilter, KindLag, ProcessRow, QueueCount, QueueLag, Stats, Unserved,
+};
+pub use jobs::Jobs;
+// Errors.
+pub use db::errno::is_transient;
+pub use error::{ConnectFailure, Error, Result};
+pub use telemetry::{MAX_KINDS, describe_metrics};
 
 /// Re-exported so library users need not depend on tokio-util for the shutdown token.
 pub use tokio_util::sync::CancellationToken;

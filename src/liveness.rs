@@ -32,7 +32,7 @@ use crate::fence::MARGIN;
 
 /// What the reaper knows about one claimant.
 #[derive(Debug, Clone, Default)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// Its registry row, if it has one.
     pub registered: Option<Registered>,
     /// Whether the lock on its anchor session is held (by any connection).
@@ -53,7 +53,7 @@ pub struct Facts {
 
 /// The parts of a registry row that matter here.
 #[derive(Debug, Clone, Default)]
-pub struct Registered {
+pub(crate) struct Registered {
     /// Age of its last heartbeat, by the database clock.
     pub heartbeat_age: Duration,
     /// How often it heartbeats, if it said so when it registered.
@@ -64,6 +64,7 @@ pub struct Registered {
 
 /// A local process, as the reaper sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
 pub enum ProcessState {
     /// Running, and old enough to be the claimant.
     Alive,
@@ -75,7 +76,7 @@ pub enum ProcessState {
 
 /// Thresholds of the decision.
 #[derive(Debug, Clone, Copy)]
-pub struct Thresholds {
+pub(crate) struct Thresholds {
     /// A heartbeat older than this means the claimant is gone.
     pub lease: Duration,
     /// Whether anchor sessions can be trusted (false behind a session-multiplexing proxy).
@@ -86,7 +87,7 @@ pub struct Thresholds {
 
 /// The decision.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Leave it alone.
     Alive,
     /// Its session is gone but it may still be running its jobs: wait until its fence has passed.
@@ -97,7 +98,7 @@ pub enum Verdict {
 
 /// The lease a claimant is judged by: never shorter than three of its heartbeats or its fence plus the
 /// margin, whatever the reaper was told.
-pub fn lease_for(reg: &Registered, t: &Thresholds) -> Duration {
+pub(crate) fn lease_for(reg: &Registered, t: &Thresholds) -> Duration {
     let mut lease = t.lease;
     if let Some(h) = reg.heartbeat_every {
         lease = lease.max(h * 3);
@@ -113,7 +114,7 @@ fn secs(d: Duration) -> String {
 }
 
 /// Decides about one claimant.
-pub fn judge(f: &Facts, t: &Thresholds) -> Verdict {
+pub(crate) fn judge(f: &Facts, t: &Thresholds) -> Verdict {
     match f.process {
         Some(ProcessState::Dead) => return Verdict::Dead("its process is gone".into()),
         Some(ProcessState::Reused) => {
@@ -170,6 +171,7 @@ pub fn judge(f: &Facts, t: &Thresholds) -> Verdict {
 
 /// The state of local process `pid`, which registered at `registered_at` (database clock). Only
 /// meaningful when the caller has checked that the claimant ran in this boot and pid namespace.
+#[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
 pub fn local_process(pid: u32, registered_at: Option<DateTime<Utc>>) -> ProcessState {
     let Ok(raw) = i32::try_from(pid) else {
         return ProcessState::Dead;

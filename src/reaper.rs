@@ -64,6 +64,8 @@ impl ReaperConfig {
     pub const DEFAULT_PRUNE_EVERY: Duration = Duration::from_secs(60);
     /// Default `unserved_after`: 5 min, long enough for a cron-started worker to come by.
     pub const DEFAULT_UNSERVED_AFTER: Duration = Duration::from_secs(5 * 60);
+    /// How long finished jobs are kept before the reaper (or `jobq prune`) deletes them: 7 days.
+    pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
     /// Checks the settings: no zero periods, and a lease of at least three heartbeat intervals (a
     /// shorter one would judge live workers dead between two of their heartbeats).
@@ -113,7 +115,7 @@ impl Default for ReaperConfig {
             session_signals: true,
             heartbeat_interval: crate::worker::WorkerConfig::DEFAULT_HEARTBEAT,
             restart_grace: Self::DEFAULT_RESTART_GRACE,
-            retention: Some(crate::config::DEFAULT_RETENTION),
+            retention: Some(Self::DEFAULT_RETENTION),
             prune_every: Self::DEFAULT_PRUNE_EVERY,
             unserved_after: Self::DEFAULT_UNSERVED_AFTER,
         }
@@ -138,6 +140,23 @@ pub struct ReapReport {
     pub unserved: u64,
 }
 
+impl std::fmt::Display for ReapReport {
+    /// The counters that are not zero, as `name=value` (for logs).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::counts::write(
+            f,
+            &[
+                ("dead_claimants", self.dead_claimants),
+                ("requeued", self.requeued),
+                ("ended", self.ended),
+                ("forgotten", self.forgotten),
+                ("pruned", self.pruned),
+                ("unserved", self.unserved),
+            ],
+        )
+    }
+}
+
 impl crate::service::PassReport for ReapReport {
     fn is_quiet(&self) -> bool {
         *self == ReapReport::default()
@@ -151,7 +170,11 @@ pub struct Reaper {
     cfg: ReaperConfig,
     last_prune: std::sync::Mutex<Option<Instant>>,
     last_survey: std::sync::Mutex<Option<Instant>>,
+    last_gauges: std::sync::Mutex<Option<Instant>>,
 }
+
+/// How often a reaper reads the queue gauges (`jobq_queue_*`, `jobq_processes`) from the database.
+const GAUGES_EVERY: Duration = Duration::from_secs(15);
 
 /// Takes a gone claimant's rows back (see [`reap::reset_claim`]), logs each one, and removes the
 /// claimant's registry row. The one way rows of a dead claimant are released, by the reaper and by a
@@ -169,6 +192,8 @@ pub(crate) async fn release_claimant(
               "released a dead claimant's job");
     }
     reap::forget(pool, token).await?;
+    let requeued = jobs.iter().filter(|j| j.state == "queued").count() as u64;
+    crate::telemetry::released(by, requeued, jobs.len() as u64 - requeued);
     Ok(jobs)
 }
 
@@ -184,6 +209,7 @@ impl Reaper {
             cfg,
             last_prune: std::sync::Mutex::new(None),
             last_survey: std::sync::Mutex::new(None),
+            last_gauges: std::sync::Mutex::new(None),
         })
     }
 
@@ -234,6 +260,7 @@ impl Reaper {
         };
         if let Some(retention) = self.cfg.retention.filter(|_| prune_due) {
             report.pruned = crate::db::prune::prune_finished(&self.pool, retention).await?;
+            crate::telemetry::pruned(report.pruned);
         }
         let survey_due = {
             let mut last = self.last_survey.lock().unwrap_or_else(|e| e.into_inner());
@@ -246,7 +273,37 @@ impl Reaper {
         if survey_due {
             report.unserved = self.warn_unserved().await?;
         }
+        if self.gauges_due() {
+            self.read_gauges().await?;
+        }
         Ok(report)
+    }
+
+    /// True every [`GAUGES_EVERY`].
+    fn gauges_due(&self) -> bool {
+        let mut last = self.last_gauges.lock().unwrap_or_else(|e| e.into_inner());
+        let due = last.is_none_or(|t| t.elapsed() >= GAUGES_EVERY);
+        if due {
+            *last = Some(Instant::now());
+        }
+        due
+    }
+
+    /// Reads the queue gauges every process would otherwise read for itself: due jobs and the oldest
+    /// one's wait per queue (a walk over due rows only), and processes per role.
+    async fn read_gauges(&self) -> Result<()> {
+        let lag = crate::db::admin::lag(&self.pool).await?;
+        let processes = crate::db::admin::processes(&self.pool).await?;
+        let mut roles: std::collections::BTreeMap<String, i64> = Default::default();
+        for p in &processes {
+            *roles.entry(p.role.clone()).or_default() += 1;
+        }
+        let due: Vec<(String, i64, f64)> = lag
+            .into_iter()
+            .map(|l| (l.queue, l.due, l.oldest_due_secs))
+            .collect();
+        crate::telemetry::queue_gauges(&due, &roles.into_iter().collect::<Vec<_>>());
+        Ok(())
     }
 
     /// Warns about due jobs that have waited past `unserved_after` and that no live worker will

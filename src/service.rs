@@ -16,53 +16,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::backoff::Backoff;
 use crate::db::registry::{Bounds, Role};
 use crate::error::{ConnectFailure, Error, Result};
 use crate::fence::Fence;
 use crate::session::Session;
-
-/// A delay that doubles after each failure, up to a cap, and starts over after a success.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Backoff {
-    first: Duration,
-    max: Duration,
-    next: Duration,
-}
-
-impl Backoff {
-    /// Waiting for a database that is unreachable at start: 0.5 s doubling to 15 s.
-    pub(crate) const OUTAGE: Backoff =
-        Backoff::new(Duration::from_millis(500), Duration::from_secs(15));
-    /// Retrying a failed claim, or recording an outcome through an outage: 0.1 s doubling to 5 s.
-    pub(crate) const RETRY: Backoff =
-        Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
-
-    /// Starts at `first` (or `max`, if that is shorter), doubles up to `max`.
-    pub(crate) const fn new(first: Duration, max: Duration) -> Self {
-        let first = if first.as_nanos() < max.as_nanos() {
-            first
-        } else {
-            max
-        };
-        Self {
-            first,
-            max,
-            next: first,
-        }
-    }
-
-    /// The delay to wait now; the next one is twice as long (up to the cap).
-    pub(crate) fn next_delay(&mut self) -> Duration {
-        let d = self.next;
-        self.next = (self.next * 2).min(self.max);
-        d
-    }
-
-    /// After a success: the next delay is the first again.
-    pub(crate) fn reset(&mut self) {
-        self.next = self.first;
-    }
-}
 
 /// Sleeps, or returns true early if `stop` is cancelled.
 pub(crate) async fn sleep_or_stop(d: Duration, stop: &CancellationToken) -> bool {
@@ -213,8 +171,10 @@ impl Registration {
         let closed = tokio::time::timeout(STOP_PATIENCE, async {
             match self.beat.await {
                 Ok(session) => session.close(pool).await,
-                Err(e) => warn!(error = %e, claim = %self.token,
-                                "heartbeat task failed; the registry row is left to the reaper"),
+                Err(join) => {
+                    warn!(error = %Error::task_failed("heartbeat", join), claim = %self.token,
+                          "heartbeat task failed; the registry row is left to the reaper")
+                }
             }
         })
         .await;
@@ -229,7 +189,7 @@ impl Registration {
 }
 
 /// What a maintenance pass reports: whether it did anything worth an info line.
-pub(crate) trait PassReport: Debug {
+pub(crate) trait PassReport: std::fmt::Display {
     /// True when the pass found nothing to do.
     fn is_quiet(&self) -> bool;
 }
@@ -255,25 +215,9 @@ pub(crate) async fn run_every<R, F, Fut>(
             _ = tick.tick() => {}
         }
         match pass().await {
-            Ok(r) if r.is_quiet() => debug!(?r, "{name} pass"),
-            Ok(r) => info!(?r, "{name} pass"),
+            Ok(r) if r.is_quiet() => debug!("{name} pass: {r}"),
+            Ok(r) => info!("{name} pass: {r}"),
             Err(e) => warn!(error = %e, retry_in = ?interval, "{name} pass failed"),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_to_its_cap_and_starts_over() {
-        let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(350));
-        let got: Vec<u128> = (0..4).map(|_| b.next_delay().as_millis()).collect();
-        assert_eq!(got, [100, 200, 350, 350]);
-        b.reset();
-        assert_eq!(b.next_delay(), Duration::from_millis(100));
-        let mut c = Backoff::new(Duration::from_millis(100), Duration::from_millis(50));
-        assert_eq!(c.next_delay(), Duration::from_millis(50));
     }
 }

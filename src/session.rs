@@ -15,16 +15,16 @@ use sqlx::{Connection, MySqlConnection, MySqlPool};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use crate::backoff::Backoff;
 use crate::db::registry::{Bounds, Role};
 use crate::db::{self, registry};
 use crate::error::Result;
 use crate::fence::Fence;
-use crate::service::Backoff;
 use crate::token::{ClaimToken, ServerIdentity};
 
 /// A registered process's anchor session.
 #[derive(Debug)]
-pub struct Session {
+pub(crate) struct Session {
     opts: MySqlConnectOptions,
     conn: Option<MySqlConnection>,
     token: ClaimToken,
@@ -42,7 +42,7 @@ pub struct Session {
 
 /// The name of the lock a claimant holds on its anchor session. MySQL limits lock names to 64
 /// characters, so it is derived from the token's unique parts rather than the whole token.
-pub fn lock_name(token: &ClaimToken) -> String {
+pub(crate) fn lock_name(token: &ClaimToken) -> String {
     format!("jobq:{:016x}:{}", token.nonce, token.connection_id)
 }
 
@@ -79,18 +79,18 @@ impl Session {
     }
 
     /// This process's claim token.
-    pub fn token(&self) -> &ClaimToken {
+    pub(crate) fn token(&self) -> &ClaimToken {
         &self.token
     }
 
     /// This process's fence, confirmed by every heartbeat the session writes.
-    pub fn fence(&self) -> &Fence {
+    pub(crate) fn fence(&self) -> &Fence {
         &self.fence
     }
 
     /// Where to record a heartbeat written elsewhere (as Unix milliseconds), so this session's next beat
     /// can skip its own UPDATE and only check that the anchor is alive.
-    pub fn beat_recorder(&self) -> Arc<AtomicU64> {
+    pub(crate) fn beat_recorder(&self) -> Arc<AtomicU64> {
         self.beat_elsewhere.clone()
     }
 
@@ -100,12 +100,11 @@ impl Session {
     /// While the session is being rebuilt the fence is marked unhealthy, so a worker claims nothing
     /// until it is registered on a live anchor again. Each beat is bounded in time: on a cut network a
     /// statement can hang until TCP gives up, and the fence would trip before a second try was made.
-    pub async fn heartbeat(mut self, stop: CancellationToken) -> Session {
+    pub(crate) async fn heartbeat(mut self, stop: CancellationToken) -> Session {
         let interval = self.bounds.heartbeat;
         let beat_timeout = (self.bounds.fence / 3).max(Duration::from_secs(1));
         let mut wait = interval;
-        // Re-establish the session soon rather than a whole interval later: the fence is counting down.
-        let mut retry = Backoff::new(Duration::from_millis(200), interval);
+        let mut retry = Backoff::session(interval);
         loop {
             tokio::select! {
                 biased;
@@ -122,6 +121,7 @@ impl Session {
                     ),
                 }),
             };
+            crate::telemetry::database_up(outcome.is_ok());
             match outcome {
                 Ok(()) => {
                     retry.reset();
@@ -181,7 +181,7 @@ impl Session {
     }
 
     /// Deregisters and closes the anchor session (which also releases the lock).
-    pub async fn close(mut self, pool: &MySqlPool) {
+    pub(crate) async fn close(mut self, pool: &MySqlPool) {
         if let Err(e) = registry::deregister(pool, &self.token).await {
             warn!(error = %e, claim = %self.token, "could not remove registry row; the reaper will");
         }

@@ -25,10 +25,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::backoff::Backoff;
 use crate::db::reap;
 use crate::db::registry::Role;
 use crate::error::{Error, Result};
-use crate::service::{Backoff, Register};
+use crate::service::Register;
 use crate::token::ProcessIdentity;
 
 /// The environment variable naming a worker's supervisor.
@@ -58,6 +59,12 @@ pub struct SupervisorConfig {
 impl SupervisorConfig {
     /// Default `shutdown_grace`: the worker's 30 s plus 5 s to release and exit.
     pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(35);
+    /// Default `min_backoff`: 1 s before restarting a child that died young.
+    pub const DEFAULT_MIN_BACKOFF: Duration = Duration::from_secs(1);
+    /// Default `max_backoff`: 30 s, the longest wait before restarting a child that keeps dying.
+    pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(30);
+    /// Default `stable_after`: 10 s; a child that lived longer is restarted at once when it dies.
+    pub const DEFAULT_STABLE_AFTER: Duration = Duration::from_secs(10);
 
     /// `workers` children of `program`, with the default timings.
     pub fn new(workers: u32, program: PathBuf) -> Self {
@@ -67,9 +74,9 @@ impl SupervisorConfig {
             args: Vec::new(),
             env: Vec::new(),
             shutdown_grace: Self::DEFAULT_SHUTDOWN_GRACE,
-            min_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(30),
-            stable_after: Duration::from_secs(10),
+            min_backoff: Self::DEFAULT_MIN_BACKOFF,
+            max_backoff: Self::DEFAULT_MAX_BACKOFF,
+            stable_after: Self::DEFAULT_STABLE_AFTER,
         }
     }
 }
@@ -85,12 +92,96 @@ pub struct SupervisorReport {
     pub released: u64,
 }
 
+impl std::fmt::Display for SupervisorReport {
+    /// The counters that are not zero, as `name=value` (for logs).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::counts::write(
+            f,
+            &[
+                ("started", self.started),
+                ("died", self.died),
+                ("released", self.released),
+            ],
+        )
+    }
+}
+
 #[derive(Debug)]
 struct Slot {
     pid: Option<u32>,
     started: Instant,
     backoff: Backoff,
     restart_at: Option<Instant>,
+}
+
+/// A child's end: its slot, its pid, and how it ended.
+type Exit = (usize, u32, std::io::Result<ExitStatus>);
+
+/// The children and what is planned for them.
+#[derive(Debug)]
+struct Children {
+    slots: Vec<Slot>,
+    /// Slots still to roll (SIGHUP): one at a time, so the node never loses more than one worker.
+    rolling: VecDeque<usize>,
+    /// The slot being rolled now.
+    rolling_now: Option<usize>,
+    /// Dead children to release a second time (see [`SWEEP_AFTER`]).
+    sweeps: Vec<Sweep>,
+    report: SupervisorReport,
+}
+
+/// How long after a child's death its rows are released a second time. A child killed mid-statement
+/// can leave that statement on its way to the server (in the socket, or waiting for a lock), and the
+/// server runs it after the supervisor's first release: a registry INSERT, or a claim that stamps rows
+/// with the dead child's token. Those rows would otherwise wait for a reaper, which may not be running.
+const SWEEP_AFTER: Duration = Duration::from_secs(2);
+
+/// A second release planned for dead child `pid`.
+#[derive(Debug)]
+struct Sweep {
+    pid: u32,
+    at: Instant,
+    why: String,
+}
+
+impl Children {
+    /// Asks the next child waiting to be rolled to drain, once the previous one is gone.
+    fn roll_next(&mut self) {
+        if self.rolling_now.is_none()
+            && let Some(i) = self.rolling.pop_front()
+            && let Some(pid) = self.slots[i].pid
+        {
+            info!(pid, "rolling worker: asking it to drain");
+            signal(pid, Signal::SIGTERM);
+            self.rolling_now = Some(i);
+        }
+    }
+
+    /// Plans a roll of every child but the one rolling now.
+    fn roll_all(&mut self) {
+        let now = self.rolling_now;
+        self.rolling = (0..self.slots.len()).filter(|i| Some(*i) != now).collect();
+    }
+
+    /// How long until the earliest planned restart or sweep (an hour when none is planned).
+    fn until_next_wake(&self) -> Duration {
+        let restarts = self.slots.iter().filter_map(|s| s.restart_at);
+        let sweeps = self.sweeps.iter().map(|s| s.at);
+        restarts
+            .chain(sweeps)
+            .min()
+            .map(|t| t.saturating_duration_since(Instant::now()))
+            .unwrap_or(Duration::from_secs(3600))
+    }
+
+    /// Takes the sweeps due by `by`.
+    fn due_sweeps(&mut self, by: Instant) -> Vec<Sweep> {
+        let (due, later) = std::mem::take(&mut self.sweeps)
+            .into_iter()
+            .partition(|s| s.at <= by);
+        self.sweeps = later;
+        due
+    }
 }
 
 /// Keeps worker processes alive. See the module docs.
@@ -122,105 +213,137 @@ impl Supervisor {
         let Some(registration) = register.open(&self.pool, &shutdown).await? else {
             return Ok(SupervisorReport::default());
         };
-        let (exit_tx, mut exits) =
-            mpsc::unbounded_channel::<(usize, u32, std::io::Result<ExitStatus>)>();
-        let mut report = SupervisorReport::default();
-        let mut slots: Vec<Slot> = (0..self.cfg.workers)
-            .map(|_| Slot {
-                pid: None,
-                started: Instant::now(),
-                backoff: Backoff::new(self.cfg.min_backoff, self.cfg.max_backoff),
-                restart_at: Some(Instant::now()),
-            })
-            .collect();
-        let mut rolling: VecDeque<usize> = VecDeque::new();
-        let mut rolling_now: Option<usize> = None;
+        let (exit_tx, mut exits) = mpsc::unbounded_channel::<Exit>();
+        let mut kids = Children {
+            slots: (0..self.cfg.workers)
+                .map(|_| Slot {
+                    pid: None,
+                    started: Instant::now(),
+                    backoff: Backoff::new(self.cfg.min_backoff, self.cfg.max_backoff),
+                    restart_at: Some(Instant::now()),
+                })
+                .collect(),
+            rolling: VecDeque::new(),
+            rolling_now: None,
+            sweeps: Vec::new(),
+            report: SupervisorReport::default(),
+        };
         info!(workers = self.cfg.workers, "supervisor started");
 
         loop {
-            // Start whatever is due.
-            for (i, slot) in slots.iter_mut().enumerate() {
-                if slot.pid.is_none() && slot.restart_at.is_some_and(|t| t <= Instant::now()) {
-                    match self.spawn(i, &exit_tx) {
-                        Ok(pid) => {
-                            report.started += 1;
-                            slot.pid = Some(pid);
-                            slot.started = Instant::now();
-                            slot.restart_at = None;
-                        }
-                        Err(e) => {
-                            error!(error = %e, "cannot start a worker process");
-                            slot.restart_at = Some(Instant::now() + slot.backoff.next_delay());
-                        }
-                    }
-                }
-            }
-            if rolling_now.is_none()
-                && let Some(i) = rolling.pop_front()
-                && let Some(pid) = slots[i].pid
-            {
-                info!(pid, "rolling worker: asking it to drain");
-                signal(pid, Signal::SIGTERM);
-                rolling_now = Some(i);
-            }
-            let next_restart = slots
-                .iter()
-                .filter_map(|s| s.restart_at)
-                .min()
-                .map(|t| t.saturating_duration_since(Instant::now()))
-                .unwrap_or(Duration::from_secs(3600));
-
+            self.start_due(&mut kids, &exit_tx);
+            kids.roll_next();
+            let due = kids.due_sweeps(Instant::now());
+            self.sweep(&mut kids, due).await;
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => break,
                 Some(()) = reload.recv() => {
                     info!("reload: rolling all workers");
-                    rolling = (0..slots.len()).filter(|i| Some(*i) != rolling_now).collect();
+                    kids.roll_all();
                 }
-                Some((i, pid, status)) = exits.recv() => {
-                    let slot = &mut slots[i];
-                    if slot.pid != Some(pid) {
-                        continue;
-                    }
-                    slot.pid = None;
-                    let rolled = rolling_now == Some(i);
-                    if rolled {
-                        rolling_now = None;
-                    } else {
-                        report.died += 1;
-                    }
-                    let lived = slot.started.elapsed();
-                    match &status {
-                        Ok(s) if rolled => info!(pid, status = %s, "rolled worker exited"),
-                        Ok(s) => warn!(pid, status = %s, lived = ?lived, "worker exited; restarting it"),
-                        Err(e) => warn!(pid, error = %e, "lost track of a worker; restarting it"),
-                    }
-                    report.released += self.release(pid, &describe(&status)).await;
-                    if rolled || lived >= self.cfg.stable_after {
-                        slot.backoff.reset();
-                        slot.restart_at = Some(Instant::now());
-                    } else {
-                        let wait = slot.backoff.next_delay();
-                        warn!(pid, retry_in = ?wait, "worker died young; backing off");
-                        slot.restart_at = Some(Instant::now() + wait);
-                    }
-                }
-                () = tokio::time::sleep(next_restart) => {}
+                Some(exit) = exits.recv() => self.on_exit(&mut kids, exit).await,
+                () = tokio::time::sleep(kids.until_next_wake()) => {}
             }
         }
 
-        self.stop_children(&mut slots, &mut exits, &mut report)
-            .await;
+        self.stop_children(&mut kids, &mut exits).await;
+        // The last sweeps wait out their delay (at most SWEEP_AFTER): nothing else would do them.
+        if let Some(last) = kids.sweeps.iter().map(|s| s.at).max() {
+            tokio::time::sleep(last.saturating_duration_since(Instant::now())).await;
+        }
+        let due = kids.due_sweeps(Instant::now() + SWEEP_AFTER);
+        self.sweep(&mut kids, due).await;
         registration.close(&self.pool).await;
-        info!(?report, "supervisor stopped");
+        let report = kids.report;
+        info!("supervisor stopped: {report}");
         Ok(report)
     }
 
-    fn spawn(
-        &self,
-        slot: usize,
-        exits: &mpsc::UnboundedSender<(usize, u32, std::io::Result<ExitStatus>)>,
-    ) -> Result<u32> {
+    /// Starts the children whose (re)start time has come; one that cannot be started is tried again
+    /// after its backoff.
+    fn start_due(&self, kids: &mut Children, exit_tx: &mpsc::UnboundedSender<Exit>) {
+        for (i, slot) in kids.slots.iter_mut().enumerate() {
+            if slot.pid.is_none() && slot.restart_at.is_some_and(|t| t <= Instant::now()) {
+                match self.spawn(i, exit_tx) {
+                    Ok(pid) => {
+                        kids.report.started += 1;
+                        slot.pid = Some(pid);
+                        slot.started = Instant::now();
+                        slot.restart_at = None;
+                    }
+                    Err(e) => {
+                        error!(error = %e, "cannot start a worker process");
+                        slot.restart_at = Some(Instant::now() + slot.backoff.next_delay());
+                    }
+                }
+            }
+        }
+    }
+
+    /// A child ended: release its rows at once and plan its restart (at once after a roll or a long
+    /// life, after a growing backoff when it died young, so a broken worker does not spin).
+    async fn on_exit(&self, kids: &mut Children, (i, pid, status): Exit) {
+        let slot = &mut kids.slots[i];
+        if slot.pid != Some(pid) {
+            return;
+        }
+        slot.pid = None;
+        let rolled = kids.rolling_now == Some(i);
+        if rolled {
+            kids.rolling_now = None;
+        } else {
+            kids.report.died += 1;
+        }
+        let lived = slot.started.elapsed();
+        match &status {
+            Ok(s) if rolled => info!(pid, status = %s, "rolled worker exited"),
+            Ok(s) => warn!(pid, status = %s, lived = ?lived, "worker exited; restarting it"),
+            Err(e) => warn!(pid, error = %e, "lost track of a worker; restarting it"),
+        }
+        self.release_dead(kids, pid, describe(&status)).await;
+        let slot = &mut kids.slots[i];
+        if rolled || lived >= self.cfg.stable_after {
+            slot.backoff.reset();
+            slot.restart_at = Some(Instant::now());
+        } else {
+            let wait = slot.backoff.next_delay();
+            warn!(pid, retry_in = ?wait, "worker died young; backing off");
+            slot.restart_at = Some(Instant::now() + wait);
+        }
+    }
+
+    /// Releases dead child `pid` now, and plans a second release [`SWEEP_AFTER`] from now.
+    async fn release_dead(&self, kids: &mut Children, pid: u32, why: String) {
+        kids.report.released += self.release(pid, &why).await;
+        kids.sweeps.push(Sweep {
+            pid,
+            at: Instant::now() + SWEEP_AFTER,
+            why,
+        });
+    }
+
+    /// Releases the dead children of `due` again. A pid that is alive again belongs to another process
+    /// by now (the kernel reused it) and is left alone: its rows are not ours to release.
+    async fn sweep(&self, kids: &mut Children, due: Vec<Sweep>) {
+        for Sweep { pid, why, .. } in due {
+            let ours = kids.slots.iter().any(|s| s.pid == Some(pid));
+            if ours || is_alive(pid) {
+                continue;
+            }
+            let n = self.release(pid, &why).await;
+            if n > 0 {
+                warn!(
+                    pid,
+                    rows = n,
+                    "released rows a dead worker claimed as it died"
+                );
+            }
+            kids.report.released += n;
+        }
+    }
+
+    fn spawn(&self, slot: usize, exits: &mpsc::UnboundedSender<Exit>) -> Result<u32> {
         let mut cmd = Command::new(&self.cfg.program);
         cmd.args(&self.cfg.args)
             .envs(self.cfg.env.iter().map(|(k, v)| (k, v)))
@@ -263,54 +386,59 @@ impl Supervisor {
         n
     }
 
-    async fn stop_children(
-        &self,
-        slots: &mut [Slot],
-        exits: &mut mpsc::UnboundedReceiver<(usize, u32, std::io::Result<ExitStatus>)>,
-        report: &mut SupervisorReport,
-    ) {
-        let live: Vec<u32> = slots.iter().filter_map(|s| s.pid).collect();
+    /// SIGTERMs every child, waits `shutdown_grace` for them to exit, SIGKILLs the rest, and releases
+    /// what each held. A child that exited cleanly released its own rows; forgetting its registry row
+    /// anyway covers one whose goodbye did not reach the database in time.
+    async fn stop_children(&self, kids: &mut Children, exits: &mut mpsc::UnboundedReceiver<Exit>) {
+        let live: Vec<u32> = kids.slots.iter().filter_map(|s| s.pid).collect();
         info!(workers = live.len(), grace = ?self.cfg.shutdown_grace, "stopping workers");
         for pid in &live {
             signal(*pid, Signal::SIGTERM);
         }
         let deadline = tokio::time::Instant::now() + self.cfg.shutdown_grace;
-        while slots.iter().any(|s| s.pid.is_some()) {
-            match tokio::time::timeout_at(deadline, exits.recv()).await {
-                Ok(Some((i, pid, status))) => {
-                    if slots[i].pid == Some(pid) {
-                        slots[i].pid = None;
-                        if !matches!(&status, Ok(s) if s.success()) {
-                            report.released += self.release(pid, &describe(&status)).await;
+        let mut killed = false;
+        while kids.slots.iter().any(|s| s.pid.is_some()) {
+            let exit = if killed {
+                exits.recv().await
+            } else {
+                match tokio::time::timeout_at(deadline, exits.recv()).await {
+                    Ok(exit) => exit,
+                    Err(_) => {
+                        for pid in kids.slots.iter().filter_map(|s| s.pid) {
+                            warn!(
+                                pid,
+                                "worker did not stop within the grace period; killing it"
+                            );
+                            signal(pid, Signal::SIGKILL);
                         }
+                        killed = true;
+                        continue;
                     }
                 }
-                Ok(None) => break,
-                Err(_) => {
-                    for s in slots.iter().filter(|s| s.pid.is_some()) {
-                        let pid = s.pid.unwrap_or_default();
-                        warn!(
-                            pid,
-                            "worker did not stop within the grace period; killing it"
-                        );
-                        signal(pid, Signal::SIGKILL);
-                    }
-                    // Collect the killed children and release what they held.
-                    while slots.iter().any(|s| s.pid.is_some()) {
-                        match exits.recv().await {
-                            Some((i, pid, status)) => {
-                                if slots[i].pid == Some(pid) {
-                                    slots[i].pid = None;
-                                    report.released += self.release(pid, &describe(&status)).await;
-                                }
-                            }
-                            None => break,
-                        }
-                    }
+            };
+            let Some((i, pid, status)) = exit else { break };
+            if kids.slots[i].pid != Some(pid) {
+                continue;
+            }
+            kids.slots[i].pid = None;
+            if matches!(&status, Ok(s) if s.success()) {
+                if let Err(e) =
+                    reap::forget_process(&self.pool, &ProcessIdentity::current().host_id, pid).await
+                {
+                    warn!(pid, error = %e, "could not remove a stopped worker's registry row; the reaper will");
                 }
+            } else {
+                self.release_dead(kids, pid, describe(&status)).await;
             }
         }
     }
+}
+
+/// Whether a process with this pid exists (signal 0 checks without sending anything; EPERM means it
+/// exists under another user).
+fn is_alive(pid: u32) -> bool {
+    i32::try_from(pid)
+        .is_ok_and(|raw| kill(Pid::from_raw(raw), None) != Err(nix::errno::Errno::ESRCH))
 }
 
 fn signal(pid: u32, sig: Signal) {
@@ -331,6 +459,10 @@ fn describe(status: &std::io::Result<ExitStatus>) -> String {
     }
 }
 
+/// An in-process service that ran this long before it stopped is restarted at once, not after a grown
+/// backoff: it was working.
+const SERVICE_STABLE_AFTER: Duration = Duration::from_secs(60);
+
 /// Runs an in-process service (a reaper or scheduler beside the workers) until `shutdown`, starting
 /// it again when it returns, fails or panics before that: a service that died at a bad moment must not
 /// stay down, unnoticed, until the supervisor exits. Restarts wait `restart_after`, doubling up to a
@@ -346,33 +478,29 @@ where
     Fut: std::future::Future<Output = Result<()>> + Send + 'static,
 {
     tokio::spawn(async move {
-        let mut backoff = Backoff::new(restart_after, Duration::from_secs(60).max(restart_after));
+        let mut backoff = Backoff::restart(restart_after);
         loop {
             let started = Instant::now();
-            let outcome = tokio::spawn(make()).await;
+            // A panic is an error like any other here: "<name> panicked: <message>".
+            let outcome = tokio::spawn(make())
+                .await
+                .unwrap_or_else(|join| Err(Error::task_failed(name, join)));
             if shutdown.is_cancelled() {
-                match outcome {
-                    Ok(Ok(())) => {}
-                    Ok(Err(e)) => {
-                        error!(service = name, error = %e, "service failed while stopping")
-                    }
-                    Err(e) => error!(service = name, error = %e, "service panicked while stopping"),
+                if let Err(e) = outcome {
+                    error!(service = name, error = %e, "service failed while stopping");
                 }
                 return;
             }
-            if started.elapsed() >= Duration::from_secs(60) {
+            if started.elapsed() >= SERVICE_STABLE_AFTER {
                 backoff.reset();
             }
             let wait = backoff.next_delay();
             match outcome {
-                Ok(Ok(())) => {
+                Ok(()) => {
                     warn!(service = name, retry_in = ?wait, "service stopped on its own; starting it again")
                 }
-                Ok(Err(e)) => {
-                    error!(service = name, error = %e, retry_in = ?wait, "service failed; starting it again")
-                }
                 Err(e) => {
-                    error!(service = name, error = %e, retry_in = ?wait, "service panicked; starting it again")
+                    error!(service = name, error = %e, retry_in = ?wait, "service failed; starting it again")
                 }
             }
             if crate::service::sleep_or_stop(wait, &shutdown).await {

@@ -20,6 +20,7 @@ const MAX_HOST_LEN: usize = 64;
 
 /// The process-wide half of a token: drawn once, at first use.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
 pub struct ProcessIdentity {
     /// Host name, reduced to `[A-Za-z0-9._-]`.
     pub host: String,
@@ -34,6 +35,7 @@ pub struct ProcessIdentity {
 
 impl ProcessIdentity {
     /// This process's identity. The nonce is drawn on the first call and kept.
+    #[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
     pub fn current() -> &'static ProcessIdentity {
         static ID: OnceLock<ProcessIdentity> = OnceLock::new();
         ID.get_or_init(|| ProcessIdentity {
@@ -59,7 +61,7 @@ fn read_host_id() -> String {
 }
 
 /// Keeps the characters a token can carry and bounds the length.
-pub fn sanitize_host(raw: &str) -> String {
+pub(crate) fn sanitize_host(raw: &str) -> String {
     let s: String = raw
         .chars()
         .map(|c| {
@@ -76,7 +78,7 @@ pub fn sanitize_host(raw: &str) -> String {
 
 /// The server incarnation a connection id belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ServerIdentity {
+pub(crate) struct ServerIdentity {
     /// `@@server_id`.
     pub server_id: u64,
     /// When the server started, in Unix seconds (`UNIX_TIMESTAMP() - Uptime`; may differ by a second
@@ -86,7 +88,7 @@ pub struct ServerIdentity {
 
 /// A claimant's name, stamped into `job_queue.claim`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct ClaimToken {
+pub(crate) struct ClaimToken {
     /// Host name of the claimant.
     pub host: String,
     /// Its pid.
@@ -103,7 +105,7 @@ pub struct ClaimToken {
 
 impl ClaimToken {
     /// A token for this process on the given session.
-    pub fn new(connection_id: u64, server: ServerIdentity) -> Self {
+    pub(crate) fn new(connection_id: u64, server: ServerIdentity) -> Self {
         let me = ProcessIdentity::current();
         Self {
             host: me.host.clone(),
@@ -119,7 +121,7 @@ impl ClaimToken {
 impl ClaimToken {
     /// What every token of process `pid` on `host` starts with, whatever its session and nonce: how a
     /// supervisor finds the rows of a child that died.
-    pub fn process_prefix(host: &str, pid: u32) -> String {
+    pub(crate) fn process_prefix(host: &str, pid: u32) -> String {
         format!("{host}:{pid}:")
     }
 }

@@ -4,7 +4,9 @@
 #![allow(unreachable_pub)]
 
 mod args;
+mod bench;
 mod cmd;
+mod metrics;
 mod out;
 mod process;
 #[path = "../jobq-exec-shim/shim.rs"]
@@ -16,7 +18,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-use args::Cli;
+use args::{Cli, LogFormat};
 use jobq::handler::command::ExecShim;
 
 fn main() -> ExitCode {
@@ -71,14 +73,24 @@ fn init_logging(cli: &Cli) -> Result<(), String> {
         Ok(_) | Err(std::env::VarError::NotPresent) => EnvFilter::new(default),
         Err(std::env::VarError::NotUnicode(_)) => return Err("JOBQ_LOG is not valid UTF-8".into()),
     };
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         // A dead stderr (a log pipe whose reader exited) must not turn logging into panics: see `out`.
         .with_writer(|| out::LogWriter)
-        .log_internal_errors(false)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+        .log_internal_errors(false);
+    match cli.log_format {
+        // One object per line: timestamp, level, target, fields (message, job_id, kind, queue, attempt,
+        // claim, ...) and the span they happened in, for log shippers.
+        LogFormat::Json => logs
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .init(),
+        LogFormat::Text => logs
+            .with_ansi(std::io::stderr().is_terminal())
+            .with_target(false)
+            .init(),
+    }
     Ok(())
 }
 
@@ -90,7 +102,7 @@ fn use_exec_shim() {
         return;
     };
     let beside = exe.with_file_name("jobq-exec-shim");
-    let shim = if jobq::config::find_program(&beside.to_string_lossy(), None).is_ok() {
+    let shim = if jobq::handler::program::find_program(&beside.to_string_lossy(), None).is_ok() {
         ExecShim {
             program: beside,
             args: Vec::new(),

@@ -4,15 +4,15 @@ use chrono::{DateTime, Utc};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
-use crate::db::row::text;
+use crate::db::row::{opt_text, parsed, text};
 
 use crate::error::{Error, Result};
-use crate::job::{JobRecord, State};
+use crate::job::{JobId, JobRecord, State};
 
 const JOB_COLUMNS: &str = "id, queue, kind, payload, priority, run_at, state, attempts, max_attempts, \
      timeout_secs, last_error, claim, claimed_at, created_at, started_at, finished_at";
 
-/// Filters for [`list_jobs`].
+/// Filters for [`Jobs::list`](crate::Jobs::list).
 #[derive(Debug, Clone, Default)]
 pub struct JobFilter {
     /// Only this state.
@@ -26,7 +26,7 @@ pub struct JobFilter {
 }
 
 /// Jobs matching `filter`, newest first.
-pub async fn list_jobs(pool: &MySqlPool, filter: &JobFilter) -> Result<Vec<JobRecord>> {
+pub(crate) async fn list_jobs(pool: &MySqlPool, filter: &JobFilter) -> Result<Vec<JobRecord>> {
     let mut q =
         QueryBuilder::<MySql>::new(format!("SELECT {JOB_COLUMNS} FROM job_queue WHERE 1=1"));
     if let Some(s) = filter.state {
@@ -44,7 +44,7 @@ pub async fn list_jobs(pool: &MySqlPool, filter: &JobFilter) -> Result<Vec<JobRe
 }
 
 /// One job by id.
-pub async fn get_job(pool: &MySqlPool, id: u64) -> Result<JobRecord> {
+pub(crate) async fn get_job(pool: &MySqlPool, id: JobId) -> Result<JobRecord> {
     sqlx::query_as(&format!("SELECT {JOB_COLUMNS} FROM job_queue WHERE id = ?"))
         .bind(id)
         .fetch_optional(pool)
@@ -52,11 +52,34 @@ pub async fn get_job(pool: &MySqlPool, id: u64) -> Result<JobRecord> {
         .ok_or(Error::JobNotFound(id))
 }
 
+impl<'r> sqlx::FromRow<'r, MySqlRow> for JobRecord {
+    fn from_row(row: &'r MySqlRow) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            id: row.try_get("id")?,
+            queue: text(row, "queue")?,
+            kind: text(row, "kind")?,
+            payload: text(row, "payload")?,
+            priority: row.try_get("priority")?,
+            run_at: row.try_get("run_at")?,
+            state: parsed(row, "state")?,
+            attempts: row.try_get("attempts")?,
+            max_attempts: row.try_get("max_attempts")?,
+            timeout_secs: row.try_get("timeout_secs")?,
+            last_error: opt_text(row, "last_error")?,
+            claim: opt_text(row, "claim")?,
+            claimed_at: row.try_get("claimed_at")?,
+            created_at: row.try_get("created_at")?,
+            started_at: row.try_get("started_at")?,
+            finished_at: row.try_get("finished_at")?,
+        })
+    }
+}
+
 /// Makes a finished, dead, cancelled or waiting job runnable now, with a fresh attempt budget: `attempts`
 /// starts again at 0, so the job gets its `max_attempts` again. (Adding one attempt to a dead job would
 /// give an operator who fixed the cause a single try, and a second failure would leave it dead again.)
 /// The attempts used so far are kept at the head of `last_error`, before the error they ended with.
-pub async fn retry_job(pool: &MySqlPool, id: u64) -> Result<()> {
+pub(crate) async fn retry_job(pool: &MySqlPool, id: JobId) -> Result<()> {
     // last_error is assigned before attempts: MySQL and MariaDB apply a single-table UPDATE's
     // assignments left to right, so it still sees the attempts being reset.
     let done = sqlx::query(
@@ -91,7 +114,7 @@ pub async fn retry_job(pool: &MySqlPool, id: u64) -> Result<()> {
 ///
 /// # Errors
 /// [`Error::JobState`] for a running or finished job (a finished one is run again with [`retry_job`]).
-pub async fn run_job_now(pool: &MySqlPool, id: u64) -> Result<bool> {
+pub(crate) async fn run_job_now(pool: &MySqlPool, id: JobId) -> Result<bool> {
     let done = sqlx::query(
         "UPDATE job_queue SET run_at = NOW(6) \
          WHERE id = ? AND state IN ('queued', 'retry') AND run_at > NOW(6)",
@@ -118,7 +141,7 @@ pub async fn run_job_now(pool: &MySqlPool, id: u64) -> Result<bool> {
     }
 }
 
-/// What [`cancel_job`] did.
+/// What [`Jobs::cancel`](crate::Jobs::cancel) did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CancelOutcome {
     /// The job had not started; it is `cancelled` and will never run.
@@ -130,7 +153,7 @@ pub enum CancelOutcome {
 }
 
 /// Cancels a job: at once if it has not started, through its worker if it is running.
-pub async fn cancel_job(pool: &MySqlPool, id: u64) -> Result<CancelOutcome> {
+pub(crate) async fn cancel_job(pool: &MySqlPool, id: JobId) -> Result<CancelOutcome> {
     let done = sqlx::query(
         "UPDATE job_queue SET state = 'cancelled', finished_at = NOW(6), \
          last_error = COALESCE(last_error, 'cancelled by operator') \
@@ -161,7 +184,7 @@ pub async fn cancel_job(pool: &MySqlPool, id: u64) -> Result<CancelOutcome> {
 }
 
 /// Count of jobs in one queue and state.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct QueueCount {
     /// Queue name.
     pub queue: String,
@@ -172,7 +195,7 @@ pub struct QueueCount {
 }
 
 /// The oldest due job of a queue.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct QueueLag {
     /// Queue name.
     pub queue: String,
@@ -184,7 +207,7 @@ pub struct QueueLag {
 
 /// Due jobs of one kind in one queue. Kinds are told apart byte for byte: `"quick "` (a trailing space)
 /// is its own line, not folded into `quick` as the column's PAD SPACE collation would.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct KindLag {
     /// Queue name.
     pub queue: String,
@@ -200,7 +223,7 @@ impl KindLag {
     /// True when no worker can ever claim these jobs: the kind is not a valid kind name (workers claim
     /// exact kind names only, and a handler's kind is always valid).
     pub fn unclaimable(&self) -> bool {
-        crate::db::enqueue::validate_name("kind", &self.kind, 128).is_err()
+        crate::name::Name::Kind.check(&self.kind).is_err()
     }
 }
 
@@ -216,7 +239,7 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for KindLag {
 }
 
 /// A row of the process registry.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct ProcessRow {
     /// Claim token.
     pub token: String,
@@ -277,7 +300,7 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for ProcessRow {
 }
 
 /// Everything `jobq stats` shows.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Stats {
     /// Jobs per queue and state.
     pub counts: Vec<QueueCount>,
@@ -289,8 +312,16 @@ pub struct Stats {
     pub processes: Vec<ProcessRow>,
 }
 
+impl Stats {
+    /// The groups of due jobs that no live worker will claim, and why, judged by the registry (workers of
+    /// older versions registered no kinds and count as serving every kind of their queues).
+    pub fn unserved(&self) -> Vec<(&KindLag, Unserved)> {
+        unserved(&self.due_by_kind, &self.processes)
+    }
+}
+
 /// Due jobs per queue and exact kind, with the wait of the oldest.
-pub async fn due_by_kind(pool: &MySqlPool) -> Result<Vec<KindLag>> {
+pub(crate) async fn due_by_kind(pool: &MySqlPool) -> Result<Vec<KindLag>> {
     // GROUP BY the kind's bytes: grouping by the column would merge 'quick ' into 'quick' (PAD SPACE),
     // hiding exactly the rows this line is for.
     Ok(sqlx::query_as(
@@ -305,7 +336,7 @@ pub async fn due_by_kind(pool: &MySqlPool) -> Result<Vec<KindLag>> {
 }
 
 /// Registered processes.
-pub async fn processes(pool: &MySqlPool) -> Result<Vec<ProcessRow>> {
+pub(crate) async fn processes(pool: &MySqlPool) -> Result<Vec<ProcessRow>> {
     Ok(sqlx::query_as(
         "SELECT token, role, host, pid, queues, kinds, version, started_at, heartbeat_at \
          FROM jobq_processes ORDER BY role, started_at",
@@ -315,7 +346,8 @@ pub async fn processes(pool: &MySqlPool) -> Result<Vec<ProcessRow>> {
 }
 
 /// Why no live worker will claim a group of due jobs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Unserved {
     /// The kind is not a valid kind name (a trailing space, say): no worker ever matches it.
     InvalidKind,
@@ -329,7 +361,10 @@ pub enum Unserved {
 /// Which groups of due jobs no live worker will claim, judged by the registry: a pure decision, used
 /// by `jobq stats` and the reaper. Workers of older versions registered no kinds and count as serving
 /// every kind of their queues.
-pub fn unserved<'a>(due: &'a [KindLag], processes: &[ProcessRow]) -> Vec<(&'a KindLag, Unserved)> {
+pub(crate) fn unserved<'a>(
+    due: &'a [KindLag],
+    processes: &[ProcessRow],
+) -> Vec<(&'a KindLag, Unserved)> {
     let workers: Vec<&ProcessRow> = processes.iter().filter(|p| p.role == "worker").collect();
     due.iter()
         .filter_map(|k| {
@@ -353,22 +388,28 @@ pub fn unserved<'a>(due: &'a [KindLag], processes: &[ProcessRow]) -> Vec<(&'a Ki
         .collect()
 }
 
-/// Queue statistics.
-pub async fn stats(pool: &MySqlPool) -> Result<Stats> {
-    let counts = sqlx::query_as(
-        "SELECT queue, state, COUNT(*) AS count FROM job_queue \
-         GROUP BY queue, state ORDER BY queue, state",
-    )
-    .fetch_all(pool)
-    .await?;
-    let lag = sqlx::query_as(
+/// Due jobs per queue and the wait of the oldest: a walk of the claim index over due rows only, cheap
+/// however many finished rows the table holds.
+pub(crate) async fn lag(pool: &MySqlPool) -> Result<Vec<QueueLag>> {
+    Ok(sqlx::query_as(
         "SELECT ready_queue AS queue, COUNT(*) AS due, \
          CAST(TIMESTAMPDIFF(MICROSECOND, MIN(run_at), NOW(6)) / 1e6 AS DOUBLE) AS oldest_due_secs \
          FROM job_queue FORCE INDEX (claim_order) \
          WHERE ready_queue IS NOT NULL AND run_at <= NOW(6) GROUP BY ready_queue ORDER BY ready_queue",
     )
     .fetch_all(pool)
+    .await?)
+}
+
+/// Queue statistics.
+pub(crate) async fn stats(pool: &MySqlPool) -> Result<Stats> {
+    let counts = sqlx::query_as(
+        "SELECT queue, state, COUNT(*) AS count FROM job_queue \
+         GROUP BY queue, state ORDER BY queue, state",
+    )
+    .fetch_all(pool)
     .await?;
+    let lag = lag(pool).await?;
     let due_by_kind = due_by_kind(pool).await?;
     let processes = processes(pool).await?;
     Ok(Stats {

@@ -10,8 +10,8 @@
 //!    claim keeps only the rows it stamped (see [`stamp_selected`]).
 //! 3. COMMIT.
 //!
-//! Why not a single `UPDATE … ORDER BY … LIMIT n` stamping the token: `examples/claim_strategies.rs` drains
-//! 20,000 jobs with each form (each job then finished by jobq's fenced UPDATE) on MariaDB 10.11, 2 cores,
+//! Why not a single `UPDATE … ORDER BY … LIMIT n` stamping the token: a comparison program (since
+//! retired; `jobq bench`'s raw grid now measures the form jobq runs) drained 20,000 jobs with each form (each job then finished by jobq's fenced UPDATE) on MariaDB 10.11, 2 cores,
 //! server and claimers on one machine. On a quiet machine the two were within noise of each other
 //! (jobs/s, SKIP LOCKED vs UPDATE LIMIT): 1 claimer × 10 rows 1,613 vs 1,738; 8 × 10 3,493 vs 3,489;
 //! 8 × 100 4,385 vs 4,553, with the one-statement-per-job finish dominating. Under load (load average
@@ -28,12 +28,13 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 
 use crate::db::dedicated::Dedicated;
-use crate::db::retry_transient;
 use crate::db::row::text;
 use crate::error::Result;
+use crate::statements::{CLAIM_SELECT, CLAIM_STAMP, EXACT_KIND};
 
 /// A row this worker has just claimed.
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
 pub struct ClaimedJob {
     /// Row id.
     pub id: u64,
@@ -49,6 +50,8 @@ pub struct ClaimedJob {
     pub max_attempts: u16,
     /// Per-job timeout in seconds, if the row sets one.
     pub timeout_secs: Option<u32>,
+    /// How long the row had been due when it was claimed, in µs by the server's clock.
+    pub(crate) waited_us: i64,
 }
 
 impl<'r> sqlx::FromRow<'r, MySqlRow> for ClaimedJob {
@@ -61,6 +64,8 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for ClaimedJob {
             attempts: row.try_get("attempts")?,
             max_attempts: row.try_get("max_attempts")?,
             timeout_secs: row.try_get("timeout_secs")?,
+            // Absent where rows are read back without it (tests that build claims by hand).
+            waited_us: row.try_get("waited_us").unwrap_or(0),
         })
     }
 }
@@ -68,27 +73,19 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for ClaimedJob {
 impl ClaimedJob {
     /// The number of this attempt, starting at 1: the value the row's `attempts` has while it runs, and
     /// half of the fence that a finish must match.
+    #[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
     pub fn attempt(&self) -> u16 {
         self.attempts + 1
     }
 }
 
-/// Appended after every `kind IN (…)` of the claim path: only rows whose kind matches a handler's kind
-/// exactly.
-///
-/// `kind` is `ascii_bin`, a PAD SPACE collation, so `'quick ' = 'quick'` is true and `kind IN ('quick')`
-/// alone also matches a row written with a trailing space. A worker serving `quick` claimed such a row,
-/// found no handler for the kind it read back (`"quick "`), and the job failed every attempt for hours.
-/// `LIKE` compares without padding, and no valid kind name ends in a space (trailing spaces are the only
-/// difference PAD SPACE hides), so this keeps exact matches only. It is checked on the index entry (kind
-/// is the last column of `claim_order`), so the claim's plan and the rows it reads stay as they were
-/// (`tests/it/claim.rs` checks the plan with this clause).
-pub(crate) const EXACT_KIND: &str = " AND kind NOT LIKE '% '";
-
 /// Deadlocks and lock timeouts are retried this many times in all before the error reaches the worker.
 const TRIES: u32 = 8;
 
-/// Claims up to `limit` due jobs of `queue` whose kind is in `kinds`, stamping `token` on them.
+/// Claims up to `limit` due jobs of `queue` whose kind is in `kinds`, stamping `token` on them, on a
+/// connection of `pool`: the claim without a worker, for tests.
+#[cfg(any(test, feature = "test-util"))]
+#[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
 pub async fn claim_batch(
     pool: &MySqlPool,
     token: &str,
@@ -99,14 +96,14 @@ pub async fn claim_batch(
     if limit == 0 || kinds.is_empty() {
         return Ok(Vec::new());
     }
-    retry_transient("claim", TRIES, || async {
+    crate::db::retry_transient("claim", TRIES, || async {
         let mut conn = pool.acquire().await?;
         claim_once(&mut conn, token, queue, kinds, limit).await
     })
     .await
 }
 
-/// [`claim_batch`] on the worker's own connection, setting `uncertain` when a try failed in a way that
+/// The claim on the worker's own connection, setting `uncertain` when a try failed in a way that
 /// may have committed anyway: a connection lost after COMMIT was sent leaves rows stamped with `token`
 /// that the caller never saw. A worker that sees the flag reconciles: it hands back the rows under its
 /// token that it is not running.
@@ -167,21 +164,7 @@ async fn claim_once(
     limit: u32,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
     let mut tx = conn.begin().await?;
-    // FORCE INDEX: the plan must never become a table scan, also on a freshly bulk-loaded table whose
-    // statistics have not caught up yet.
-    let mut select = QueryBuilder::<MySql>::new(
-        "SELECT id, queue, kind, payload, attempts, max_attempts, timeout_secs \
-         FROM job_queue FORCE INDEX (claim_order) \
-         WHERE ready_queue = ",
-    );
-    select.push_bind(queue);
-    select.push(" AND run_at <= NOW(6) AND kind IN (");
-    push_list(&mut select, kinds);
-    select.push(")");
-    select.push(EXACT_KIND);
-    select.push(" ORDER BY priority, run_at, id LIMIT ");
-    select.push_bind(limit);
-    select.push(" FOR UPDATE SKIP LOCKED");
+    let mut select = claim_select(queue, kinds, limit);
     let jobs: Vec<ClaimedJob> = select.build_query_as().fetch_all(&mut *tx).await?;
     if jobs.is_empty() {
         tx.rollback().await?;
@@ -190,6 +173,21 @@ async fn claim_once(
     let jobs = stamp_selected(&mut tx, token, jobs).await?;
     tx.commit().await?;
     Ok(jobs)
+}
+
+/// Step 1 of a claim: [`CLAIM_SELECT`] with its parameters bound.
+fn claim_select<'a>(queue: &'a str, kinds: &'a [String], limit: u32) -> QueryBuilder<'a, MySql> {
+    let [head, kinds_at, limit_at, tail] = CLAIM_SELECT.parts() else {
+        unreachable!("CLAIM_SELECT has three parameters")
+    };
+    let mut select = QueryBuilder::<MySql>::new(*head);
+    select.push_bind(queue);
+    select.push(*kinds_at);
+    push_list(&mut select, kinds);
+    select.push(*limit_at);
+    select.push_bind(limit);
+    select.push(*tail);
+    select
 }
 
 /// Step 2 of a claim: stamps `token` on the rows the locking SELECT returned, and returns the ones it
@@ -201,6 +199,7 @@ async fn claim_once(
 /// a no-op; an engine that accepts SKIP LOCKED without locking (TiDB did) would otherwise let two
 /// workers stamp one row and both run it. Public only for the test that simulates such an engine.
 #[doc(hidden)]
+#[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
 pub async fn stamp_selected(
     conn: &mut MySqlConnection,
     token: &str,
@@ -209,15 +208,8 @@ pub async fn stamp_selected(
     if jobs.is_empty() {
         return Ok(jobs);
     }
-    let mut update = QueryBuilder::<MySql>::new("UPDATE job_queue SET state = 'running', claim = ");
-    update.push_bind(token);
-    update.push(
-        ", claimed_at = NOW(6), started_at = NOW(6), finished_at = NULL, attempts = attempts + 1 \
-         WHERE id IN (",
-    );
     let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
-    crate::db::push_id_list(&mut update, &ids);
-    update.push(") AND state IN ('queued', 'retry') AND claim IS NULL AND run_at <= NOW(6)");
+    let mut update = claim_stamp(token, &ids);
     // rows_affected counts matched rows (sqlx sets CLIENT_FOUND_ROWS), and every matched row changes
     // anyway (attempts goes up); a repeated id of the padded list matches its row once.
     let stamped = update.build().execute(&mut *conn).await?.rows_affected();
@@ -321,6 +313,20 @@ pub(crate) async fn wait_for_work(
     Ok(due.unwrap_or(0) > 0)
 }
 
+/// Step 2's statement, [`CLAIM_STAMP`], with its parameters bound (the ids padded, see
+/// [`crate::db::push_id_list`]).
+fn claim_stamp<'a>(token: &'a str, ids: &[u64]) -> QueryBuilder<'a, MySql> {
+    let [head, ids_at, tail] = CLAIM_STAMP.parts() else {
+        unreachable!("CLAIM_STAMP has two parameters")
+    };
+    let mut update = QueryBuilder::<MySql>::new(*head);
+    update.push_bind(token);
+    update.push(*ids_at);
+    crate::db::push_id_list(&mut update, ids);
+    update.push(*tail);
+    update
+}
+
 fn push_list<'a>(q: &mut QueryBuilder<'a, MySql>, items: &'a [String]) {
     let mut list = q.separated(", ");
     for item in items {
@@ -331,6 +337,20 @@ fn push_list<'a>(q: &mut QueryBuilder<'a, MySql>, items: &'a [String]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::statements::placeholders;
+
+    #[test]
+    fn the_claim_runs_the_published_statements() {
+        let kinds = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(
+            claim_select("q", &kinds, 10).sql(),
+            CLAIM_SELECT.sql(&["?", &placeholders(2), "?"])
+        );
+        assert_eq!(
+            claim_stamp("t", &[1, 2, 3]).sql(),
+            CLAIM_STAMP.sql(&["?", &placeholders(4)])
+        );
+    }
 
     fn job(id: u64, attempts: u16) -> ClaimedJob {
         ClaimedJob {
@@ -341,6 +361,7 @@ mod tests {
             attempts,
             max_attempts: 20,
             timeout_secs: None,
+            waited_us: 0,
         }
     }
 

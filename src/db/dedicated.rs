@@ -15,7 +15,8 @@ use std::future::Future;
 
 use sqlx::{Connection, MySqlConnection, MySqlPool};
 
-use crate::db::{codes, error_number, is_transient, transient_pause};
+use crate::db::errno::{is_lock_conflict, is_transient};
+use crate::db::transient_pause;
 use crate::error::Result;
 
 /// See the module docs.
@@ -67,10 +68,7 @@ impl Dedicated {
                     // Kept only after a lock conflict. Any other failure drops it, a read-only server
                     // included: the next try connects again (and reaches the new primary after a
                     // failover), and the pool stops handing out connections that predate the error.
-                    if matches!(
-                        error_number(&e),
-                        Some(codes::DEADLOCK | codes::LOCK_WAIT_TIMEOUT)
-                    ) {
+                    if is_lock_conflict(&e) {
                         self.conn = Some(conn);
                     }
                     crate::db::failover::note(&e);
@@ -78,6 +76,7 @@ impl Dedicated {
                         return Err(e.into());
                     }
                     tracing::debug!(error = %e, attempt, what, "transient database error; retrying");
+                    crate::telemetry::db_retry(crate::db::errno::transient_kind(&e));
                     tokio::time::sleep(transient_pause(attempt)).await;
                 }
             }

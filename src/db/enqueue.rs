@@ -6,6 +6,8 @@ use chrono::{DateTime, Utc};
 use sqlx::{MySql, QueryBuilder};
 
 use crate::error::{Error, Result};
+use crate::job::JobId;
+use crate::name::Name;
 
 /// Rows per multi-row INSERT: at most seven placeholders a row stays far below the protocol's 65,535, and the
 /// statement stays well under the default `max_allowed_packet` for typical payloads.
@@ -98,9 +100,9 @@ impl NewJob {
     }
 
     fn validate(&self) -> Result<()> {
-        validate_name("kind", &self.kind, 128)?;
+        Name::Kind.check(&self.kind)?;
         if let Some(q) = &self.queue {
-            validate_name("queue", q, 64)?;
+            Name::Queue.check(q)?;
         }
         if self.max_attempts == Some(0) {
             return Err(Error::InvalidArgument(
@@ -138,27 +140,6 @@ fn min_run_at() -> DateTime<Utc> {
 
 fn max_run_at() -> DateTime<Utc> {
     crate::job::timestamp_bounds().1
-}
-
-/// Queue and kind names are ASCII identifiers (the columns are ASCII): letters, digits and `._:-/`.
-pub(crate) fn validate_name(what: &str, name: &str, max: usize) -> Result<()> {
-    if name.is_empty() {
-        return Err(Error::InvalidArgument(format!("{what} must not be empty")));
-    }
-    if name.len() > max {
-        return Err(Error::InvalidArgument(format!(
-            "{what} {name:?} is longer than {max} characters"
-        )));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/')))
-    {
-        return Err(Error::InvalidArgument(format!(
-            "{what} {name:?} contains {c:?}; use letters, digits and _ - . : /"
-        )));
-    }
-    Ok(())
 }
 
 /// The optional columns, in statement order. A column goes into the statement only when some row of the
@@ -251,7 +232,7 @@ fn insert_statement<'a>(jobs: &'a [NewJob]) -> QueryBuilder<'a, MySql> {
 
 /// Inserts one job and returns its id. `executor` may be a pool, a connection or `&mut *transaction`,
 /// so a job can be enqueued in the same transaction as the application's own writes.
-pub async fn enqueue<'e, E>(executor: E, job: &NewJob) -> Result<u64>
+pub async fn enqueue<'e, E>(executor: E, job: &NewJob) -> Result<JobId>
 where
     E: sqlx::Executor<'e, Database = MySql>,
 {
@@ -260,7 +241,7 @@ where
         .build()
         .execute(executor)
         .await?;
-    Ok(done.last_insert_id())
+    Ok(JobId(done.last_insert_id()))
 }
 
 /// Inserts many jobs with multi-row INSERTs of up to 1,000 rows and returns how many were inserted. On a
@@ -283,15 +264,6 @@ pub async fn enqueue_many(conn: &mut sqlx::MySqlConnection, jobs: &[NewJob]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names_are_checked() {
-        assert!(validate_name("kind", "email.send", 128).is_ok());
-        let e = validate_name("queue", "a b", 64).unwrap_err().to_string();
-        assert!(e.contains("' '"), "{e}");
-        assert!(validate_name("kind", "", 128).is_err());
-        assert!(validate_name("queue", &"q".repeat(65), 64).is_err());
-    }
 
     #[test]
     fn run_at_must_fit_the_column() {

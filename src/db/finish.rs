@@ -4,11 +4,13 @@
 //! told so by the returned `false`.
 
 use std::collections::HashSet;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder};
 
 use crate::db::dedicated::Dedicated;
+use crate::statements::{FINISH_DONE, FINISH_DONE_BATCH};
 
 use crate::db::retry_transient;
 use crate::error::Result;
@@ -19,6 +21,7 @@ const MAX_ERROR_BYTES: usize = 8 * 1024;
 
 /// How a claimed row ends this attempt.
 #[derive(Debug, Clone, PartialEq)]
+#[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
 pub enum Finish {
     /// Succeeded.
     Done,
@@ -56,6 +59,7 @@ const TRIES: u32 = 14;
 
 /// Applies `finish` to job `id` if the row still carries `token` and `attempt`. Returns false when the
 /// fence did not match (the claim was lost), true when the row changed.
+#[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
 pub async fn finish(
     pool: &MySqlPool,
     id: u64,
@@ -77,12 +81,7 @@ struct Statement {
 impl Statement {
     fn of(finish: &Finish) -> Self {
         let (sql, delay_us, text): (&str, Option<i64>, Option<String>) = match finish {
-            Finish::Done => (
-                "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) \
-                 WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
-                None,
-                None,
-            ),
+            Finish::Done => (FINISH_DONE_SQL.as_str(), None, None),
             // A cancel requested while the attempt ran wins over another attempt.
             Finish::Retry { delay, error } => (
                 "UPDATE job_queue SET \
@@ -200,26 +199,17 @@ pub(crate) async fn finish_done_batch(
 
 /// One try of [`finish_done_batch`]: the rows of `ids` that still carry `token` and the attempt in
 /// `wanted` are finished; returns those rows. `wanted` holds the distinct items, `ids` their ids.
-async fn finish_fenced(
-    conn: &mut MySqlConnection,
-    token: &str,
-    ids: &[u64],
-    wanted: &HashSet<(u64, u16)>,
-) -> Result<Vec<(u64, u16)>, sqlx::Error> {
-    let mut tx = conn.begin().await?;
-    // FORCE INDEX: with statistics taken while few rows ran, the optimizer may walk the `finished`
-    // index's `state = 'running'` range instead, locking the running rows of every worker on its way
-    // (two workers' finishes then deadlock; seen in `jobq bench`). By primary key it locks only these.
-    let mut u = QueryBuilder::<MySql>::new(
-        "UPDATE job_queue FORCE INDEX (PRIMARY) \
-         SET state = 'done', claim = NULL, finished_at = NOW(6) WHERE claim = ",
-    );
+/// [`FINISH_DONE_BATCH`] with its parameters bound; the pairs are padded to a power of two by repeating
+/// the last (as [`crate::db::push_id_list`] pads ids, for the same reason).
+fn done_batch<'a>(token: &'a str, pairs: &[(u64, u16)]) -> QueryBuilder<'a, MySql> {
+    let [head, pairs_at, tail] = FINISH_DONE_BATCH.parts() else {
+        unreachable!("FINISH_DONE_BATCH has two parameters")
+    };
+    let mut u = QueryBuilder::<MySql>::new(*head);
     u.push_bind(token);
-    u.push(" AND state = 'running' AND (id, attempts) IN (");
-    let pairs: Vec<(u64, u16)> = wanted.iter().copied().collect();
-    let padded = pairs.len().next_power_of_two();
+    u.push(*pairs_at);
     let mut list = u.separated(", ");
-    for i in 0..padded {
+    for i in 0..pairs.len().next_power_of_two() {
         let (id, attempt) = pairs[i.min(pairs.len() - 1)];
         list.push("(");
         list.push_bind_unseparated(id);
@@ -227,7 +217,22 @@ async fn finish_fenced(
         list.push_bind_unseparated(attempt);
         list.push_unseparated(")");
     }
-    u.push(")");
+    u.push(*tail);
+    u
+}
+
+/// [`FINISH_DONE`] as the finish of one job binds it.
+static FINISH_DONE_SQL: LazyLock<String> = LazyLock::new(|| FINISH_DONE.sql(&["?", "?", "?"]));
+
+async fn finish_fenced(
+    conn: &mut MySqlConnection,
+    token: &str,
+    ids: &[u64],
+    wanted: &HashSet<(u64, u16)>,
+) -> Result<Vec<(u64, u16)>, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    let pairs: Vec<(u64, u16)> = wanted.iter().copied().collect();
+    let mut u = done_batch(token, &pairs);
     let changed = u.build().execute(&mut *tx).await?.rows_affected();
     if changed == pairs.len() as u64 {
         tx.commit().await?;
@@ -280,6 +285,15 @@ pub(crate) fn truncate_error(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::statements::pair_placeholders;
+
+    #[test]
+    fn the_batched_finish_runs_the_published_statement() {
+        assert_eq!(
+            done_batch("t", &[(1, 1), (2, 1), (3, 2)]).sql(),
+            FINISH_DONE_BATCH.sql(&["?", &pair_placeholders(4)])
+        );
+    }
 
     #[test]
     fn long_errors_keep_both_ends() {

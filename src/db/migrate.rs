@@ -10,14 +10,17 @@
 //! taken as "already applied" where MySQL 8 has no such clause), so a migration interrupted between its DDL
 //! and its bookkeeping row is simply applied again. A `GET_LOCK` serialises concurrent `jobq migrate` runs.
 
+use std::time::Duration;
+
 use sqlx::{Executor, MySqlPool};
 use tracing::info;
 
+use crate::db::errno;
 use crate::error::{Error, Result};
 
 /// One schema step, embedded in the binary from `migrations/`.
 #[derive(Debug, Clone, Copy)]
-pub struct Migration {
+pub(crate) struct Migration {
     /// The version, from the file name's number.
     pub version: i64,
     /// The file name.
@@ -27,7 +30,7 @@ pub struct Migration {
 }
 
 /// Every migration this build knows, in order.
-pub const MIGRATIONS: &[Migration] = &[
+pub(crate) const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
         name: "0001_job_queue.sql",
@@ -71,6 +74,8 @@ pub fn latest_version() -> i64 {
 }
 
 const LOCK_NAME: &str = "jobq_migrate";
+/// How long a migration waits for another one to finish before it gives up.
+const LOCK_WAIT: Duration = Duration::from_secs(60);
 
 // language=MySQL
 const CREATE_BOOKKEEPING: &str = r#"
@@ -94,14 +99,15 @@ pub struct MigrateReport {
 pub async fn migrate(pool: &MySqlPool) -> Result<MigrateReport> {
     let mut conn = pool.acquire().await?;
     // GET_LOCK belongs to the session, so the whole run stays on this one connection.
-    let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 60)")
+    let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, ?)")
         .bind(LOCK_NAME)
+        .bind(LOCK_WAIT.as_secs())
         .fetch_one(&mut *conn)
         .await?;
+    // 0: another session held the lock the whole time; NULL: the wait itself failed (killed). Either
+    // way this run did not get it.
     if got != Some(1) {
-        return Err(Error::InvalidArgument(
-            "another `jobq migrate` has held the migration lock for 60 s; try again".into(),
-        ));
+        return Err(Error::MigrationLocked { waited: LOCK_WAIT });
     }
     let result = apply_pending(&mut conn).await;
     let _ = sqlx::query("DO RELEASE_LOCK(?)")
@@ -151,7 +157,10 @@ async fn apply_pending(conn: &mut sqlx::MySqlConnection) -> Result<MigrateReport
 
 /// Duplicate column (1060) or key name (1061): the DDL ran before.
 fn already_applied(e: &sqlx::Error) -> bool {
-    matches!(crate::db::error_number(e), Some(1060 | 1061))
+    matches!(
+        errno::number(e),
+        Some(errno::DUP_FIELDNAME | errno::DUP_KEYNAME)
+    )
 }
 
 /// Splits a migration file into statements: `;` at the end of a line ends one, and lines starting with
@@ -188,13 +197,13 @@ fn statements(sql: &str) -> Vec<String> {
 }
 
 /// The schema version the database is at, or `None` when jobq was never migrated there.
-pub async fn current_version(pool: &MySqlPool) -> Result<Option<i64>> {
+pub(crate) async fn current_version(pool: &MySqlPool) -> Result<Option<i64>> {
     match sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(version) FROM jobq_schema_migrations")
         .fetch_one(pool)
         .await
     {
         Ok(v) => Ok(v),
-        Err(e) if crate::db::error_number(&e) == Some(crate::db::codes::NO_SUCH_TABLE) => Ok(None),
+        Err(e) if errno::number(&e) == Some(errno::NO_SUCH_TABLE) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }

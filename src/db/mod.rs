@@ -1,150 +1,32 @@
 //! Connections and the SQL that jobq runs. Every statement lives in a submodule of this one, one file per
 //! concern, so there is one place to look for each table's queries.
 
-pub mod admin;
-pub mod claim;
+pub(crate) mod admin;
+pub(crate) mod claim;
 pub(crate) mod dedicated;
-pub mod enqueue;
-pub mod finish;
-pub mod migrate;
-pub mod prune;
-pub mod reap;
-pub mod registry;
+pub(crate) mod enqueue;
+pub(crate) mod errno;
+pub(crate) mod failover;
+pub(crate) mod finish;
+pub(crate) mod migrate;
+pub(crate) mod prune;
+pub(crate) mod reap;
+pub(crate) mod registry;
 pub(crate) mod row;
-pub mod schedule;
-pub mod tls;
+pub(crate) mod schedule;
+pub(crate) mod tls;
 
 use std::future::Future;
 use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
 
 use crate::error::{ConnectFailure, Error, Result};
 
-pub use sqlx::MySqlPool as Pool;
+pub(crate) use errno::is_transient;
 pub use tls::{SslMode, check_ca_file, with_tls};
-
-/// MySQL and MariaDB server error numbers jobq reacts to.
-pub(crate) mod codes {
-    /// `ER_LOCK_WAIT_TIMEOUT`.
-    pub(crate) const LOCK_WAIT_TIMEOUT: u16 = 1205;
-    /// `ER_LOCK_DEADLOCK`.
-    pub(crate) const DEADLOCK: u16 = 1213;
-    /// `ER_SERVER_SHUTDOWN`: the server is going down.
-    pub(crate) const SERVER_SHUTDOWN: u16 = 1053;
-    /// `ER_CONNECTION_KILLED` (MariaDB) / `ER_QUERY_INTERRUPTED` (1317): our statement was killed.
-    pub(crate) const CONNECTION_KILLED: u16 = 1927;
-    pub(crate) const QUERY_INTERRUPTED: u16 = 1317;
-    /// `ER_ACCESS_DENIED_ERROR`.
-    pub(crate) const ACCESS_DENIED: u16 = 1045;
-    /// `ER_ACCESS_DENIED_NO_PASSWORD_ERROR`: e.g. root that may only log in through the unix socket.
-    pub(crate) const ACCESS_DENIED_NO_PASSWORD: u16 = 1698;
-    /// `ER_CON_COUNT_ERROR`: the server has `max_connections` clients already.
-    pub(crate) const TOO_MANY_CONNECTIONS: u16 = 1040;
-    /// `ER_SECURE_TRANSPORT_REQUIRED` (MySQL 5.7+): a plaintext connection under
-    /// `require_secure_transport=ON`. MariaDB answers [`ACCESS_DENIED`] instead.
-    pub(crate) const SECURE_TRANSPORT_REQUIRED: u16 = 3159;
-    /// `ER_BAD_DB_ERROR`: unknown database.
-    pub(crate) const BAD_DB: u16 = 1049;
-    /// `ER_NO_SUCH_TABLE`.
-    pub(crate) const NO_SUCH_TABLE: u16 = 1146;
-    /// `ER_OPTION_PREVENTS_STATEMENT`: "running with the --read-only option" (also used for other
-    /// options, so the message is checked too; see [`super::is_read_only`]).
-    pub(crate) const OPTION_PREVENTS_STATEMENT: u16 = 1290;
-    /// `ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION`.
-    pub(crate) const READ_ONLY_TRANSACTION: u16 = 1792;
-    /// `ER_READ_ONLY_MODE` (MySQL's `super_read_only`/InnoDB read-only mode).
-    pub(crate) const READ_ONLY_MODE: u16 = 1836;
-}
-
-/// True for the errors a server gives once it is read-only: seen on the old primary after a failover,
-/// while a proxy or DNS already points new connections at the new one. The statement is worth trying
-/// again on a new connection, never on this one: see [`failover`].
-pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
-    match error_number(e) {
-        Some(codes::READ_ONLY_TRANSACTION | codes::READ_ONLY_MODE) => true,
-        Some(codes::OPTION_PREVENTS_STATEMENT) => {
-            let m = db_message(e).to_ascii_lowercase();
-            m.contains("read-only") || m.contains("read_only")
-        }
-        _ => false,
-    }
-}
-
-/// Connections opened before a read-only error are not used again.
-///
-/// After a failover the old primary turns read-only, and every pooled connection still talks to it: a
-/// retry on one of them fails the same way forever. When any statement of this process gets a read-only
-/// error, [`note`] records when; from then on the pools close, instead of handing out, every connection
-/// opened before that instant (see `before_acquire` in `pool_options`), so the retry opens a fresh one,
-/// which reaches the new primary. Process-wide on purpose: the cost of a wrongly recycled connection is
-/// one reconnect, and the error on one connection is news about the server behind all of them.
-pub(crate) mod failover {
-    use std::sync::LazyLock;
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::time::{Duration, Instant};
-
-    static BASE: LazyLock<Instant> = LazyLock::new(Instant::now);
-    /// Milliseconds after `BASE` of the last read-only error, plus one; 0 = none yet.
-    static SEEN: AtomicU64 = AtomicU64::new(0);
-
-    fn now_ms() -> u64 {
-        u64::try_from(BASE.elapsed().as_millis()).unwrap_or(u64::MAX)
-    }
-
-    /// Records `e` if it is a read-only error.
-    pub(crate) fn note(e: &sqlx::Error) {
-        if super::is_read_only(e) {
-            tracing::warn!(error = %e, "the server is read-only (a failover?); reconnecting");
-            SEEN.fetch_max(now_ms() + 1, Ordering::SeqCst);
-        }
-    }
-
-    /// True when a connection of this `age` was opened at or before the last read-only error.
-    pub(crate) fn predates_read_only(age: Duration) -> bool {
-        let seen = SEEN.load(Ordering::SeqCst);
-        if seen == 0 {
-            return false;
-        }
-        let age_ms = u64::try_from(age.as_millis()).unwrap_or(u64::MAX);
-        now_ms().saturating_sub(age_ms) < seen
-    }
-}
-
-/// The server error number of a database error, if it is one.
-pub(crate) fn error_number(e: &sqlx::Error) -> Option<u16> {
-    e.as_database_error()
-        .and_then(|d| d.try_downcast_ref::<MySqlDatabaseError>())
-        .map(|m| m.number())
-}
-
-/// Deadlocks, lock-wait timeouts, lost connections and a read-only server (after a failover; the retry
-/// gets a new connection, see [`failover`]): the statement (or its whole transaction) can be tried again
-/// as it is.
-pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Io(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::WorkerCrashed
-        | sqlx::Error::Protocol(_) => true,
-        sqlx::Error::Database(_) => {
-            matches!(
-                error_number(e),
-                Some(
-                    codes::DEADLOCK
-                        | codes::LOCK_WAIT_TIMEOUT
-                        | codes::SERVER_SHUTDOWN
-                        | codes::CONNECTION_KILLED
-                        | codes::QUERY_INTERRUPTED
-                        | codes::TOO_MANY_CONNECTIONS
-                )
-            ) || is_read_only(e)
-        }
-        _ => false,
-    }
-}
 
 /// Pushes `ids` as a bound list for `IN (…)`, padded to the next power of two by repeating the last id.
 ///
@@ -165,22 +47,8 @@ pub(crate) fn push_id_list(q: &mut sqlx::QueryBuilder<'_, sqlx::MySql>, ids: &[u
     }
 }
 
-/// Statements run on every connection jobq opens, whatever the pool.
-///
-/// * `time_zone`: sqlx already sends `+00:00`; it is repeated here so the invariant does not depend on a
-///   driver default. TIMESTAMP columns are shown and compared in this zone.
-/// * READ COMMITTED: no gap locks, so a claim and a fenced finish cannot deadlock on the token index the
-///   way they do under REPEATABLE READ, and a locking read sees rows committed since the transaction began.
-/// * A short lock wait: the claim path never waits (SKIP LOCKED), and a finish that waits more than a few
-///   seconds is better retried than stuck.
-const SESSION_SETUP: [&str; 2] = [
-    "SET time_zone = '+00:00', SESSION innodb_lock_wait_timeout = 10",
-    // Its own statement: MariaDB 10.x names the variable tx_isolation, MySQL 8 transaction_isolation.
-    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
-];
-
 async fn setup_session(conn: &mut sqlx::MySqlConnection) -> Result<(), sqlx::Error> {
-    for stmt in SESSION_SETUP {
+    for stmt in crate::statements::SESSION_SETUP {
         conn.execute(stmt).await?;
     }
     Ok(())
@@ -190,7 +58,7 @@ async fn setup_session(conn: &mut sqlx::MySqlConnection) -> Result<(), sqlx::Err
 #[derive(Debug, Clone)]
 pub struct ConnectConfig {
     /// `mysql://user:password@host:port/database`, with TLS settings in its query if any:
-    /// `?ssl-mode=verify_identity&ssl-ca=/etc/mysql/ca.pem` (see [`tls`]; [`with_tls`] writes them in).
+    /// `?ssl-mode=verify_identity&ssl-ca=/etc/mysql/ca.pem` ([`with_tls`] writes them in; see [`SslMode`] for the modes).
     pub url: String,
     /// Most connections the pool opens.
     pub max_connections: u32,
@@ -216,13 +84,16 @@ impl ConnectConfig {
 
     /// Parses the URL and pins jobq's session settings.
     pub(crate) fn options(&self) -> Result<MySqlConnectOptions> {
-        parse_url(&self.url)
+        connect_options(&self.url)
     }
 }
 
-/// Parses a `mysql://` URL into connect options, with a message naming what is wrong (including its TLS
-/// settings: see [`tls`]).
-pub(crate) fn parse_url(url: &str) -> Result<MySqlConnectOptions> {
+/// The driver's connect options for a `mysql://` (or `mariadb://`) URL, its TLS settings included
+/// (see [`SslMode`]): what [`connect`] uses, for programs that open their own connections beside jobq's.
+///
+/// # Errors
+/// [`Error::InvalidUrl`] naming what is wrong.
+pub fn connect_options(url: &str) -> Result<MySqlConnectOptions> {
     if !(url.starts_with("mysql://") || url.starts_with("mariadb://")) {
         return Err(Error::InvalidUrl {
             url: redact_url(url),
@@ -382,7 +253,7 @@ fn pool_options(cfg: &ConnectConfig) -> MySqlPoolOptions {
 /// Creates the URL's database if it does not exist (`jobq migrate --create-database`). Connects to the
 /// server without selecting a database, so it works before the database exists.
 pub async fn create_database(url: &str) -> Result<bool> {
-    let opts = parse_url(url)?;
+    let opts = connect_options(url)?;
     let name = opts.get_database().unwrap_or_default().to_string();
     if name.contains('`') {
         return Err(Error::InvalidUrl {
@@ -420,8 +291,8 @@ pub(crate) async fn open_anchor(opts: &MySqlConnectOptions) -> Result<sqlx::MySq
 fn connect_error(url: &str, e: sqlx::Error) -> Error {
     let mode = tls::mode_of(url);
     let url = redact_url(url);
-    let (kind, reason) = match (&e, error_number(&e)) {
-        (_, Some(codes::ACCESS_DENIED | codes::SECURE_TRANSPORT_REQUIRED))
+    let (kind, reason) = match (&e, errno::number(&e)) {
+        (_, Some(errno::ACCESS_DENIED | errno::SECURE_TRANSPORT_REQUIRED))
             if mode == SslMode::Disabled =>
         {
             // MariaDB refuses a plaintext login under require_secure_transport=ON with a plain
@@ -431,57 +302,42 @@ fn connect_error(url: &str, e: sqlx::Error) -> Error {
                 format!(
                     "access denied: {}; ssl-mode is disabled, and a server with \
                      require_secure_transport=ON refuses every login without TLS this way",
-                    db_message(&e)
+                    errno::message(&e)
                 ),
             )
         }
-        (_, Some(codes::ACCESS_DENIED | codes::ACCESS_DENIED_NO_PASSWORD)) => (
+        (_, Some(errno::ACCESS_DENIED | errno::ACCESS_DENIED_NO_PASSWORD)) => (
             ConnectFailure::AccessDenied,
-            format!("access denied: {}", db_message(&e)),
+            format!("access denied: {}", errno::message(&e)),
         ),
-        (_, Some(codes::BAD_DB)) => (
+        (_, Some(errno::BAD_DB)) => (
             ConnectFailure::UnknownDatabase,
-            format!("{}; create it first (CREATE DATABASE ...)", db_message(&e)),
+            format!(
+                "{}; create it first (CREATE DATABASE ...)",
+                errno::message(&e)
+            ),
         ),
-        (_, Some(codes::TOO_MANY_CONNECTIONS)) => (
+        (_, Some(errno::TOO_MANY_CONNECTIONS)) => (
             ConnectFailure::Unreachable,
             format!(
                 "server unreachable (too many connections: {})",
-                db_message(&e)
+                errno::message(&e)
             ),
         ),
-        (_, Some(codes::SECURE_TRANSPORT_REQUIRED)) => (
+        (_, Some(errno::SECURE_TRANSPORT_REQUIRED)) => (
             ConnectFailure::Tls,
             format!(
                 "the server requires TLS: {}; set ssl-mode to verify_identity (or required)",
-                db_message(&e)
+                errno::message(&e)
             ),
         ),
         (sqlx::Error::Tls(inner), _) => (
             ConnectFailure::Tls,
             format!("TLS failed (ssl-mode {mode}): {inner}"),
         ),
-        (sqlx::Error::Io(io), _) if let Some(tls) = tls_failure(io) => (
-            ConnectFailure::Tls,
-            match tls {
-                rustls::Error::InvalidCertificate(why) => {
-                    let hint = match why {
-                        rustls::CertificateError::UnknownIssuer => {
-                            "; ssl-ca must hold the CA that signed it"
-                        }
-                        rustls::CertificateError::NotValidForName
-                        | rustls::CertificateError::NotValidForNameContext { .. } => {
-                            "; connect to a host name or address that the certificate names"
-                        }
-                        _ => "",
-                    };
-                    format!(
-                        "the server's TLS certificate was refused (ssl-mode {mode}): {tls}{hint}"
-                    )
-                }
-                _ => format!("TLS handshake failed (ssl-mode {mode}): {tls}"),
-            },
-        ),
+        (sqlx::Error::Io(io), _) if let Some(tls) = tls_failure(io) => {
+            (ConnectFailure::Tls, tls_reason(tls, mode))
+        }
         (sqlx::Error::Io(io), _) => (
             ConnectFailure::Unreachable,
             format!("server unreachable ({io})"),
@@ -501,17 +357,27 @@ fn connect_error(url: &str, e: sqlx::Error) -> Error {
     Error::Connect { url, kind, reason }
 }
 
+/// Why a TLS handshake failed, with a hint at the fix for a refused certificate.
+fn tls_reason(tls: &rustls::Error, mode: SslMode) -> String {
+    let rustls::Error::InvalidCertificate(why) = tls else {
+        return format!("TLS handshake failed (ssl-mode {mode}): {tls}");
+    };
+    let hint = match why {
+        rustls::CertificateError::UnknownIssuer => "; ssl-ca must hold the CA that signed it",
+        rustls::CertificateError::NotValidForName
+        | rustls::CertificateError::NotValidForNameContext { .. } => {
+            "; connect to a host name or address that the certificate names"
+        }
+        _ => "",
+    };
+    format!("the server's TLS certificate was refused (ssl-mode {mode}): {tls}{hint}")
+}
+
 /// The TLS error inside an I/O error, if that is what it is: rustls reports a failed handshake (a refused
 /// certificate, an alert from the server) as an `InvalidData` I/O error wrapping its own error, which
 /// sqlx passes on as it is. Tied to the TLS backend chosen in `Cargo.toml`.
 fn tls_failure(io: &std::io::Error) -> Option<&rustls::Error> {
     io.get_ref()?.downcast_ref::<rustls::Error>()
-}
-
-fn db_message(e: &sqlx::Error) -> String {
-    e.as_database_error()
-        .map(|d| d.message().to_string())
-        .unwrap_or_else(|| e.to_string())
 }
 
 /// The pause before try `attempt + 1` after a transient failure: equal jitter over 10 ms doubling up to
@@ -540,6 +406,7 @@ where
                     return Err(e.into());
                 }
                 tracing::debug!(error = %e, attempt, what, "transient database error; retrying");
+                crate::telemetry::db_retry(errno::transient_kind(&e));
                 tokio::time::sleep(transient_pause(attempt)).await;
             }
         }
@@ -547,7 +414,7 @@ where
 }
 
 /// The name of the database the pool is connected to.
-pub async fn current_database(pool: &MySqlPool) -> Result<String> {
+pub(crate) async fn current_database(pool: &MySqlPool) -> Result<String> {
     let name: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
         .fetch_one(pool)
         .await?;
@@ -610,7 +477,7 @@ mod tests {
     fn a_password_is_set_encoded_and_replaces_the_urls_own() {
         let url = with_password("mysql://app:old@db:3306/app", "p@ss:w/rd %1").unwrap();
         assert_eq!(url, "mysql://app:p%40ss%3Aw%2Frd%20%251@db:3306/app");
-        let opts = parse_url(&url).unwrap();
+        let opts = connect_options(&url).unwrap();
         assert_eq!(opts.get_username(), "app");
         assert_eq!(opts.get_database(), Some("app"));
         assert_eq!(
@@ -644,13 +511,13 @@ mod tests {
 
     #[test]
     fn rejects_urls_with_a_reason() {
-        let e = parse_url("postgres://x/y").unwrap_err().to_string();
+        let e = connect_options("postgres://x/y").unwrap_err().to_string();
         assert!(e.contains("expected mysql://"), "{e}");
-        let e = parse_url("mysql://root@127.0.0.1:3306")
+        let e = connect_options("mysql://root@127.0.0.1:3306")
             .unwrap_err()
             .to_string();
         assert!(e.contains("no database name"), "{e}");
-        assert!(parse_url("mysql://root@127.0.0.1:3306/test").is_ok());
-        assert!(parse_url("mariadb://root@127.0.0.1:3306/test").is_ok());
+        assert!(connect_options("mysql://root@127.0.0.1:3306/test").is_ok());
+        assert!(connect_options("mariadb://root@127.0.0.1:3306/test").is_ok());
     }
 }

@@ -9,11 +9,11 @@ use crate::db::retry_transient;
 use crate::error::Result;
 
 /// Rows per DELETE.
-pub const PRUNE_BATCH: u32 = 1000;
+pub(crate) const PRUNE_BATCH: u32 = 1000;
 
 /// Deletes done, dead and cancelled jobs that finished more than `retention` ago, and schedule runs that
 /// ended as long ago. Returns how many jobs were deleted. Walks the `finished` indexes one batch at a time.
-pub async fn prune_finished(pool: &MySqlPool, retention: Duration) -> Result<u64> {
+pub(crate) async fn prune_finished(pool: &MySqlPool, retention: Duration) -> Result<u64> {
     let secs = retention.as_secs_f64();
     let mut total = 0;
     for state in ["done", "dead", "cancelled"] {

@@ -14,13 +14,9 @@ use crate::error::Result;
 
 /// A registry row as the reaper reads it.
 #[derive(Debug, Clone)]
-pub struct RegistryRow {
+pub(crate) struct RegistryRow {
     /// Claim token.
     pub token: String,
-    /// worker, reaper, supervisor, scheduler.
-    pub role: String,
-    /// Host name.
-    pub host: String,
     /// Boot id and pid namespace.
     pub host_id: String,
     /// Process id.
@@ -46,8 +42,6 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for RegistryRow {
         let age_us: i64 = row.try_get("heartbeat_age_us")?;
         Ok(Self {
             token: text(row, "token")?,
-            role: text(row, "role")?,
-            host: text(row, "host")?,
             host_id: text(row, "host_id")?,
             pid: row.try_get("pid")?,
             connection_id: row.try_get("connection_id")?,
@@ -66,9 +60,9 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for RegistryRow {
 }
 
 /// Every registry row.
-pub async fn registry(pool: &MySqlPool) -> Result<Vec<RegistryRow>> {
+pub(crate) async fn registry(pool: &MySqlPool) -> Result<Vec<RegistryRow>> {
     Ok(sqlx::query_as(
-        "SELECT token, role, host, host_id, pid, connection_id, server_id, server_epoch, started_at, \
+        "SELECT token, host_id, pid, connection_id, server_id, server_epoch, started_at, \
          heartbeat_ms, fence_ms, \
          TIMESTAMPDIFF(MICROSECOND, heartbeat_at, NOW(6)) AS heartbeat_age_us FROM jobq_processes",
     )
@@ -78,7 +72,7 @@ pub async fn registry(pool: &MySqlPool) -> Result<Vec<RegistryRow>> {
 
 /// The claim tokens of running rows, with how many rows each holds and the age of its newest claim
 /// (database clock).
-pub async fn running_claims(pool: &MySqlPool) -> Result<Vec<(String, i64, Duration)>> {
+pub(crate) async fn running_claims(pool: &MySqlPool) -> Result<Vec<(String, i64, Duration)>> {
     let rows: Vec<(Vec<u8>, i64, Option<i64>)> = sqlx::query_as(
         "SELECT claim, COUNT(*), TIMESTAMPDIFF(MICROSECOND, MAX(claimed_at), NOW(6)) \
          FROM job_queue WHERE state = 'running' AND claim IS NOT NULL GROUP BY claim",
@@ -98,7 +92,7 @@ pub async fn running_claims(pool: &MySqlPool) -> Result<Vec<(String, i64, Durati
 }
 
 /// The server the reaper is connected to: id, start time (Unix seconds) and uptime.
-pub async fn server_state(pool: &MySqlPool) -> Result<(u64, i64, Duration)> {
+pub(crate) async fn server_state(pool: &MySqlPool) -> Result<(u64, i64, Duration)> {
     let mut conn = pool.acquire().await?;
     let (_, server) = crate::db::registry::session_identity(&mut conn).await?;
     let now: i64 = sqlx::query_scalar("SELECT UNIX_TIMESTAMP()")
@@ -112,7 +106,7 @@ pub async fn server_state(pool: &MySqlPool) -> Result<(u64, i64, Duration)> {
 }
 
 /// For each lock name, whether some session holds it.
-pub async fn locks_held(pool: &MySqlPool, names: &[String]) -> Result<Vec<bool>> {
+pub(crate) async fn locks_held(pool: &MySqlPool, names: &[String]) -> Result<Vec<bool>> {
     let mut held = Vec::with_capacity(names.len());
     for chunk in names.chunks(100) {
         let mut q = QueryBuilder::<MySql>::new("SELECT ");
@@ -132,7 +126,7 @@ pub async fn locks_held(pool: &MySqlPool, names: &[String]) -> Result<Vec<bool>>
 
 /// Which of these connection ids the processlist shows. Without the PROCESS privilege a user sees only
 /// its own connections; a connection missing here is therefore only a hint, never proof.
-pub async fn listed_connections(pool: &MySqlPool, ids: &[u64]) -> Result<HashSet<u64>> {
+pub(crate) async fn listed_connections(pool: &MySqlPool, ids: &[u64]) -> Result<HashSet<u64>> {
     if ids.is_empty() {
         return Ok(HashSet::new());
     }
@@ -151,7 +145,7 @@ pub async fn listed_connections(pool: &MySqlPool, ids: &[u64]) -> Result<HashSet
 
 /// One row the reaper made runnable again (or ended).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResetJob {
+pub(crate) struct ResetJob {
     /// Row id.
     pub id: u64,
     /// Its kind.
@@ -164,7 +158,11 @@ pub struct ResetJob {
 /// interrupted attempt counts, so a job that kills its worker every time ends dead instead of looping),
 /// `cancelled` if an operator had asked to cancel it. Fenced on the token: two reapers, or a reaper and
 /// the claimant finishing at the same moment, never both change a row.
-pub async fn reset_claim(pool: &MySqlPool, claim: &str, reason: &str) -> Result<Vec<ResetJob>> {
+pub(crate) async fn reset_claim(
+    pool: &MySqlPool,
+    claim: &str,
+    reason: &str,
+) -> Result<Vec<ResetJob>> {
     retry_transient("reset", 8, || reset_once(pool, claim, reason)).await
 }
 
@@ -222,7 +220,7 @@ async fn reset_once(
 }
 
 /// Removes a dead process's registry row.
-pub async fn forget(pool: &MySqlPool, token: &str) -> Result<()> {
+pub(crate) async fn forget(pool: &MySqlPool, token: &str) -> Result<()> {
     sqlx::query("DELETE FROM jobq_processes WHERE token = ?")
         .bind(token)
         .execute(pool)
@@ -231,7 +229,7 @@ pub async fn forget(pool: &MySqlPool, token: &str) -> Result<()> {
 }
 
 /// Removes the registry rows of local process `pid` (whatever its token), once it is known dead.
-pub async fn forget_process(pool: &MySqlPool, host_id: &str, pid: u32) -> Result<u64> {
+pub(crate) async fn forget_process(pool: &MySqlPool, host_id: &str, pid: u32) -> Result<u64> {
     Ok(
         sqlx::query("DELETE FROM jobq_processes WHERE host_id = ? AND pid = ? AND host_id <> ''")
             .bind(host_id)
@@ -244,7 +242,11 @@ pub async fn forget_process(pool: &MySqlPool, host_id: &str, pid: u32) -> Result
 
 /// Running rows whose claim token names `host` and `pid` (any nonce and session): what a supervisor
 /// releases when its child `pid` has died.
-pub async fn claims_of_process(pool: &MySqlPool, host: &str, pid: u32) -> Result<Vec<String>> {
+pub(crate) async fn claims_of_process(
+    pool: &MySqlPool,
+    host: &str,
+    pid: u32,
+) -> Result<Vec<String>> {
     let prefix = crate::token::ClaimToken::process_prefix(host, pid);
     let rows: Vec<Vec<u8>> = sqlx::query_scalar(
         "SELECT DISTINCT claim FROM job_queue WHERE claim LIKE CONCAT(?, '%') AND state = 'running'",

@@ -7,7 +7,7 @@ use crate::token::{ClaimToken, ServerIdentity};
 
 /// What a registered process does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     /// Claims and runs jobs.
     Worker,
     /// Recovers jobs of dead claimants.
@@ -20,7 +20,7 @@ pub enum Role {
 
 impl Role {
     /// The value stored in the `role` column.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Role::Worker => "worker",
             Role::Reaper => "reaper",
@@ -50,6 +50,11 @@ pub(crate) async fn session_identity(conn: &mut MySqlConnection) -> Result<(u64,
     ))
 }
 
+/// How often a jobq process writes its heartbeat unless configured otherwise: 2 s, so that five beats fit
+/// in the default fence bound ([`crate::fence::DEFAULT_BOUND`]) and a worker whose session dropped has
+/// re-registered long before it would have to stop its jobs.
+pub(crate) const DEFAULT_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// How a process keeps itself alive in the registry: what reapers judge it by.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Bounds {
@@ -63,7 +68,7 @@ impl Bounds {
     /// The bounds of a process that claims no jobs (reaper, scheduler, supervisor): the worker defaults.
     pub(crate) fn service() -> Self {
         Self {
-            heartbeat: crate::worker::WorkerConfig::DEFAULT_HEARTBEAT,
+            heartbeat: DEFAULT_HEARTBEAT,
             fence: crate::fence::DEFAULT_BOUND,
         }
     }

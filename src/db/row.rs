@@ -1,11 +1,15 @@
-//! Reading text columns.
+//! Reading text columns, and the typed values (states, policies) stored as text.
 //!
 //! jobq's identifier columns are `ascii_bin` and MariaDB's JSON is `utf8mb4_bin`; the server marks
 //! columns with a binary collation as binary, and sqlx then refuses to decode them as `String`. Every text
 //! column is therefore read as bytes and checked to be UTF-8 here, in one place.
 
+use std::str::FromStr;
+
 use sqlx::Row;
 use sqlx::mysql::MySqlRow;
+
+use crate::error::Error;
 
 /// A text column that must not be NULL.
 pub(crate) fn text(row: &MySqlRow, col: &str) -> Result<String, sqlx::Error> {
@@ -17,6 +21,26 @@ pub(crate) fn text(row: &MySqlRow, col: &str) -> Result<String, sqlx::Error> {
 pub(crate) fn opt_text(row: &MySqlRow, col: &str) -> Result<Option<String>, sqlx::Error> {
     let bytes: Option<Vec<u8>> = row.try_get(col)?;
     bytes.map(|b| utf8(col, b)).transpose()
+}
+
+/// A text column holding one of a type's stored values (a state, a policy).
+pub(crate) fn parsed<T: FromStr<Err = Error>>(row: &MySqlRow, col: &str) -> Result<T, sqlx::Error> {
+    parse(col, &text(row, col)?)
+}
+
+/// [`parsed`] for a column that may be NULL.
+pub(crate) fn opt_parsed<T: FromStr<Err = Error>>(
+    row: &MySqlRow,
+    col: &str,
+) -> Result<Option<T>, sqlx::Error> {
+    opt_text(row, col)?.map(|s| parse(col, &s)).transpose()
+}
+
+fn parse<T: FromStr<Err = Error>>(col: &str, s: &str) -> Result<T, sqlx::Error> {
+    s.parse().map_err(|e: Error| sqlx::Error::ColumnDecode {
+        index: col.to_string(),
+        source: Box::new(e),
+    })
 }
 
 fn utf8(col: &str, bytes: Vec<u8>) -> Result<String, sqlx::Error> {

@@ -25,7 +25,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
 
 use super::{BoxFuture, Handler, JobContext, JobError};
 
@@ -159,6 +159,51 @@ impl Drop for GroupGuard {
 impl Inner {
     async fn run(&self, job: JobContext) -> Result<(), JobError> {
         let program = &self.argv[0];
+        let mut child = self
+            .command(&job)
+            .spawn()
+            .map_err(|e| JobError::retry(format!("cannot start {program:?}: {e}")))?;
+        let guard = GroupGuard::new(child.id());
+
+        // Feed stdin from its own task: a program that does not read its input must not block us, and
+        // one that exits early (EPIPE) is not an error of ours.
+        let mut stdin = child.stdin.take();
+        let payload = job.payload.clone();
+        let feeder = tokio::spawn(async move {
+            if let Some(stdin) = stdin.as_mut() {
+                let _ = stdin.write_all(payload.as_bytes()).await;
+                let _ = stdin.shutdown().await;
+            }
+        });
+        let stderr = tokio::spawn(read_tail(child.stderr.take()));
+
+        let status = self.wait(&mut child, &guard, &job).await;
+        // Whatever the leader did, nothing of the group outlives the job.
+        drop(guard);
+        feeder.abort();
+        let status =
+            status.map_err(|e| JobError::retry(format!("waiting for {program:?} failed: {e}")))?;
+        // A descendant that left the process group (setsid) may still hold stderr open: do not wait for
+        // it past a moment.
+        let err_tail = tokio::time::timeout(STDERR_DRAIN, stderr)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        if status.success() {
+            return Ok(());
+        }
+        Err(JobError::retry(format!(
+            "{program} {}{}{}",
+            describe(status),
+            if err_tail.trim().is_empty() { "" } else { ": " },
+            err_tail.trim_end()
+        )))
+    }
+
+    /// The command for `job`: through the exec shim when one is set (see [`start_through`]), in a
+    /// process group of its own, with a scrubbed environment and the job's `JOBQ_*` variables.
+    fn command(&self, job: &JobContext) -> Command {
         let mut cmd = match SHIM.get() {
             Some(shim) => {
                 let mut c = Command::new(&shim.program);
@@ -168,7 +213,7 @@ impl Inner {
                 c
             }
             None => {
-                let mut c = Command::new(program);
+                let mut c = Command::new(&self.argv[0]);
                 c.args(&self.argv[1..]);
                 c
             }
@@ -196,24 +241,18 @@ impl Inner {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| JobError::retry(format!("cannot start {program:?}: {e}")))?;
-        let guard = GroupGuard::new(child.id());
+        cmd
+    }
 
-        // Feed stdin from its own task: a program that does not read its input must not block us, and
-        // one that exits early (EPIPE) is not an error of ours.
-        let mut stdin = child.stdin.take();
-        let payload = job.payload.clone();
-        let feeder = tokio::spawn(async move {
-            if let Some(stdin) = stdin.as_mut() {
-                let _ = stdin.write_all(payload.as_bytes()).await;
-                let _ = stdin.shutdown().await;
-            }
-        });
-        let stderr = tokio::spawn(read_tail(child.stderr.take()));
-
-        let status = tokio::select! {
+    /// Waits for the command; when the job is cancelled (timeout, operator, shutdown, lost claim) its
+    /// group gets SIGTERM, then SIGKILL after `kill_grace`.
+    async fn wait(
+        &self,
+        child: &mut Child,
+        guard: &GroupGuard,
+        job: &JobContext,
+    ) -> std::io::Result<ExitStatus> {
+        tokio::select! {
             status = child.wait() => status,
             () = job.cancel.cancelled() => {
                 guard.signal(Signal::SIGTERM);
@@ -225,29 +264,7 @@ impl Inner {
                     }
                 }
             }
-        };
-        // Whatever the leader did, nothing of the group outlives the job.
-        drop(guard);
-        feeder.abort();
-        let status =
-            status.map_err(|e| JobError::retry(format!("waiting for {program:?} failed: {e}")))?;
-        // A descendant that left the process group (setsid) may still hold stderr open: do not wait for
-        // it past a moment.
-        let err_tail = tokio::time::timeout(STDERR_DRAIN, stderr)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        if status.success() {
-            return Ok(());
         }
-        let detail = err_tail;
-        Err(JobError::retry(format!(
-            "{program} {}{}{}",
-            describe(status),
-            if detail.trim().is_empty() { "" } else { ": " },
-            detail.trim_end()
-        )))
     }
 }
 

@@ -8,6 +8,7 @@
 //! applied twice can fence them with the same pair the worker uses to finish the job.
 
 pub mod command;
+pub mod program;
 pub mod sql;
 
 use std::collections::BTreeMap;
@@ -20,9 +21,8 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, HandlerSpec};
-use crate::db::enqueue::validate_name;
 use crate::error::Result;
+use crate::name::Name;
 
 /// A boxed, sendable future: what a [`Handler`] returns.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -31,7 +31,7 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 #[derive(Debug, Clone)]
 pub struct JobContext {
     /// Row id.
-    pub id: u64,
+    pub id: crate::job::JobId,
     /// Job kind.
     pub kind: String,
     /// Queue it came from.
@@ -84,7 +84,7 @@ impl JobContext {
     /// A context for tests and examples that call a handler directly.
     pub fn for_test(kind: &str, payload: &str) -> Self {
         Self {
-            id: 1,
+            id: crate::job::JobId(1),
             kind: kind.into(),
             queue: "default".into(),
             attempt: 1,
@@ -167,6 +167,27 @@ pub(crate) struct Entry {
     pub(crate) timeout: Option<Duration>,
 }
 
+/// A handler definition after validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandlerSpec {
+    /// Run a program.
+    Command {
+        /// Program and arguments.
+        argv: Vec<String>,
+        /// Extra environment.
+        env: BTreeMap<String, String>,
+        /// The only inherited variables, when set.
+        inherit_env: Option<Vec<String>>,
+    },
+    /// Run one SQL statement.
+    Sql {
+        /// The statement.
+        sql: String,
+        /// Payload fields for its placeholders.
+        params: Vec<String>,
+    },
+}
+
 /// Handlers by kind. A worker claims only the kinds registered here; jobs of other kinds wait for a worker
 /// that has a handler for them.
 #[derive(Clone, Default)]
@@ -203,7 +224,7 @@ impl Handlers {
         handler: impl Handler,
         timeout: Option<Duration>,
     ) -> Result<Self> {
-        validate_name("kind", kind, 128)?;
+        Name::Kind.check(kind)?;
         self.map.insert(
             kind.to_string(),
             Entry {
@@ -214,34 +235,30 @@ impl Handlers {
         Ok(self)
     }
 
-    /// The command and SQL handlers that `config` defines. Rows never carry code: the program or
-    /// statement comes from this file only, and a row's payload is passed as data.
-    ///
-    /// # Errors
-    /// When a command handler's program cannot be found or is not executable (see
-    /// [`Config::check_programs`]).
-    pub fn from_config(config: &Config, pool: &sqlx::MySqlPool) -> Result<Self> {
-        config.check_programs()?;
-        let mut handlers = Handlers::new();
-        for (kind, spec, timeout) in config.handler_specs() {
-            handlers = match spec {
-                HandlerSpec::Command {
-                    argv,
-                    env,
-                    inherit_env,
-                } => handlers.register_with_timeout(
-                    &kind,
-                    command::CommandHandler::new(argv, env).inherit_only(inherit_env),
-                    timeout,
-                )?,
-                HandlerSpec::Sql { sql, params } => handlers.register_with_timeout(
-                    &kind,
-                    sql::SqlHandler::new(pool.clone(), sql, params),
-                    timeout,
-                )?,
-            };
+    /// Registers the command or SQL handler `spec` describes (see [`crate::config::Config::handlers`]).
+    pub(crate) fn register_spec(
+        self,
+        kind: &str,
+        spec: HandlerSpec,
+        timeout: Option<Duration>,
+        pool: &sqlx::MySqlPool,
+    ) -> Result<Self> {
+        match spec {
+            HandlerSpec::Command {
+                argv,
+                env,
+                inherit_env,
+            } => self.register_with_timeout(
+                kind,
+                command::CommandHandler::new(argv, env).inherit_only(inherit_env),
+                timeout,
+            ),
+            HandlerSpec::Sql { sql, params } => self.register_with_timeout(
+                kind,
+                sql::SqlHandler::new(pool.clone(), sql, params),
+                timeout,
+            ),
         }
-        Ok(handlers)
     }
 
     /// The registered kinds, sorted.

@@ -33,6 +33,10 @@ const JOB_LOCK: &str = "CONCAT('jobq:', LEFT(MD5(DATABASE()), 16), ':', ?)";
 /// How long a new attempt waits for an earlier copy's session to end after `KILL CONNECTION`.
 const EARLIER_COPY_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a statement stopped with `KILL QUERY` gets to return, so its connection goes back to the
+/// pool clean; after that it is dropped with its connection.
+const KILLED_RETURN_WAIT: Duration = Duration::from_secs(5);
+
 /// Runs one statement per job.
 #[derive(Debug, Clone)]
 pub struct SqlHandler {
@@ -89,7 +93,7 @@ impl Inner {
     async fn stop_earlier_copy(
         &self,
         conn: &mut sqlx::MySqlConnection,
-        id: u64,
+        id: crate::job::JobId,
     ) -> Result<(), JobError> {
         // IS_USED_LOCK's type is a signed INT on MariaDB.
         let holder: Option<i64> = sqlx::query_scalar(&format!("SELECT IS_USED_LOCK({JOB_LOCK})"))
@@ -98,7 +102,7 @@ impl Inner {
             .await?;
         if let Some(holder) = holder {
             tracing::warn!(
-                job_id = id,
+                job_id = id.0,
                 holder,
                 "an earlier attempt's statement still runs on the server; ending its session (KILL CONNECTION)"
             );
@@ -151,7 +155,7 @@ impl Inner {
             () = job.cancel.cancelled() => {
                 let _ = sqlx::query(&format!("KILL QUERY {conn_id}")).execute(&self.pool).await;
                 // Let the killed statement return so the connection goes back to the pool clean.
-                let _ = tokio::time::timeout(Duration::from_secs(5), &mut exec).await;
+                let _ = tokio::time::timeout(KILLED_RETURN_WAIT, &mut exec).await;
                 Err(JobError::retry(format!("{}: stopped (KILL QUERY)", self.sql)))
             }
         }

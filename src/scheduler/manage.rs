@@ -7,11 +7,11 @@ use sqlx::MySqlPool;
 use tracing::{info, warn};
 
 use super::Clock;
-use super::def::{RunRecord, ScheduleDef, ScheduleRecord, ScheduleState};
-use super::policy::{self, Cause};
-use super::spec::Spec;
+use super::policy;
 use crate::db::schedule::{self as sql, Fire, Reschedule};
 use crate::error::{Error, Result};
+use crate::job::JobId;
+use crate::schedule::{Cause, RunRecord, ScheduleDef, ScheduleRecord, ScheduleState, Spec};
 
 /// Operations on stored schedules. Cheap to create; holds a pool handle and a clock.
 #[derive(Debug, Clone)]
@@ -61,13 +61,12 @@ impl Schedules {
     /// One schedule.
     ///
     /// # Errors
-    /// [`Error::Schedule`] when there is none of that name.
+    /// [`Error::ScheduleNotFound`] when there is none of that name.
     pub async fn get(&self, name: &str) -> Result<ScheduleRecord> {
         sql::get(&self.pool, name)
             .await?
-            .ok_or_else(|| Error::Schedule {
+            .ok_or_else(|| Error::ScheduleNotFound {
                 name: name.to_string(),
-                reason: "no such schedule (`jobq schedule list` shows them all)".into(),
             })
     }
 
@@ -110,7 +109,7 @@ impl Schedules {
         let now_s = now - TimeDelta::nanoseconds(i64::from(now.timestamp_subsec_nanos()));
         let anchor = def.start_at.unwrap_or(now_s);
         let next = policy::first_run(spec, anchor, def.start_at, def.end_at, now).ok_or_else(|| {
-            Error::Schedule {
+            Error::ScheduleInvalid {
                 name: def.name.clone(),
                 reason: if spec.is_once() {
                     "its `once` time has passed, or is after 2038-01-19 03:14:07 UTC (the TIMESTAMP \
@@ -128,8 +127,8 @@ impl Schedules {
     /// Creates a schedule. Nothing is written if the definition is invalid.
     ///
     /// # Errors
-    /// [`Error::Spec`] or [`Error::Schedule`] saying what is wrong; [`Error::Schedule`] if the name is
-    /// taken.
+    /// [`Error::Spec`] or [`Error::ScheduleInvalid`] saying what is wrong (also when the spec leaves no
+    /// planned time); [`Error::ScheduleExists`] if the name is taken.
     pub async fn create(&self, def: &ScheduleDef) -> Result<ScheduleRecord> {
         let spec = def.validate()?;
         let now = self.now().await?;
@@ -195,17 +194,17 @@ impl Schedules {
     /// Creates the schedule, or updates the one of that name (see [`Schedules::update`]).
     pub async fn upsert(&self, def: &ScheduleDef) -> Result<Upserted> {
         let spec = def.validate()?;
-        match sql::get(&self.pool, &def.name).await? {
-            Some(current) => self.apply(&current, def, &spec).await,
-            None => match self.create(def).await {
-                Ok(_) => Ok(Upserted::Created),
-                // Another process created it between our read and insert: update that one instead.
-                Err(Error::Schedule { .. }) if sql::get(&self.pool, &def.name).await?.is_some() => {
-                    let current = self.get(&def.name).await?;
-                    self.apply(&current, def, &spec).await
-                }
-                Err(e) => Err(e),
-            },
+        if let Some(current) = sql::get(&self.pool, &def.name).await? {
+            return self.apply(&current, def, &spec).await;
+        }
+        match self.create(def).await {
+            Ok(_) => Ok(Upserted::Created),
+            // Another process created it between our read and insert: update that one instead.
+            Err(Error::ScheduleExists { .. }) => {
+                let current = self.get(&def.name).await?;
+                self.apply(&current, def, &spec).await
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -233,8 +232,11 @@ impl Schedules {
         Ok(())
     }
 
-    /// Pauses an enabled (or broken) schedule: no new runs until [`Schedules::resume`]. Running jobs go
-    /// on (see [`Schedules::abort`]).
+    /// Pauses an enabled schedule (a paused one stays paused): no new runs until [`Schedules::resume`].
+    /// Running jobs go on (see [`Schedules::abort`]).
+    ///
+    /// # Errors
+    /// [`Error::ScheduleState`] when the schedule is finished or broken.
     pub async fn pause(&self, name: &str) -> Result<()> {
         let s = self.get(name).await?;
         let ok = sql::set_state(
@@ -247,9 +249,10 @@ impl Schedules {
         )
         .await?;
         if !ok {
-            return Err(Error::Schedule {
+            return Err(Error::ScheduleState {
                 name: name.into(),
-                reason: format!("is {}; only an enabled schedule can be paused", s.state),
+                state: s.state.to_string(),
+                reason: "only an enabled schedule can be paused",
             });
         }
         Ok(())
@@ -257,18 +260,19 @@ impl Schedules {
 
     /// Resumes a paused or broken schedule (a broken one's failure count starts again at 0). Planned times
     /// that passed while it was paused are not made up: the next run is the first planned time after now.
+    ///
+    /// # Errors
+    /// [`Error::ScheduleState`] when the schedule is finished.
     pub async fn resume(&self, name: &str) -> Result<ScheduleRecord> {
         let s = self.get(name).await?;
         if !matches!(
             s.state,
             ScheduleState::Paused | ScheduleState::Broken | ScheduleState::Enabled
         ) {
-            return Err(Error::Schedule {
+            return Err(Error::ScheduleState {
                 name: name.into(),
-                reason: format!(
-                    "is {}; change its spec or window with `jobq schedule update` to run it again",
-                    s.state
-                ),
+                state: s.state.to_string(),
+                reason: "change its spec or window with `jobq schedule update` to run it again",
             });
         }
         let spec = s.spec()?;
@@ -300,7 +304,11 @@ impl Schedules {
 
     /// Creates a run now, outside the schedule's times and whatever its state, overlap policy and window
     /// (an operator asked). Returns the new job's id.
-    pub async fn run_now(&self, name: &str) -> Result<u64> {
+    ///
+    /// # Errors
+    /// [`Error::ScheduleRunExists`] when a run for this very instant exists (a scheduled run at the same
+    /// microsecond): trying again a moment later works.
+    pub async fn run_now(&self, name: &str) -> Result<JobId> {
         let s = self.get(name).await?;
         let now = self.now().await?;
         let fire = Fire {
@@ -310,9 +318,9 @@ impl Schedules {
         };
         sql::fire_one(&self.pool, s.id, &fire)
             .await?
-            .ok_or_else(|| Error::Schedule {
+            .ok_or_else(|| Error::ScheduleRunExists {
                 name: name.into(),
-                reason: "a run for this very instant exists already; try again".into(),
+                planned_at: now,
             })
     }
 

@@ -24,12 +24,10 @@
 //! counts (what tests call, with a [`Clock::Manual`] instead of sleeping), and [`Scheduler::run`] loops
 //! on a ticker until cancelled, always finishing the pass it is in.
 
-pub mod def;
-pub mod manage;
-pub mod policy;
-pub mod spec;
+mod clock;
+pub(crate) mod manage;
+pub(crate) mod policy;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::service::{PassReport, Register, run_every};
@@ -41,59 +39,12 @@ use tracing::{debug, info, warn};
 use crate::db::registry::Role;
 use crate::db::schedule::{self as sql, Advance, Fire};
 use crate::error::{Error, Result};
-use def::{Overlap, ScheduleRecord, ScheduleState};
-use policy::{Cause, Decision, DueInput};
+use crate::schedule::{Cause, Outcome, Overlap, ScheduleRecord, ScheduleState};
+use policy::{Decision, DueInput};
 
-pub use def::{Misfire, OnError, RunRecord, ScheduleDef, ScheduleSection};
+pub(crate) use crate::schedule::ScheduleDef;
+pub use clock::{Clock, ManualClock};
 pub use manage::{AbortReport, Schedules, Upserted};
-pub use spec::Spec;
-
-/// Where the scheduler's "now" comes from.
-#[derive(Debug, Clone, Default)]
-pub enum Clock {
-    /// `SELECT NOW(6)` once per tick (default): every scheduler agrees, whatever its host's clock.
-    #[default]
-    Database,
-    /// A time the caller sets: tests step through days of schedules in milliseconds.
-    Manual(ManualClock),
-}
-
-impl Clock {
-    /// The current time by this clock.
-    pub async fn now(&self, pool: &MySqlPool) -> Result<DateTime<Utc>> {
-        match self {
-            Clock::Database => sql::now(pool).await,
-            Clock::Manual(m) => Ok(m.now()),
-        }
-    }
-}
-
-/// A clock that stands still until it is set or advanced. Clones share the time.
-#[derive(Debug, Clone)]
-pub struct ManualClock(Arc<Mutex<DateTime<Utc>>>);
-
-impl ManualClock {
-    /// A clock showing `t`.
-    pub fn new(t: DateTime<Utc>) -> Self {
-        Self(Arc::new(Mutex::new(t)))
-    }
-
-    /// The time it shows.
-    pub fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Sets the time.
-    pub fn set(&self, t: DateTime<Utc>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = t;
-    }
-
-    /// Moves the time on by `d`.
-    pub fn advance(&self, d: Duration) {
-        let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        *t += TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX);
-    }
-}
 
 /// Scheduler settings. `Default` gives the documented defaults.
 #[derive(Debug, Clone)]
@@ -127,15 +78,25 @@ impl SchedulerConfig {
     pub const DEFAULT_HEARTBEAT: Duration = crate::worker::WorkerConfig::DEFAULT_HEARTBEAT;
 
     fn validate(&self) -> Result<()> {
-        if self.interval.is_zero() || self.heartbeat_interval.is_zero() {
-            return Err(Error::InvalidArgument(
-                "scheduler interval and heartbeat interval must be above zero".into(),
-            ));
+        for (name, d) in [
+            ("interval", self.interval),
+            ("heartbeat interval", self.heartbeat_interval),
+        ] {
+            if d.is_zero() {
+                return Err(Error::InvalidArgument(format!(
+                    "scheduler {name} must be above zero"
+                )));
+            }
         }
-        if self.max_jobs_per_tick == 0 || self.max_catch_up == 0 {
-            return Err(Error::InvalidArgument(
-                "scheduler max_jobs_per_tick and max_catch_up must be at least 1".into(),
-            ));
+        for (name, n) in [
+            ("max_jobs_per_tick", self.max_jobs_per_tick),
+            ("max_catch_up", self.max_catch_up),
+        ] {
+            if n == 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "scheduler {name} must be at least 1"
+                )));
+            }
         }
         for d in &self.definitions {
             d.validate()?;
@@ -181,6 +142,27 @@ pub struct TickReport {
     pub paused: u64,
     /// Schedules broken this tick.
     pub broken: u64,
+}
+
+impl std::fmt::Display for TickReport {
+    /// The counters that are not zero, as `name=value` (for logs).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        crate::counts::write(
+            f,
+            &[
+                ("created", self.created),
+                ("due", self.due),
+                ("skipped", self.skipped),
+                ("held", self.held),
+                ("finished", self.finished),
+                ("lost_races", self.lost_races),
+                ("ended_runs", self.ended_runs),
+                ("failed_runs", self.failed_runs),
+                ("paused", self.paused),
+                ("broken", self.broken),
+            ],
+        )
+    }
 }
 
 impl PassReport for TickReport {
@@ -350,7 +332,7 @@ impl Scheduler {
                 continue;
             };
             report.ended_runs += 1;
-            if outcome == policy::Outcome::Failed {
+            if outcome == Outcome::Failed {
                 report.failed_runs += 1;
             }
             if before != after {
@@ -474,23 +456,19 @@ mod tests {
     }
 
     #[test]
-    fn manual_clock_is_shared_by_clones() {
-        let t = Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap();
-        let c = ManualClock::new(t);
-        let c2 = c.clone();
-        c.advance(Duration::from_secs(90));
-        assert_eq!(c2.now(), t + TimeDelta::seconds(90));
-        c2.set(t);
-        assert_eq!(c.now(), t);
-    }
-
-    #[test]
     fn config_is_validated() {
         let pool_free = SchedulerConfig {
             max_jobs_per_tick: 0,
             ..Default::default()
         };
-        assert!(pool_free.validate().is_err());
+        let e = pool_free.validate().unwrap_err().to_string();
+        assert_eq!(e, "scheduler max_jobs_per_tick must be at least 1");
+        let still = SchedulerConfig {
+            heartbeat_interval: Duration::ZERO,
+            ..Default::default()
+        };
+        let e = still.validate().unwrap_err().to_string();
+        assert_eq!(e, "scheduler heartbeat interval must be above zero");
         let bad_def = SchedulerConfig {
             definitions: vec![ScheduleDef::new("x", "k", "0 25 * * *")],
             ..Default::default()

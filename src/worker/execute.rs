@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::task::JoinError;
@@ -13,7 +13,9 @@ use super::Shared;
 use super::ledger::Entry;
 use crate::db::claim::ClaimedJob;
 use crate::db::finish::{Finish, finish};
+use crate::error::Error;
 use crate::handler::{JobContext, JobError};
+use crate::telemetry;
 
 /// Why the handler stopped.
 enum Ended {
@@ -54,7 +56,11 @@ pub(super) async fn run_job(
         Some(Finish::Release)
     } else {
         let _counted = shared.fence.enter();
+        telemetry::running(1.0);
+        let started = Instant::now();
         let ended = run_handler(&shared, &job, &entry, &fence).await;
+        telemetry::job_ran(&job.queue, &job.kind, started.elapsed());
+        telemetry::running(-1.0);
         entry.recording();
         decide(&shared, &job, ended, entry.cancel_request.is_cancelled())
     };
@@ -62,6 +68,7 @@ pub(super) async fn run_job(
         Some(outcome) => record(&shared, &job, attempt, &outcome).await,
         None => {
             shared.counters.lost.fetch_add(1, Ordering::Relaxed);
+            telemetry::job_finished(&job.queue, &job.kind, "claim_lost");
         }
     }
     shared.ledger.leave(job.id, attempt);
@@ -90,7 +97,7 @@ async fn run_handler(
         .unwrap_or(shared.cfg.default_timeout);
     let cancel = shared.hard_stop.child_token();
     let ctx = JobContext {
-        id: job.id,
+        id: crate::job::JobId(job.id),
         kind: job.kind.clone(),
         queue: job.queue.clone(),
         attempt: job.attempt(),
@@ -161,7 +168,8 @@ fn decide(
         // did not fail on its own.
         Ended::Returned(_) if shared.hard_stop.is_cancelled() => return Some(interrupted()),
         Ended::Returned(Ok(Err(e))) => (e.message().to_string(), e.is_fatal()),
-        Ended::Returned(Err(join)) => (panic_message(join), false),
+        // The error's text is what the row keeps (`last_error`): "handler panicked: <message>".
+        Ended::Returned(Err(join)) => (Error::task_failed("handler", join).to_string(), false),
         Ended::TimedOut(t) => (
             format!("timed out after {}", humantime::format_duration(t)),
             false,
@@ -178,44 +186,39 @@ fn decide(
     })
 }
 
-fn panic_message(join: JoinError) -> String {
-    if join.is_cancelled() {
-        return "handler task was cancelled".into();
-    }
-    let payload = join.into_panic();
-    let text = payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "(no message)".into());
-    format!("handler panicked: {text}")
-}
-
 /// Finishes the row, riding out a database outage: a live worker that gave up here would leave its own
 /// row `running` under a token whose holder is alive, which no reaper may touch. Only a hard stop ends the
 /// wait (the worker is exiting; its claim is then recovered like any dead claimant's).
+///
+/// The error is shared ([`finisher::Reply`](super::finisher::Reply)) because a "done" finish may have
+/// been one of a batch that failed together.
 async fn finish_patiently(
     shared: &Shared,
     job: &ClaimedJob,
     attempt: u16,
     outcome: &Finish,
-) -> crate::error::Result<bool> {
+) -> Result<bool, Arc<Error>> {
     if *outcome == Finish::Done {
-        let done = crate::service::unless_stopped(
+        return crate::service::unless_stopped(
             &shared.hard_stop,
             shared.finisher.done(job.id, attempt),
         )
         .await
-        .unwrap_or_else(|| Err("the database did not answer while stopping".into()));
-        return done.map_err(|e| crate::error::Error::Io {
-            context: "recording a finished job".into(),
-            source: std::io::Error::other(e),
+        .unwrap_or_else(|| {
+            Err(Arc::new(Error::Io {
+                context: "recording a finished job".into(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the database did not answer while stopping",
+                ),
+            }))
         });
     }
     super::patiently(&shared.hard_stop, "the job's outcome", || {
         finish(&shared.pool, job.id, &shared.token, attempt, outcome)
     })
     .await
+    .map_err(Arc::new)
 }
 
 async fn record(shared: &Shared, job: &ClaimedJob, attempt: u16, outcome: &Finish) {
@@ -245,9 +248,11 @@ async fn record(shared: &Shared, job: &ClaimedJob, attempt: u16, outcome: &Finis
                 }
             };
             counter.fetch_add(1, Ordering::Relaxed);
+            telemetry::job_finished(&job.queue, &job.kind, outcome_label(outcome));
         }
         Ok(false) => {
             c.lost.fetch_add(1, Ordering::Relaxed);
+            telemetry::job_finished(&job.queue, &job.kind, "claim_lost");
             warn!(job_id = job.id, kind = %job.kind, attempt, claim = %shared.token,
                   "claim lost: the row no longer carries this worker's token and attempt; leaving it alone");
         }
@@ -255,6 +260,17 @@ async fn record(shared: &Shared, job: &ClaimedJob, attempt: u16, outcome: &Finis
             error!(job_id = job.id, kind = %job.kind, attempt, error = %e,
                    "could not record the job's outcome; the row stays claimed and will be recovered");
         }
+    }
+}
+
+/// The `outcome` label of a recorded finish.
+fn outcome_label(outcome: &Finish) -> &'static str {
+    match outcome {
+        Finish::Done => "done",
+        Finish::Retry { .. } => "retry",
+        Finish::Dead { .. } => "dead",
+        Finish::Cancelled { .. } => "cancelled",
+        Finish::Release | Finish::Interrupted { .. } => "requeued",
     }
 }
 

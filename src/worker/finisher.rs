@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::db::finish::finish_done_batch;
+use crate::error::{Error, Result};
 
 /// Most rows finished by one transaction: at least a whole claim of the largest batch size the bench
 /// sweeps, so that a claim's jobs, which end together, are finished together.
@@ -27,7 +28,10 @@ const MAX_BATCH: usize = 2048;
 /// Longest wait for more finishes while other jobs are still running.
 const LINGER: std::time::Duration = std::time::Duration::from_millis(1);
 
-type Reply = Result<bool, String>;
+/// The answer to one job's finish: `Ok(false)` when the fence did not match. The error is shared (an
+/// `Arc`, as `Error` holds a database error that cannot be cloned): one failed transaction answers every
+/// job of its batch with the same error.
+pub(crate) type Reply = Result<bool, Arc<Error>>;
 
 struct Request {
     id: u64,
@@ -68,10 +72,17 @@ impl Finisher {
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(Request { id, attempt, reply })
-            .map_err(|_| "the finisher has stopped".to_string())?;
-        rx.await
-            .map_err(|_| "the finisher has stopped".to_string())?
+            .map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
     }
+}
+
+/// The answer when the finisher task is gone (its channel closed).
+fn stopped() -> Arc<Error> {
+    Arc::new(Error::Task {
+        task: "finisher",
+        reason: "has stopped".into(),
+    })
 }
 
 async fn run(
@@ -121,11 +132,13 @@ async fn run_on(
             }
         }
         let items: Vec<(u64, u16)> = batch.iter().map(|r| (r.id, r.attempt)).collect();
-        let result = patiently(conn, token, &items, hard_stop).await;
+        let result = patiently(conn, token, &items, hard_stop)
+            .await
+            .map_err(Arc::new);
         for (i, req) in batch.into_iter().enumerate() {
             let reply = match &result {
                 Ok(flags) => Ok(flags[i]),
-                Err(e) => Err(e.clone()),
+                Err(e) => Err(Arc::clone(e)),
             };
             let _ = req.reply.send(reply);
         }
@@ -138,12 +151,12 @@ async fn patiently(
     token: &str,
     items: &[(u64, u16)],
     hard_stop: &CancellationToken,
-) -> Result<Vec<bool>, String> {
+) -> Result<Vec<bool>> {
     let mut patience = super::Patience::new(hard_stop);
     loop {
         match finish_done_batch(conn, token, items).await {
             Err(e) if patience.wait_after(&e, "finished jobs").await => {}
-            other => return other.map_err(|e| e.to_string()),
+            other => return other,
         }
     }
 }

@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use super::Mode;
-use crate::service::Backoff;
+use crate::backoff::Backoff;
 
 /// Failed claims in a row (each already retried internally) after which a draining worker gives up:
 /// about 3 s of waiting in all.

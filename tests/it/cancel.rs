@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use jobq::db::admin::{CancelOutcome, cancel_job};
-use jobq::db::claim::claim_batch;
-use jobq::reaper::{Reaper, ReaperConfig};
+use jobq::CancelOutcome;
+use jobq::testing::claim_batch;
 use jobq::{Handlers, JobContext, JobError};
+use jobq::{Reaper, ReaperConfig};
 
 use crate::common::{
     TestDb, jobq, scratch_dir, spawn_forever_worker, start_forever_worker, wait_output, wait_until,
@@ -28,7 +28,7 @@ async fn a_running_library_job_is_told_and_ends_cancelled_never_retried() {
     })
     .await;
     assert_eq!(
-        cancel_job(&db.pool, 1).await.unwrap(),
+        jobq::Jobs::new(db.pool.clone()).cancel(1).await.unwrap(),
         CancelOutcome::Requested
     );
     wait_until("cancelled", Duration::from_secs(5), || async {
@@ -38,7 +38,7 @@ async fn a_running_library_job_is_told_and_ends_cancelled_never_retried() {
     stop.cancel();
     let r = task.await.unwrap().unwrap();
     assert_eq!((r.cancelled, r.retried), (1, 0));
-    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
     assert_eq!(job.attempts, 1);
     assert!(job.finished_at.is_some());
 }
@@ -105,7 +105,7 @@ async fn a_cancel_requested_for_a_job_whose_worker_died_ends_it_cancelled() {
     .await
     .unwrap();
     assert_eq!(
-        cancel_job(&db.pool, 1).await.unwrap(),
+        jobq::Jobs::new(db.pool.clone()).cancel(1).await.unwrap(),
         CancelOutcome::Requested
     );
     db.age_ghost_claims().await;

@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use jobq::db::claim::{ClaimedJob, claim_batch, stamp_selected};
-use jobq::db::finish::{Finish, finish};
+use jobq::testing::{ClaimedJob, claim_batch, stamp_selected};
+use jobq::testing::{Finish, finish};
 use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
 use sqlx::{Connection, Row};
 
@@ -20,7 +20,7 @@ fn counting(kind: &str, seen: &Seen) -> Handlers {
         .register(kind, move |job: JobContext| {
             let seen = seen.clone();
             async move {
-                *seen.lock().unwrap().entry(job.id).or_default() += 1;
+                *seen.lock().unwrap().entry(job.id.0).or_default() += 1;
                 Ok::<(), JobError>(())
             }
         })

@@ -63,7 +63,7 @@ async fn count(db: &TestDb, filter: &str) -> i64 {
 }
 
 async fn job(db: &TestDb, id: u64) -> JobRecord {
-    jobq::db::admin::get_job(&db.pool, id).await.unwrap()
+    jobq::testing::get_job(&db.pool, id).await.unwrap()
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -166,7 +166,7 @@ async fn an_unmigrated_database_says_to_run_migrate_and_migrate_is_idempotent() 
         .await;
     assert_eq!(
         versions,
-        jobq::db::migrate::latest_version(),
+        jobq::latest_version(),
         "each migration is recorded once"
     );
 
@@ -791,20 +791,43 @@ fn an_invalid_jobq_log_is_refused() {
     assert_refused(&out, &["invalid JOBQ_LOG", "jobq=loud"]);
 }
 
+/// A bad flag value is a usage error: clap's message names the flag, and the exit status is 2.
+fn assert_usage_error(out: &Output, needles: &[&str]) {
+    assert_fails(out, needles);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "exit status; stderr:\n{}",
+        stderr(out)
+    );
+}
+
 #[test]
 fn a_zero_reaper_interval_or_lease_is_refused() {
     let out = run_jobq(Some(NO_SERVER), &["reaper", "--interval", "0s"]);
-    assert_refused(&out, &["--interval must be above zero"]);
+    assert_usage_error(&out, &["--interval", "must be above zero"]);
     let out = run_jobq(Some(NO_SERVER), &["reaper", "--once", "--lease", "0s"]);
-    assert_refused(&out, &["--lease must be above zero"]);
+    assert_usage_error(&out, &["--lease", "must be above zero"]);
     let out = with_config("[reaper]\ninterval = \"0s\"\n", &["reaper"]);
     assert_refused(&out, &["reaper.interval must be above zero"]);
 }
 
 #[test]
+fn zero_scheduler_settings_are_refused() {
+    let out = run_jobq(Some(NO_SERVER), &["scheduler", "--interval", "0s"]);
+    assert_usage_error(&out, &["--interval", "must be above zero"]);
+    let out = run_jobq(Some(NO_SERVER), &["scheduler", "--max-jobs-per-tick", "0"]);
+    assert_usage_error(&out, &["--max-jobs-per-tick", "0"]);
+    let out = with_config("[scheduler]\nmax_jobs_per_tick = 0\n", &["scheduler"]);
+    assert_refused(&out, &["scheduler.max_jobs_per_tick must be at least 1"]);
+}
+
+#[test]
 fn zero_worker_intervals_are_refused() {
     let out = with_config(A_HANDLER, &["worker", "--poll-interval", "0s"]);
-    assert_refused(&out, &["--poll-interval must be above zero"]);
+    assert_usage_error(&out, &["--poll-interval", "must be above zero"]);
+    let out = with_config(A_HANDLER, &["worker", "--batch-size", "0"]);
+    assert_usage_error(&out, &["--batch-size", "0"]);
     let out = with_config(
         &format!("{A_HANDLER}[worker]\nheartbeat_interval = \"0s\"\n"),
         &["worker"],
@@ -820,11 +843,15 @@ fn zero_worker_intervals_are_refused() {
 #[test]
 fn an_absurd_concurrency_is_refused_not_allocated() {
     let out = with_config(A_HANDLER, &["worker", "-c", "4000000000"]);
-    assert_refused(&out, &["--concurrency = 4000000000", "maximum of 10000"]);
+    assert_usage_error(&out, &["--concurrency", "4000000000", "maximum of 10000"]);
     let out = with_config(A_HANDLER, &["supervise", "-n", "4000000000"]);
-    assert_refused(&out, &["-n/--workers = 4000000000", "1..=1000"]);
+    assert_usage_error(&out, &["--workers", "4000000000", "1..=1000"]);
+    let out = with_config(A_HANDLER, &["supervise", "-n", "0"]);
+    assert_usage_error(&out, &["--workers", "0"]);
     let out = with_config(A_HANDLER, &["supervise", "-c", "4000000000"]);
-    assert_refused(&out, &["--concurrency = 4000000000", "maximum of 10000"]);
+    assert_usage_error(&out, &["--concurrency", "4000000000", "maximum of 10000"]);
+    let out = with_config(A_HANDLER, &["worker", "-c", "0"]);
+    assert_usage_error(&out, &["--concurrency", "at least 1"]);
     let out = with_config(
         &format!("{A_HANDLER}[worker]\nconcurrency = 20000\n"),
         &["worker"],
@@ -844,7 +871,7 @@ fn a_retry_cap_below_its_base_is_refused() {
 #[test]
 fn jobs_list_with_a_zero_limit_is_refused() {
     let out = run_jobq(Some(NO_SERVER), &["jobs", "list", "-n", "0"]);
-    assert_refused(&out, &["--limit must be at least 1"]);
+    assert_usage_error(&out, &["--limit", "0"]);
 }
 
 #[test]
@@ -1157,7 +1184,8 @@ fn help_states_the_librarys_defaults() {
     let flat = worker.split_whitespace().collect::<Vec<_>>().join(" ");
     for want in [
         format!(
-            "one worker process. Default {}",
+            "one worker process (at most {}). Default {}",
+            jobq::WorkerConfig::MAX_CONCURRENCY,
             jobq::WorkerConfig::DEFAULT_CONCURRENCY
         ),
         format!(
@@ -1173,6 +1201,14 @@ fn help_states_the_librarys_defaults() {
     }
     let reaper = stdout(&jobq(None, &["reaper", "--help"]).output().unwrap());
     let flat = reaper.split_whitespace().collect::<Vec<_>>().join(" ");
-    let want = format!("else {}", human(jobq::reaper::ReaperConfig::DEFAULT_LEASE));
+    let want = format!("else {}", human(jobq::ReaperConfig::DEFAULT_LEASE));
     assert!(flat.contains(&want), "{want:?} not in:\n{reaper}");
+    let scheduler = stdout(&jobq(None, &["scheduler", "--help"]).output().unwrap());
+    let flat = scheduler.split_whitespace().collect::<Vec<_>>().join(" ");
+    for want in [
+        format!("else {}", human(jobq::SchedulerConfig::DEFAULT_INTERVAL)),
+        format!("else {}", jobq::SchedulerConfig::DEFAULT_MAX_JOBS_PER_TICK),
+    ] {
+        assert!(flat.contains(&want), "{want:?} not in:\n{scheduler}");
+    }
 }

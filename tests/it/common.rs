@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use jobq::db::{self, ConnectConfig};
+use jobq::ConnectConfig;
 use sqlx::{Executor, MySqlPool};
 
 /// The server tests run against, as a URL whose database part is replaced per test.
@@ -37,7 +37,7 @@ impl TestDb {
     /// A fresh, migrated database.
     pub async fn new() -> TestDb {
         let db = Self::unmigrated().await;
-        db::migrate::migrate(&db.pool).await.expect("migrate");
+        jobq::migrate(&db.pool).await.expect("migrate");
         db
     }
 
@@ -57,7 +57,7 @@ impl TestDb {
             .expect("create test database");
         admin.close().await;
         let url = url_for(&name);
-        let pool = db::connect(&ConnectConfig::new(&url).max_connections(5))
+        let pool = jobq::connect(&ConnectConfig::new(&url).max_connections(5))
             .await
             .expect("connect to test database");
         TestDb { pool, url, name }
@@ -65,7 +65,7 @@ impl TestDb {
 
     /// Another pool on the same database (for a second worker with its own connections).
     pub async fn pool(&self, max: u32) -> MySqlPool {
-        db::connect(&ConnectConfig::new(&self.url).max_connections(max))
+        jobq::connect(&ConnectConfig::new(&self.url).max_connections(max))
             .await
             .unwrap()
     }
@@ -149,7 +149,7 @@ impl Drop for TestDb {
 }
 
 async fn admin_pool() -> MySqlPool {
-    db::connect(&ConnectConfig::new(base_url()).max_connections(1))
+    jobq::connect(&ConnectConfig::new(base_url()).max_connections(1))
         .await
         .expect("connect to the test server (set JOBQ_TEST_DATABASE_URL or run scripts/test.sh)")
 }
@@ -209,6 +209,7 @@ pub fn jobq(url: Option<&str>, args: &[&str]) -> Command {
         .env_remove("JOBQ_DATABASE_SSL_MODE")
         .env_remove("JOBQ_DATABASE_SSL_CA")
         .env_remove("JOBQ_LOG")
+        .env_remove("JOBQ_LOG_FORMAT")
         // An empty directory of our own, so no stray ./jobq.toml is picked up.
         .current_dir(empty_dir());
     if let Some(u) = url {
@@ -451,7 +452,7 @@ impl PrivateServer {
                     std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
                 );
             }
-            if db::connect(&ConnectConfig::new(&url)).await.is_ok() {
+            if jobq::connect(&ConnectConfig::new(&url)).await.is_ok() {
                 return;
             }
             assert!(

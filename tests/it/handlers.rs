@@ -4,11 +4,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use jobq::RetryPolicy;
 use jobq::config::Config;
-use jobq::retry::RetryPolicy;
-use jobq::{
-    CancellationToken, Handlers, JobRecord, Mode, NewJob, State, Worker, WorkerConfig, WorkerReport,
-};
+use jobq::{CancellationToken, JobRecord, Mode, NewJob, State, Worker, WorkerConfig, WorkerReport};
 
 use crate::common::{TestDb, run_jobq, scratch_dir, wait_until, write_config};
 
@@ -38,7 +36,7 @@ async fn run_worker_then(
     let dir = scratch_dir();
     let path = write_config(&dir, config_text);
     let config = Config::load(&path).expect("config loads");
-    let handlers = Handlers::from_config(&config, &db.pool).expect("handlers");
+    let handlers = config.handlers(&db.pool).expect("handlers");
     after_start();
     let cfg = WorkerConfig {
         queues: queues.iter().map(|q| q.to_string()).collect(),
@@ -61,11 +59,11 @@ async fn run_worker_then(
     report
 }
 
-async fn job(db: &TestDb, id: u64) -> JobRecord {
-    jobq::db::admin::get_job(&db.pool, id).await.unwrap()
+async fn job(db: &TestDb, id: impl Into<jobq::JobId>) -> JobRecord {
+    jobq::testing::get_job(&db.pool, id).await.unwrap()
 }
 
-async fn enqueue(db: &TestDb, job: NewJob) -> u64 {
+async fn enqueue(db: &TestDb, job: NewJob) -> jobq::JobId {
     jobq::enqueue(&db.pool, &job).await.unwrap()
 }
 
@@ -74,9 +72,10 @@ fn last_error(j: &JobRecord) -> &str {
 }
 
 /// Seconds from the database's now to the job's run_at.
-async fn due_in_secs(db: &TestDb, id: u64) -> i64 {
+async fn due_in_secs(db: &TestDb, id: impl Into<jobq::JobId>) -> i64 {
     db.scalar(&format!(
-        "SELECT TIMESTAMPDIFF(SECOND, NOW(6), run_at) FROM job_queue WHERE id = {id}"
+        "SELECT TIMESTAMPDIFF(SECOND, NOW(6), run_at) FROM job_queue WHERE id = {}",
+        id.into()
     ))
     .await
 }
@@ -240,7 +239,12 @@ async fn a_command_killed_by_a_signal_fails_naming_the_signal() {
 const SLOW_SCRIPT: &str =
     "echo $$ > \"$OUT/sh.pid\"; sleep 30 & echo $! > \"$OUT/bg.pid\"; sleep 30";
 
-async fn assert_timed_out_and_group_killed(db: &TestDb, config: &str, id: u64, out: &Path) {
+async fn assert_timed_out_and_group_killed(
+    db: &TestDb,
+    config: &str,
+    id: impl Into<jobq::JobId> + Copy,
+    out: &Path,
+) {
     let started = Instant::now();
     let report = run_worker(db, config, &["default"]).await;
     let took = started.elapsed();

@@ -6,6 +6,10 @@
 //! run in parallel. `scripts/test.sh` makes sure a server is there.
 
 mod common;
+// The bench's counting wire relay, shared with the binary (one file, two crates).
+#[allow(dead_code)]
+#[path = "../../bin/jobq/bench/wire.rs"]
+mod wire;
 
 // The claim engine: fences, plans, concurrency.
 mod claim;
@@ -35,3 +39,9 @@ mod bench;
 mod grants;
 // TLS to the database: ssl-mode, CA files, and every connection of a worker, on a private server.
 mod tls;
+// Import direction between the library's modules (reads the source; no database).
+mod layers;
+// What the binary prints for programs: --json reports and JSON log lines.
+mod output;
+// --metrics-addr: Prometheus text, health and readiness.
+mod metrics;

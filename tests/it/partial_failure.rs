@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use jobq::reaper::{Reaper, ReaperConfig};
 use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
+use jobq::{Reaper, ReaperConfig};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::io::AsyncWriteExt;
@@ -301,7 +301,7 @@ async fn a_live_worker_whose_sessions_are_killed_runs_its_job_once() {
         db.states().await == "done=1"
     })
     .await;
-    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
     let log = effects(&dir);
     assert_eq!(job.attempts, 1, "ran once: {log}");
     assert!(!log.contains("OVERLAP"), "{log}");
@@ -342,7 +342,7 @@ async fn a_sigkilled_workers_command_dies_with_it() {
     wait_until("the command gone", Duration::from_secs(1), || async {
         // A zombie (dead, not yet reaped by init) counts as gone.
         !lock_held(&dir)
-            && jobq::liveness::local_process(pid, None) == jobq::liveness::ProcessState::Dead
+            && jobq::testing::local_process(pid, None) == jobq::testing::ProcessState::Dead
     })
     .await;
     let gone_after = killed.elapsed();
@@ -406,7 +406,7 @@ async fn a_network_cut_longer_than_the_fence_stops_the_job_before_it_is_handed_o
     // the cut is older than the fence plus the margin.
     assert!(
         reset_after
-            >= WorkerConfig::DEFAULT_FENCE_AFTER + jobq::fence::MARGIN
+            >= WorkerConfig::DEFAULT_FENCE_AFTER + jobq::testing::MARGIN
                 - WorkerConfig::DEFAULT_HEARTBEAT
                 - Duration::from_millis(500),
         "reset {reset_after:?} after the cut"
@@ -441,7 +441,7 @@ async fn a_network_cut_shorter_than_the_fence_is_ridden_out() {
         db.states().await == "done=1"
     })
     .await;
-    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
     let log = effects(&dir);
     assert_eq!(job.attempts, 1, "{log}");
     assert!(log.contains("end:1") && !log.contains("OVERLAP"), "{log}");
@@ -574,7 +574,7 @@ async fn an_sql_job_of_a_cut_off_worker_is_stopped_on_the_server_before_the_next
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
     assert_eq!(db.states().await, "done=1", "{:?}", job.last_error);
     // One start and end each for the second attempt, and the first never ended.
     let rows: Vec<(String,)> = sqlx::query_as("SELECT what FROM sql_effects ORDER BY n")
@@ -656,7 +656,7 @@ async fn a_sigkilled_worker_on_another_host_is_rescued_after_its_fence() {
     eprintln!(
         "other-host SIGKILL rescued after {rescued:?} ({since_beat:?} after the last heartbeat)"
     );
-    let bound = WorkerConfig::DEFAULT_FENCE_AFTER + jobq::fence::MARGIN;
+    let bound = WorkerConfig::DEFAULT_FENCE_AFTER + jobq::testing::MARGIN;
     assert!(
         since_beat >= bound,
         "reset {since_beat:?} after the last heartbeat"

@@ -2,10 +2,10 @@
 
 use std::time::{Duration, Instant};
 
-use jobq::db::claim::claim_batch;
-use jobq::db::finish::{Finish, finish};
-use jobq::reaper::{Reaper, ReaperConfig};
+use jobq::testing::claim_batch;
+use jobq::testing::{Finish, finish};
 use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
+use jobq::{Reaper, ReaperConfig};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
@@ -71,7 +71,7 @@ async fn a_sigkilled_workers_job_is_runnable_within_two_intervals_and_runs_again
     eprintln!("same-host SIGKILL rescued after {took:?}");
     let bound = ReaperConfig::DEFAULT_INTERVAL * 2 + Duration::from_millis(500);
     assert!(took <= bound, "reset after {took:?}, bound {bound:?}");
-    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
     assert_eq!(job.attempts, 1, "the reset counts the interrupted attempt");
     assert!(job.last_error.unwrap().contains("died"));
     stop.cancel();
@@ -130,7 +130,7 @@ async fn a_live_worker_running_a_job_longer_than_many_reaper_passes_keeps_its_cl
     assert!(passes >= 10, "only {passes} passes");
     let report = task.await.unwrap().unwrap();
     assert_eq!((report.done, report.lost), (1, 0));
-    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
     assert_eq!(job.attempts, 1);
 }
 
@@ -206,7 +206,7 @@ async fn a_job_that_kills_its_worker_every_time_ends_dead() {
         db.age_ghost_claims().await;
         reaper.run_once().await.unwrap();
     }
-    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
     assert_eq!((job.state, job.attempts), (jobq::State::Dead, 2));
     assert!(job.last_error.unwrap().contains(&ghost(201)));
     assert!(job.finished_at.is_some());
@@ -215,7 +215,7 @@ async fn a_job_that_kills_its_worker_every_time_ends_dead() {
 #[tokio::test]
 async fn dead_processes_leave_the_registry_and_live_ones_stay() {
     let db = TestDb::new().await;
-    let me = jobq::token::ProcessIdentity::current();
+    let me = jobq::testing::ProcessIdentity::current();
     // A process on this host that no longer exists, one whose heartbeat is past the lease, and one whose
     // registration came from a process (this one) that is alive and well.
     db.exec(&format!(

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
-use jobq::scheduler::def::{Overlap, ScheduleRecord, ScheduleState};
-use jobq::scheduler::{ManualClock, Misfire, OnError, Schedules, Upserted};
+use jobq::schedule::{Cause, Outcome, Overlap, ScheduleRecord, ScheduleState};
 use jobq::{
-    CancellationToken, Clock, Handlers, JobContext, JobError, Mode, ScheduleDef, Scheduler,
+    CancellationToken, Clock, Error, Handlers, JobContext, JobError, Mode, ScheduleDef, Scheduler,
     SchedulerConfig, Worker, WorkerConfig,
 };
+use jobq::{ManualClock, Misfire, OnError, Schedules, Upserted};
 
 use crate::common::{TestDb, run_jobq, scratch_dir, wait_until, write_config};
 
@@ -346,6 +346,12 @@ async fn error_policies_failures_and_broken() {
     clock.advance(secs(600));
     tick(&s).await;
     assert_eq!(planned(&db, "keep").await.len(), runs_before);
+    // Only an enabled schedule can be paused: a broken one is resumed instead.
+    let e = schedules.pause("keep").await.unwrap_err();
+    assert!(
+        matches!(&e, Error::ScheduleState { name, state, .. } if name == "keep" && state == "broken"),
+        "{e}"
+    );
 
     // Resume: failures reset, next run from now (missed times are not made up).
     let now = clock.now();
@@ -379,8 +385,8 @@ async fn error_policies_failures_and_broken() {
     assert_eq!((keep.consecutive_failures, keep.total_failures), (0, 4));
     // The history shows each run's outcome.
     let runs = schedules.runs("keep", 100).await.unwrap();
-    assert_eq!(runs[0].outcome.as_deref(), Some("done"));
-    assert_eq!(runs[1].outcome.as_deref(), Some("dead"));
+    assert_eq!(runs[0].outcome, Some(Outcome::Done));
+    assert_eq!(runs[1].outcome, Some(Outcome::Failed));
     assert_eq!(runs[1].error.as_deref(), Some("x"));
 }
 
@@ -506,12 +512,22 @@ async fn window_start_end_and_once() {
     let e = schedules
         .create(&ScheduleDef::new("late", "k", "once at 2029-12-31 00:00"))
         .await
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("\"late\"") && e.contains("passed"), "{e}");
-    assert!(schedules.get("late").await.is_err());
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::ScheduleInvalid { name, reason } if name == "late" && reason.contains("passed")),
+        "{e}"
+    );
+    assert!(matches!(
+        schedules.get("late").await,
+        Err(Error::ScheduleNotFound { name }) if name == "late"
+    ));
     // Resuming a finished schedule is refused; changing its window revives it.
-    assert!(schedules.resume("window").await.is_err());
+    let e = schedules.resume("window").await.unwrap_err();
+    assert!(
+        matches!(&e, Error::ScheduleState { state, .. } if state == "finished"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("`jobq schedule update`"), "{e}");
     def.end_at = Some(clock.now() + TimeDelta::hours(1));
     assert_eq!(schedules.update(&def).await.unwrap(), Upserted::Rescheduled);
     assert_eq!(
@@ -579,7 +595,7 @@ async fn pause_resume_and_abort() {
         (rec.consecutive_failures, rec.state),
         (0, ScheduleState::Enabled)
     );
-    let outcomes: Vec<Option<String>> = schedules
+    let outcomes: Vec<Option<Outcome>> = schedules
         .runs("p", 10)
         .await
         .unwrap()
@@ -588,22 +604,24 @@ async fn pause_resume_and_abort() {
         .collect();
     assert_eq!(
         outcomes,
-        [
-            Some("cancelled".to_string()),
-            None,
-            Some("done".to_string())
-        ]
+        [Some(Outcome::Cancelled), None, Some(Outcome::Done)]
     );
     // run-now makes a job at once, whatever the state.
     schedules.pause("p").await.unwrap();
     // At the very instant of the last scheduled run, the unique key refuses a second job for it.
-    let e = schedules.run_now("p").await.unwrap_err().to_string();
-    assert!(e.contains("exists already"), "{e}");
+    let e = schedules.run_now("p").await.unwrap_err();
+    assert!(
+        matches!(&e, Error::ScheduleRunExists { planned_at, .. } if *planned_at == clock.now()),
+        "{e}"
+    );
     assert_eq!(jobs_of(&db, "p").await.len(), 3);
     clock.advance(secs(1));
     let id = schedules.run_now("p").await.unwrap();
-    assert!(id > jobs[2]);
-    assert_eq!(schedules.runs("p", 1).await.unwrap()[0].cause, "manual");
+    assert!(id.0 > jobs[2]);
+    assert_eq!(
+        schedules.runs("p", 1).await.unwrap()[0].cause,
+        Cause::Manual
+    );
 }
 
 #[tokio::test]
@@ -645,6 +663,12 @@ async fn config_sync_upserts_by_name_without_losing_state() {
     assert_eq!(
         schedules.sync(std::slice::from_ref(&def)).await.unwrap()[0].1,
         Upserted::Created
+    );
+    // Creating it again is refused by the name's unique key, and says so.
+    let e = schedules.create(&def).await.unwrap_err();
+    assert!(
+        matches!(&e, Error::ScheduleExists { name } if name == "synced"),
+        "{e}"
     );
     clock.advance(secs(600));
     assert_eq!(tick(&s).await.created, 1);
@@ -694,6 +718,34 @@ async fn config_sync_upserts_by_name_without_losing_state() {
         1,
         "no run lost or added"
     );
+}
+
+/// Processes syncing the same config at once: each upsert of a new name either creates it or, having
+/// lost the insert to another, updates the one that won. None fails.
+#[tokio::test]
+async fn concurrent_upserts_of_a_new_name_all_succeed() {
+    let db = TestDb::new().await;
+    let clock = ManualClock::new(t0());
+    let def = ScheduleDef::new("shared", "k", "every 10m");
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..4 {
+        let schedules = Schedules::with_clock(db.pool(2).await, Clock::Manual(clock.clone()));
+        let def = def.clone();
+        set.spawn(async move { schedules.upsert(&def).await });
+    }
+    let results: Vec<Upserted> = set
+        .join_all()
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        results.iter().filter(|r| **r == Upserted::Created).count(),
+        1,
+        "{results:?}"
+    );
+    let n: i64 = db.scalar("SELECT COUNT(*) FROM jobq_schedules").await;
+    assert_eq!(n, 1);
 }
 
 #[tokio::test]
@@ -786,7 +838,7 @@ async fn a_real_worker_runs_scheduled_jobs_and_abort_stops_a_running_one() {
     w.await.unwrap().unwrap();
     s.run_once().await.unwrap();
     let runs = schedules.runs("slow", 10).await.unwrap();
-    assert_eq!(runs.last().unwrap().outcome.as_deref(), Some("cancelled"));
+    assert_eq!(runs.last().unwrap().outcome, Some(Outcome::Cancelled));
     assert_eq!(get(&schedules, "slow").await.consecutive_failures, 0);
 }
 
@@ -804,14 +856,16 @@ async fn cli_schedule_commands() {
         );
         text
     };
-    let fails = |args: &[&str], needles: &[&str]| {
+    // A bad value is refused with 1; a flag value clap parses (an enum) with 2, a usage error.
+    let fails_with = |status: i32, args: &[&str], needles: &[&str]| {
         let out = run_jobq(url, args);
         let err = String::from_utf8_lossy(&out.stderr).to_string();
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(status), "{args:?}: {err}");
         for n in needles {
             assert!(err.contains(n), "{args:?}: want {n:?} in:\n{err}");
         }
     };
+    let fails = |args: &[&str], needles: &[&str]| fails_with(1, args, needles);
 
     // Checking a spec needs no database.
     let out = run_jobq(
@@ -854,7 +908,8 @@ async fn cli_schedule_commands() {
         &["schedule", "create", "x", "-k", "k", "-s", "0 3 1,2,x * *"],
         &["field 3 (day of month)", "\"x\""],
     );
-    fails(
+    fails_with(
+        2,
         &[
             "schedule",
             "create",

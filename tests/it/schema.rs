@@ -1,7 +1,7 @@
 //! The schema: what a plain INSERT gets, what the server refuses, time zones, migrations, enqueue.
 
-use jobq::db::migrate::{ensure_migrated, latest_version, migrate};
 use jobq::{Error, NewJob};
+use jobq::{ensure_migrated, latest_version, migrate};
 use sqlx::{Executor, Row};
 
 use crate::common::TestDb;
@@ -72,7 +72,7 @@ async fn run_at_is_an_instant_whatever_the_inserting_sessions_time_zone() {
         .await
         .unwrap();
     }
-    let due = jobq::db::claim::claim_batch(
+    let due = jobq::testing::claim_batch(
         &db.pool,
         "t",
         "default",
@@ -154,7 +154,7 @@ async fn enqueue_joins_the_callers_transaction() {
     let mut tx = db.pool.begin().await.unwrap();
     let id = jobq::enqueue(&mut *tx, &job).await.unwrap();
     tx.commit().await.unwrap();
-    let rec = jobq::db::admin::get_job(&db.pool, id).await.unwrap();
+    let rec = jobq::testing::get_job(&db.pool, id).await.unwrap();
     assert_eq!(
         (rec.queue.as_str(), rec.priority, rec.max_attempts),
         ("mail", -2, 3)
@@ -220,7 +220,8 @@ async fn prune_deletes_old_finished_jobs_in_batches_and_keeps_the_rest() {
          (2, NOW(6) - INTERVAL 9 DAY, NULL, NULL)",
     )
     .await;
-    let n = jobq::db::prune::prune_finished(&db.pool, jobq::config::DEFAULT_RETENTION)
+    let n = jobq::Jobs::new(db.pool.clone())
+        .prune(jobq::ReaperConfig::DEFAULT_RETENTION)
         .await
         .unwrap();
     assert_eq!(n, 2500);

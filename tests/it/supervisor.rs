@@ -158,7 +158,7 @@ async fn a_dead_childs_jobs_are_released_at_once_without_a_reaper() {
         || async { db.states().await == "done=1" },
     )
     .await;
-    let job = jobq::db::admin::get_job(&db.pool, 1).await.unwrap();
+    let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
     assert_eq!(job.attempts, 2);
     assert!(
         job.last_error
@@ -171,6 +171,66 @@ async fn a_dead_childs_jobs_are_released_at_once_without_a_reaper() {
     let _ = std::process::Command::new("pkill")
         .args(["-f", "^sleep 30$"])
         .status();
+}
+
+/// A child SIGKILLed mid-statement can have its last claim or registry INSERT reach the server after the
+/// supervisor released it. Here those late writes are made by hand just after the death: the second
+/// sweep must release them, without a reaper.
+#[tokio::test]
+async fn writes_that_land_after_a_childs_death_are_released_by_the_second_sweep() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = write_config(&dir, "[handlers.nap]\ncommand = [\"true\"]\n");
+    let sup = supervise(&db, &cfg, &["-n", "1"]);
+    let sup_pid = sup.id();
+    n_workers(sup_pid, 1).await;
+    let child = children_of(sup_pid)[0];
+    wait_until("the child registered", Duration::from_secs(10), || async {
+        db.scalar::<i64>(&format!(
+            "SELECT COUNT(*) FROM jobq_processes WHERE pid = {child}"
+        ))
+        .await
+            == 1
+    })
+    .await;
+    kill(Pid::from_raw(child as i32), Signal::SIGKILL).unwrap();
+    wait_until("the child released", Duration::from_secs(5), || async {
+        db.scalar::<i64>(&format!(
+            "SELECT COUNT(*) FROM jobq_processes WHERE pid = {child}"
+        ))
+        .await
+            == 0
+    })
+    .await;
+    let me = jobq::testing::ProcessIdentity::current();
+    let token = format!("{}:{child}:1:1-1:00000000000000aa", me.host);
+    db.exec(&format!(
+        "INSERT INTO jobq_processes (token, role, host, host_id, pid, connection_id, server_id, \
+         server_epoch, queues, version, heartbeat_ms, fence_ms) \
+         VALUES ('{token}', 'worker', '{}', '{}', {child}, 1, 1, 1, 'default', 'x', 1000, 1000)",
+        me.host, me.host_id
+    ))
+    .await;
+    db.exec(&format!(
+        "INSERT INTO job_queue (kind, state, claim, attempts, claimed_at) \
+         VALUES ('nap', 'running', '{token}', 1, NOW(6))"
+    ))
+    .await;
+    wait_until(
+        "the late writes released",
+        Duration::from_secs(10),
+        || async {
+            db.scalar::<i64>("SELECT COUNT(*) FROM jobq_processes WHERE token LIKE '%00aa'")
+                .await
+                == 0
+                && db.states().await == "done=1"
+        },
+    )
+    .await;
+    let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
+    assert_eq!(job.attempts, 2, "released once, then run by the new child");
+    kill(Pid::from_raw(sup_pid as i32), Signal::SIGTERM).unwrap();
+    assert!(wait_output(sup, Duration::from_secs(30)).status.success());
 }
 
 #[tokio::test]
@@ -323,7 +383,7 @@ async fn a_failed_in_process_service_is_started_again() {
     use std::sync::atomic::{AtomicU32, Ordering};
     let starts = Arc::new(AtomicU32::new(0));
     let shutdown = jobq::CancellationToken::new();
-    let task = jobq::supervisor::keep_alive("test", Duration::from_millis(10), shutdown.clone(), {
+    let task = jobq::keep_alive("test", Duration::from_millis(10), shutdown.clone(), {
         let (starts, shutdown) = (starts.clone(), shutdown.clone());
         move || {
             let (starts, shutdown) = (starts.clone(), shutdown.clone());

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use jobq::db::{self, ConnectConfig};
+use jobq::ConnectConfig;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose,
@@ -83,9 +83,9 @@ async fn tls_server(pki: &Pki) -> PrivateServer {
     server
 }
 
-/// Connects with `url` (the login is checked at once: see `db::connect`).
+/// Connects with `url` (the login is checked at once: see `jobq::connect`).
 async fn connect(url: &str) -> jobq::Result<MySqlPool> {
-    db::connect(&ConnectConfig::new(url).max_connections(2)).await
+    jobq::connect(&ConnectConfig::new(url).max_connections(2)).await
 }
 
 /// The cipher of a session opened with `url`: empty for a plaintext session.

@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use jobq::retry::RetryPolicy;
+use jobq::RetryPolicy;
 use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -30,7 +30,7 @@ async fn run(db: &TestDb, handlers: Handlers, cfg: WorkerConfig) -> jobq::Worker
 }
 
 async fn job_row(db: &TestDb, id: u64) -> jobq::JobRecord {
-    jobq::db::admin::get_job(&db.pool, id).await.unwrap()
+    jobq::testing::get_job(&db.pool, id).await.unwrap()
 }
 
 #[tokio::test]
@@ -206,7 +206,7 @@ async fn batched_finishes_skip_exactly_the_rows_taken_away() {
         .register("steal", move |job: JobContext| {
             let (pool, gate) = (pool.clone(), gate.clone());
             async move {
-                let taken = match job.id % 3 {
+                let taken = match job.id.0 % 3 {
                     0 => "UPDATE job_queue SET claim = 'someone-else' WHERE id = ?",
                     1 => "UPDATE job_queue SET attempts = attempts + 1 WHERE id = ?",
                     _ => "DO ?",
@@ -381,13 +381,12 @@ async fn a_due_job_locked_by_another_transaction_does_not_make_the_worker_spin()
         .unwrap();
 
     let opts: sqlx::mysql::MySqlConnectOptions = db.url.parse().unwrap();
-    let relay = jobq::bench::Relay::start(opts.get_host().to_string(), opts.get_port())
+    let relay = crate::wire::Relay::start(opts.get_host().to_string(), opts.get_port())
         .await
         .unwrap();
-    let pool =
-        jobq::db::connect(&jobq::db::ConnectConfig::new(relay.url(&db.url)).max_connections(4))
-            .await
-            .unwrap();
+    let pool = jobq::connect(&jobq::ConnectConfig::new(relay.url(&db.url)).max_connections(4))
+        .await
+        .unwrap();
     let ran = Arc::new(AtomicU32::new(0));
     let counter = ran.clone();
     let handlers = Handlers::new()

@@ -1,15 +1,48 @@
 //! `jobq bench`.
 
+use crate::bench::{self, BenchConfig, Section};
 use anyhow::{Result, bail};
 use jobq::CancellationToken;
-use jobq::bench::{self, BenchConfig, Section};
 
 use super::Env;
 use crate::args::BenchArgs;
 use crate::out::{out, outln};
 
 pub async fn run(env: &Env, args: BenchArgs) -> Result<()> {
-    let mut cfg = if args.quick {
+    let json = args.json;
+    let mut cfg = bench_config(env, args)?;
+    // The footprint section runs this very binary as `jobq worker`.
+    cfg.jobq_exe = std::env::current_exe().ok();
+    cfg.progress = !json;
+
+    // Ctrl-C: stop the run; the bench drops the scratch database before returning.
+    let stop = CancellationToken::new();
+    let on_signal = stop.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            crate::out::err_line(format_args!(
+                "bench: interrupted; dropping the scratch database"
+            ));
+            on_signal.cancel();
+        }
+    });
+    let report = bench::run_until(cfg, stop).await?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
+    } else {
+        out!("{}", bench::render_text(&report))?;
+    }
+    if !report.all_checks_pass() {
+        bail!("correctness checks failed (see CORRECTNESS above)");
+    }
+    Ok(())
+}
+
+/// The run's configuration: the preset (`--smoke`, `--quick`, else the full run), then each flag given.
+fn bench_config(env: &Env, args: BenchArgs) -> Result<BenchConfig> {
+    let mut cfg = if args.smoke {
+        BenchConfig::smoke(&env.url)
+    } else if args.quick {
         BenchConfig::quick(&env.url)
     } else {
         BenchConfig::full(&env.url)
@@ -63,29 +96,5 @@ pub async fn run(env: &Env, args: BenchArgs) -> Result<()> {
         cfg.settings_override = Some(s.parse().map_err(anyhow::Error::msg)?);
     }
     cfg.keep_db = args.keep_db;
-    // The footprint section runs this very binary as `jobq worker`.
-    cfg.jobq_exe = std::env::current_exe().ok();
-    cfg.progress = !args.json;
-
-    // Ctrl-C: stop the run; the library drops the scratch database before returning.
-    let stop = CancellationToken::new();
-    let on_signal = stop.clone();
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            crate::out::err_line(format_args!(
-                "bench: interrupted; dropping the scratch database"
-            ));
-            on_signal.cancel();
-        }
-    });
-    let report = bench::run_until(cfg, stop).await?;
-    if args.json {
-        outln!("{}", serde_json::to_string_pretty(&report)?)?;
-    } else {
-        out!("{}", bench::render_text(&report))?;
-    }
-    if !report.all_checks_pass() {
-        bail!("correctness checks failed (see CORRECTNESS above)");
-    }
-    Ok(())
+    Ok(cfg)
 }

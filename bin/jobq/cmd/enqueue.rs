@@ -33,7 +33,11 @@ pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
     }
     let pool = env.migrated_pool(1).await?;
     let id = jobq::enqueue(&pool, &job).await?;
-    outln!("{id}")?;
+    if args.format.json {
+        crate::out::json(&serde_json::json!({ "id": id }))?;
+    } else {
+        outln!("{id}")?;
+    }
     Ok(())
 }
 

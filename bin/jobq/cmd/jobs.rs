@@ -1,51 +1,51 @@
 //! `jobq jobs list|show|retry|run-now|cancel`.
 
-use anyhow::{Result, bail};
-use jobq::db::admin;
-use jobq::{JobFilter, JobRecord, State};
+use anyhow::Result;
+use jobq::{CancelOutcome, JobFilter, JobRecord, Jobs};
 
 use super::Env;
 use crate::args::JobsCommand;
 use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
-    // Arguments are checked before anything touches the database.
-    let state = match &cmd {
-        JobsCommand::List(a) => {
-            if a.limit == 0 {
-                bail!("-n/--limit must be at least 1");
-            }
-            a.state.as_deref().map(str::parse::<State>).transpose()?
-        }
-        _ => None,
-    };
-    let pool = env.migrated_pool(1).await?;
+    let jobs = Jobs::new(env.migrated_pool(1).await?);
     match cmd {
         JobsCommand::List(a) => {
             let filter = JobFilter {
-                state,
+                state: a.state,
                 queue: a.queue,
                 kind: a.kind,
                 limit: a.limit,
             };
-            let jobs = admin::list_jobs(&pool, &filter).await?;
-            print_list(&jobs)?;
+            let list = jobs.list(&filter).await?;
+            if a.format.json {
+                crate::out::json(&list)?;
+            } else {
+                print_list(&list)?;
+            }
         }
-        JobsCommand::Show { id } => print_one(&admin::get_job(&pool, id).await?)?,
+        JobsCommand::Show { id, format } => {
+            let job = jobs.get(id).await?;
+            if format.json {
+                crate::out::json(&job)?;
+            } else {
+                print_one(&job)?;
+            }
+        }
         JobsCommand::Retry { id } => {
-            admin::retry_job(&pool, id).await?;
+            jobs.retry(id).await?;
             outln!("job {id} is queued to run now, with a fresh attempt budget")?;
         }
         JobsCommand::RunNow { id } => {
-            if admin::run_job_now(&pool, id).await? {
+            if jobs.run_now(id).await? {
                 outln!("job {id} is due now")?;
             } else {
                 outln!("job {id} was already due")?;
             }
         }
-        JobsCommand::Cancel { id } => match admin::cancel_job(&pool, id).await? {
-            admin::CancelOutcome::Cancelled => outln!("job {id} is cancelled")?,
-            admin::CancelOutcome::Requested => outln!(
+        JobsCommand::Cancel { id } => match jobs.cancel(id).await? {
+            CancelOutcome::Cancelled => outln!("job {id} is cancelled")?,
+            CancelOutcome::Requested => outln!(
                 "job {id} is running: its worker was asked to stop it; it will end cancelled"
             )?,
         },

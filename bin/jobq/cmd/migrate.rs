@@ -1,20 +1,17 @@
 //! `jobq migrate`.
 
 use anyhow::{Context, Result};
-use jobq::db;
 
 use super::Env;
 use crate::args::MigrateArgs;
 use crate::out::outln;
 
 pub async fn run(env: &Env, args: MigrateArgs) -> Result<()> {
-    if args.create_database && db::create_database(&env.url).await? {
-        outln!("created database for {}", db::redact_url(&env.url))?;
+    if args.create_database && jobq::create_database(&env.url).await? {
+        outln!("created database for {}", jobq::redact_url(&env.url))?;
     }
     let pool = env.pool(2).await?;
-    let report = db::migrate::migrate(&pool)
-        .await
-        .context("migration failed")?;
+    let report = jobq::migrate(&pool).await.context("migration failed")?;
     if report.applied.is_empty() {
         outln!("schema is up to date (version {})", report.version)?;
     } else {

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use jobq::config::Config;
-use jobq::db::{self, ConnectConfig, SslMode};
+use jobq::{ConnectConfig, SslMode};
 use sqlx::MySqlPool;
 
 use crate::args::{Cli, Command, DEFAULT_DATABASE_URL};
@@ -51,11 +51,11 @@ impl Env {
             .map(PathBuf::from)
             .or_else(|| config.database_password_file.clone());
         let effective = match &password_file {
-            Some(path) => db::with_password(&url, &db::read_password_file(path)?)?,
+            Some(path) => jobq::with_password(&url, &jobq::read_password_file(path)?)?,
             None => url.clone(),
         };
         let (ssl_mode, ssl_ca) = tls_settings(&config, config_path.as_deref())?;
-        let effective = db::with_tls(&effective, ssl_mode, ssl_ca.as_deref())?;
+        let effective = jobq::with_tls(&effective, ssl_mode, ssl_ca.as_deref())?;
         Ok(Env {
             config,
             config_path,
@@ -66,13 +66,13 @@ impl Env {
 
     /// Connects with a pool of `max` connections.
     pub async fn pool(&self, max: u32) -> Result<MySqlPool> {
-        Ok(db::connect(&ConnectConfig::new(&self.url).max_connections(max)).await?)
+        Ok(jobq::connect(&ConnectConfig::new(&self.url).max_connections(max)).await?)
     }
 
     /// A pool for a long-running service, which connects when first used: the service waits for a
     /// database that is not there yet, and checks the schema itself when it registers.
     pub fn service_pool(&self, max: u32) -> Result<MySqlPool> {
-        Ok(db::connect_lazy(
+        Ok(jobq::connect_lazy(
             &ConnectConfig::new(&self.url).max_connections(max),
         )?)
     }
@@ -80,14 +80,14 @@ impl Env {
     /// Connects and checks that the schema is current.
     pub async fn migrated_pool(&self, max: u32) -> Result<MySqlPool> {
         let pool = self.pool(max).await?;
-        db::migrate::ensure_migrated(&pool).await?;
+        jobq::ensure_migrated(&pool).await?;
         Ok(pool)
     }
 }
 
 /// The TLS settings given apart from the URL: `JOBQ_DATABASE_SSL_MODE`, else `database_ssl_mode`; and
 /// `JOBQ_DATABASE_SSL_CA`, else `database_ssl_ca`. Each one set replaces the URL's own (see
-/// [`db::with_tls`]). Errors name the variable or the config key they come from.
+/// [`jobq::with_tls`]). Errors name the variable or the config key they come from.
 fn tls_settings(
     config: &Config,
     config_path: Option<&Path>,
@@ -111,7 +111,7 @@ fn tls_settings(
             .map(|path| (path, in_config("database_ssl_ca"))),
     };
     if let Some((path, source)) = &ca {
-        db::check_ca_file(path).with_context(|| source.clone())?;
+        jobq::check_ca_file(path).with_context(|| source.clone())?;
     }
     Ok((mode, ca.map(|(path, _)| path)))
 }
@@ -122,7 +122,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Migrate(args) => migrate::run(&env, args).await,
         Command::Worker(args) => worker::run(&env, args).await,
         Command::Enqueue(args) => enqueue::run(&env, args).await,
-        Command::Stats => stats::run(&env).await,
+        Command::Stats(args) => stats::run(&env, args).await,
         Command::Jobs(cmd) => jobs::run(&env, cmd).await,
         Command::Reaper(args) => reaper::run(&env, args).await,
         Command::Supervise(args) => supervise::run(&env, args).await,

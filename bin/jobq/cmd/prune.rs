@@ -1,7 +1,7 @@
 //! `jobq prune`.
 
 use anyhow::Result;
-use jobq::db;
+use jobq::Jobs;
 
 use super::Env;
 use crate::args::PruneArgs;
@@ -10,7 +10,7 @@ use crate::out::outln;
 pub async fn run(env: &Env, args: PruneArgs) -> Result<()> {
     let pool = env.migrated_pool(2).await?;
     let retention = args.retention.unwrap_or_else(|| env.config.retention());
-    let n = db::prune::prune_finished(&pool, retention).await?;
+    let n = Jobs::new(pool).prune(retention).await?;
     outln!(
         "deleted {n} finished job(s) older than {}",
         humantime::format_duration(retention)

@@ -1,9 +1,11 @@
 //! `jobq schedule create|update|drop|list|show|runs|pause|resume|run-now|next|abort`.
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Result, anyhow};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
-use jobq::scheduler::{RunRecord, ScheduleDef, Schedules, Spec, def::ScheduleRecord};
+use jobq::State;
+use jobq::schedule::{Outcome, RunRecord, ScheduleDef, ScheduleRecord, Spec};
+use jobq::{Schedules, Upserted};
 
 use super::Env;
 use crate::args::{ScheduleCommand, ScheduleCreateArgs, ScheduleOptions, ScheduleUpdateArgs};
@@ -16,7 +18,11 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
     {
         let spec = Spec::parse(text, a.time_zone.as_deref().unwrap_or("UTC"))?;
         let now = Utc::now();
-        print_times(&spec.upcoming(now, now, a.count), spec.tz())?;
+        let times = spec.upcoming(now, now, a.count);
+        if a.format.json {
+            return crate::out::json(&times);
+        }
+        print_times(&times, spec.tz())?;
         return Ok(());
     }
     let create = match &cmd {
@@ -35,34 +41,50 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
                 fmt_opt(s.next_run_at, s.spec()?.tz())
             )?;
         }
-        ScheduleCommand::Update(a) => {
-            let mut def = schedules.get(&a.name).await?.def;
-            update_def(&mut def, &a)?;
-            let r = schedules.update(&def).await?;
-            let s = schedules.get(&a.name).await?;
-            outln!(
-                "schedule {} {}; next run {}",
-                s.def.name,
-                match r {
-                    jobq::scheduler::Upserted::Rescheduled => "updated and rescheduled",
-                    jobq::scheduler::Upserted::Unchanged => "unchanged",
-                    _ => "updated",
-                },
-                fmt_opt(s.next_run_at, s.spec()?.tz())
-            )?;
-        }
+        ScheduleCommand::Update(a) => update(&schedules, &a).await?,
         ScheduleCommand::Drop { name } => {
             schedules.remove(&name).await?;
             outln!("schedule {name} dropped")?;
         }
-        ScheduleCommand::List => print_list(&schedules.list().await?)?,
-        ScheduleCommand::Show { name, runs } => {
-            let s = schedules.get(&name).await?;
-            print_one(&s)?;
-            outln!()?;
-            print_runs(&schedules.runs(&name, runs).await?)?;
+        ScheduleCommand::List { format } => {
+            let list = schedules.list().await?;
+            if format.json {
+                crate::out::json(&list)?;
+            } else {
+                print_list(&list)?;
+            }
         }
-        ScheduleCommand::Runs { name, limit } => print_runs(&schedules.runs(&name, limit).await?)?,
+        ScheduleCommand::Show { name, runs, format } => {
+            let s = schedules.get(&name).await?;
+            let runs = schedules.runs(&name, runs).await?;
+            if format.json {
+                #[derive(serde::Serialize)]
+                struct Show<'a> {
+                    schedule: &'a ScheduleRecord,
+                    runs: &'a [RunRecord],
+                }
+                crate::out::json(&Show {
+                    schedule: &s,
+                    runs: &runs,
+                })?;
+            } else {
+                print_one(&s)?;
+                outln!()?;
+                print_runs(&runs)?;
+            }
+        }
+        ScheduleCommand::Runs {
+            name,
+            limit,
+            format,
+        } => {
+            let runs = schedules.runs(&name, limit).await?;
+            if format.json {
+                crate::out::json(&runs)?;
+            } else {
+                print_runs(&runs)?;
+            }
+        }
         ScheduleCommand::Pause { name } => {
             schedules.pause(&name).await?;
             outln!("schedule {name} paused")?;
@@ -83,25 +105,54 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
             let name = a
                 .name
                 .ok_or_else(|| anyhow!("give a schedule name or --spec"))?;
-            let s = schedules.get(&name).await?;
-            let times = schedules.next(&name, a.count).await?;
-            if times.is_empty() {
-                outln!("schedule {name} is {} and has no next run", s.state)?;
-            }
-            print_times(&times, s.spec()?.tz())?;
+            next(&schedules, &name, a.count, a.format.json).await?;
         }
-        ScheduleCommand::Abort { name, pause } => {
-            if pause {
-                schedules.pause(&name).await?;
-            }
-            let r = schedules.abort(&name).await?;
-            outln!(
-                "schedule {name}: {} job(s) cancelled or told to stop{}",
-                r.cancelled,
-                if pause { "; schedule paused" } else { "" }
-            )?;
-        }
+        ScheduleCommand::Abort { name, pause } => abort(&schedules, &name, pause).await?,
     }
+    Ok(())
+}
+
+async fn update(schedules: &Schedules, a: &ScheduleUpdateArgs) -> Result<()> {
+    let mut def = schedules.get(&a.name).await?.def;
+    update_def(&mut def, a)?;
+    let r = schedules.update(&def).await?;
+    let s = schedules.get(&a.name).await?;
+    outln!(
+        "schedule {} {}; next run {}",
+        s.def.name,
+        match r {
+            Upserted::Rescheduled => "updated and rescheduled",
+            Upserted::Unchanged => "unchanged",
+            _ => "updated",
+        },
+        fmt_opt(s.next_run_at, s.spec()?.tz())
+    )?;
+    Ok(())
+}
+
+async fn next(schedules: &Schedules, name: &str, count: usize, json: bool) -> Result<()> {
+    let s = schedules.get(name).await?;
+    let times = schedules.next(name, count).await?;
+    if json {
+        return crate::out::json(&times);
+    }
+    if times.is_empty() {
+        outln!("schedule {name} is {} and has no next run", s.state)?;
+    }
+    print_times(&times, s.spec()?.tz())?;
+    Ok(())
+}
+
+async fn abort(schedules: &Schedules, name: &str, pause: bool) -> Result<()> {
+    if pause {
+        schedules.pause(name).await?;
+    }
+    let r = schedules.abort(name).await?;
+    outln!(
+        "schedule {name}: {} job(s) cancelled or told to stop{}",
+        r.cancelled,
+        if pause { "; schedule paused" } else { "" }
+    )?;
     Ok(())
 }
 
@@ -155,14 +206,14 @@ fn apply_options(def: &mut ScheduleDef, o: &ScheduleOptions) -> Result<()> {
     if let Some(b) = o.at_startup {
         def.at_startup = b;
     }
-    if let Some(s) = &o.overlap {
-        def.overlap = s.parse().context("--overlap")?;
+    if let Some(v) = o.overlap {
+        def.overlap = v;
     }
-    if let Some(s) = &o.on_error {
-        def.on_error = s.parse().context("--on-error")?;
+    if let Some(v) = o.on_error {
+        def.on_error = v;
     }
-    if let Some(s) = &o.misfire {
-        def.misfire = s.parse().context("--misfire")?;
+    if let Some(v) = o.misfire {
+        def.misfire = v;
     }
     if let Some(j) = o.jitter {
         def.jitter = j;
@@ -323,10 +374,10 @@ fn print_runs(runs: &[RunRecord]) -> Result<()> {
             fmt_utc(r.planned_at),
             r.cause,
             r.job_id.map_or_else(|| "-".into(), |j| j.to_string()),
-            r.job_state.as_deref().unwrap_or("-"),
+            r.job_state.map_or("-", State::as_str),
             r.started_at.map_or_else(|| "-".into(), fmt_utc),
             r.finished_at.map_or_else(|| "-".into(), fmt_utc),
-            r.outcome.as_deref().unwrap_or("-"),
+            r.outcome.map_or("-", Outcome::as_str),
             first_line(r.error.as_deref(), 60)
         )?;
     }

@@ -7,25 +7,12 @@ use tracing::info;
 use super::Env;
 use crate::args::SchedulerArgs;
 
-/// The scheduler's settings from flags, then the config file (its `[schedules.NAME]` sections), then the
-/// defaults.
+/// The scheduler's settings from flags, then the config file (`[scheduler]`, and the `[schedules.NAME]`
+/// sections as its definitions), then the defaults.
 pub fn config(env: &Env, args: &SchedulerArgs) -> Result<SchedulerConfig> {
-    // `[schedules.NAME]` sections were validated when the config was loaded.
-    let definitions = env
-        .config
-        .schedules
-        .iter()
-        .map(|(name, s)| s.to_def(name))
-        .collect::<Result<Vec<_>, _>>()
-        .context("config [schedules]")?;
-    let defaults = SchedulerConfig::default();
-    let cfg = SchedulerConfig {
-        interval: args.interval.unwrap_or(defaults.interval),
-        max_jobs_per_tick: args.max_jobs_per_tick.unwrap_or(defaults.max_jobs_per_tick),
-        definitions,
-        ..defaults
-    };
-    Ok(cfg)
+    let mut config = env.config.clone();
+    args.overlay(&mut config.scheduler);
+    config.scheduler().context("config [schedules]")
 }
 
 pub async fn run(env: &Env, args: SchedulerArgs) -> Result<()> {
@@ -33,6 +20,9 @@ pub async fn run(env: &Env, args: SchedulerArgs) -> Result<()> {
     if args.forever {
         let stop = crate::process::on_signals()?;
         let pool = env.service_pool(4)?;
+        if let Some(addr) = args.metrics.metrics_addr {
+            crate::metrics::serve(addr, pool.clone(), stop.clone()).await?;
+        }
         Scheduler::new(pool.clone(), cfg)?.run(stop).await?;
         pool.close().await;
         return Ok(());

@@ -5,14 +5,17 @@ use std::collections::BTreeMap;
 use anyhow::Result;
 use chrono::Utc;
 use jobq::State;
-use jobq::db::admin::{Stats, Unserved, unserved};
+use jobq::{Jobs, Stats, Unserved};
 
 use super::Env;
-use crate::out::{out, outln};
+use crate::args::StatsArgs;
+use crate::out::{age, out, outln};
 
-pub async fn run(env: &Env) -> Result<()> {
-    let pool = env.migrated_pool(1).await?;
-    let stats = jobq::db::admin::stats(&pool).await?;
+pub async fn run(env: &Env, args: StatsArgs) -> Result<()> {
+    let stats = Jobs::new(env.migrated_pool(1).await?).stats().await?;
+    if args.format.json {
+        return json(&stats);
+    }
 
     let mut by_queue: BTreeMap<&str, BTreeMap<&str, i64>> = BTreeMap::new();
     for c in &stats.counts {
@@ -36,7 +39,7 @@ pub async fn run(env: &Env) -> Result<()> {
             out!(" {:>10}", states.get(s.as_str()).copied().unwrap_or(0))?;
         }
         match stats.lag.iter().find(|l| l.queue == *queue) {
-            Some(l) => outln!(" {:>10} {:>11.1}s", l.due, l.oldest_due_secs)?,
+            Some(l) => outln!(" {:>10} {:>12}", l.due, age(l.oldest_due_secs))?,
             None => outln!(" {:>10} {:>12}", 0, "-")?,
         }
     }
@@ -63,13 +66,13 @@ pub async fn run(env: &Env) -> Result<()> {
     let now = Utc::now();
     for p in &stats.processes {
         outln!(
-            "{:<11} {:<20} {:>8} {:<20} {:>8}s {:>9}s  {}",
+            "{:<11} {:<20} {:>8} {:<20} {:>9} {:>10}  {}",
             p.role,
             p.host,
             p.pid,
             p.queues,
-            (now - p.started_at).num_seconds(),
-            (now - p.heartbeat_at).num_seconds(),
+            age((now - p.started_at).as_seconds_f64()),
+            age((now - p.heartbeat_at).as_seconds_f64()),
             p.token
         )?;
     }
@@ -87,16 +90,16 @@ fn print_due_by_kind(stats: &Stats) -> Result<()> {
     )?;
     for k in &stats.due_by_kind {
         outln!(
-            "{:<20} {:<32} {:>10} {:>11.1}s",
+            "{:<20} {:<32} {:>10} {:>12}",
             k.queue,
             shown(&k.kind),
             k.due,
-            k.oldest_due_secs
+            age(k.oldest_due_secs)
         )?;
     }
     let any_worker = stats.processes.iter().any(|p| p.role == "worker");
     let mut notes = Vec::new();
-    for (k, why) in unserved(&stats.due_by_kind, &stats.processes) {
+    for (k, why) in stats.unserved() {
         let what = format!(
             "{} due job(s) of kind {} in queue {}",
             k.due,
@@ -145,4 +148,33 @@ fn shown(kind: &str) -> String {
     } else {
         format!("{kind:?}")
     }
+}
+
+/// `stats --json`: the statistics as the library reads them, and the groups of due jobs no live worker
+/// will claim, with why.
+fn json(stats: &Stats) -> Result<()> {
+    #[derive(serde::Serialize)]
+    struct Unclaimed<'a> {
+        queue: &'a str,
+        kind: &'a str,
+        due: i64,
+        reason: Unserved,
+    }
+    #[derive(serde::Serialize)]
+    struct Out<'a> {
+        #[serde(flatten)]
+        stats: &'a Stats,
+        unserved: Vec<Unclaimed<'a>>,
+    }
+    let unserved = stats
+        .unserved()
+        .into_iter()
+        .map(|(k, reason)| Unclaimed {
+            queue: &k.queue,
+            kind: &k.kind,
+            due: k.due,
+            reason,
+        })
+        .collect();
+    crate::out::json(&Out { stats, unserved })
 }

@@ -1,32 +1,23 @@
 //! `jobq supervise`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use jobq::Scheduler;
+use jobq::Reaper;
 use jobq::config::Config;
-use jobq::reaper::Reaper;
-use jobq::supervisor::{Supervisor, SupervisorConfig, keep_alive};
+use jobq::{CancellationToken, Scheduler};
+use jobq::{Supervisor, SupervisorConfig, keep_alive};
+use sqlx::MySqlPool;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 use tracing::error;
 
 use super::Env;
-use crate::args::{ReaperArgs, SchedulerArgs, SuperviseArgs, WorkerOptions};
-
-/// Most worker processes one supervisor keeps (`-n`): 1,000. Each worker holds an anchor connection
-/// and a pool of its own (MariaDB allows 151 connections by default), and the supervisor sizes its
-/// table of children by `-n` up front, so an absurd count must be refused, not attempted. More jobs at
-/// once come from `--concurrency`, more processes from more nodes.
-const MAX_WORKERS: u32 = 1_000;
+use crate::args::{SuperviseArgs, WorkerOptions};
 
 pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
-    if args.workers == 0 || args.workers > MAX_WORKERS {
-        bail!(
-            "-n/--workers = {} is outside 1..={MAX_WORKERS}; for more jobs at once raise --concurrency",
-            args.workers
-        );
-    }
     if env.config.handlers.is_empty() {
         bail!(
             "no handlers configured: pass --config jobq.toml (or set JOBQ_CONFIG) with [handlers.KIND] sections"
@@ -35,6 +26,28 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
     let worker_cfg = super::worker::config(env, &args.opts, true)?;
     env.config.check_programs()?;
     let pool = env.service_pool(4)?;
+    let mut cfg = supervisor_config(env, &args)?;
+    cfg.shutdown_grace = worker_cfg.shutdown_grace + Duration::from_secs(5);
+    let supervisor = Supervisor::new(pool.clone(), cfg)?;
+
+    let shutdown = crate::process::on_signals()?;
+    if let Some(addr) = args.metrics.metrics_addr {
+        crate::metrics::serve(addr, pool.clone(), shutdown.clone()).await?;
+    }
+    let reload = reload_on_sighup(env.config_path.clone(), args.opts.clone())?;
+    let services = start_services(env, &args, &pool, &shutdown)?;
+    supervisor.run(shutdown, reload).await?;
+    for s in services {
+        let _ = s.await;
+    }
+    pool.close().await;
+    Ok(())
+}
+
+/// The children: this binary as `worker --forever` with the supervisor's worker flags and config file,
+/// and the database URL as it was given (a password from a password file stays out of the children's
+/// environment; they read the file themselves).
+fn supervisor_config(env: &Env, args: &SuperviseArgs) -> Result<SupervisorConfig> {
     let program =
         std::env::current_exe().context("cannot find the jobq binary to start workers")?;
     let mut cfg = SupervisorConfig::new(args.workers, program);
@@ -44,24 +57,24 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
         cfg.args.push("--config".into());
         cfg.args.push(abs.to_string_lossy().into_owned());
     }
-    // The URL as given: a password from a password file stays out of the children's environment (they
-    // read the file themselves).
     cfg.env = vec![("JOBQ_DATABASE_URL".into(), env.given_url.clone())];
-    cfg.shutdown_grace = worker_cfg.shutdown_grace + std::time::Duration::from_secs(5);
-    let supervisor = Supervisor::new(pool.clone(), cfg)?;
+    Ok(cfg)
+}
 
-    let shutdown = crate::process::on_signals()?;
+/// A message on the returned channel for each SIGHUP whose config file passes [`check_reload`].
+///
+/// A roll replaces every worker by one that reads the file anew: with a broken file each new worker
+/// would exit at once and the node would stop working. So the file is checked here first, as a worker
+/// would check it, and a broken one leaves the current workers running.
+fn reload_on_sighup(
+    config_path: Option<PathBuf>,
+    opts: WorkerOptions,
+) -> Result<mpsc::Receiver<()>> {
     let (reload_tx, reload_rx) = mpsc::channel(1);
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
-    let config_path = env.config_path.clone();
-    let opts = args.opts.clone();
-    let url = env.url.clone();
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            // A roll replaces every worker by one that reads the file anew: with a broken file each new
-            // worker would exit at once and the node would stop working. So the file is checked here
-            // first, as a worker would check it, and a broken one leaves the current workers running.
-            match check_reload(config_path.as_deref(), &opts, &url) {
+            match check_reload(config_path.as_deref(), &opts) {
                 Ok(()) => {
                     let _ = reload_tx.try_send(());
                 }
@@ -72,62 +85,56 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
             }
         }
     });
+    Ok(reload_rx)
+}
 
-    // The reaper and the scheduler run in this process beside the workers; each is started again if
-    // it fails or panics.
-    const RESTART_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+/// The reaper and the scheduler, when asked for, run in this process beside the workers; each is
+/// started again if it fails or panics.
+fn start_services(
+    env: &Env,
+    args: &SuperviseArgs,
+    pool: &MySqlPool,
+    shutdown: &CancellationToken,
+) -> Result<Vec<JoinHandle<()>>> {
+    const RESTART_AFTER: Duration = Duration::from_secs(1);
     let mut services = Vec::new();
     if args.reaper {
-        let reaper_args = ReaperArgs {
-            once: false,
-            forever: true,
-            interval: None,
-            lease: None,
-            no_session_signals: false,
-        };
-        let cfg = super::reaper::config(env, &reaper_args)?;
+        let cfg = env.config.reaper()?;
         cfg.validate()?;
-        let pool = pool.clone();
-        services.push(keep_alive("reaper", RESTART_AFTER, shutdown.clone(), {
-            let shutdown = shutdown.clone();
+        let (pool, stop) = (pool.clone(), shutdown.clone());
+        services.push(keep_alive(
+            "reaper",
+            RESTART_AFTER,
+            shutdown.clone(),
             move || {
-                let (pool, cfg, shutdown) = (pool.clone(), cfg.clone(), shutdown.clone());
-                async move { Reaper::new(pool, cfg)?.run(shutdown).await }
-            }
-        }));
+                let (pool, cfg, stop) = (pool.clone(), cfg.clone(), stop.clone());
+                async move { Reaper::new(pool, cfg)?.run(stop).await }
+            },
+        ));
     }
     if args.scheduler {
-        let sched_args = SchedulerArgs {
-            forever: true,
-            once: false,
-            interval: None,
-            max_jobs_per_tick: None,
-        };
-        let cfg = super::scheduler::config(env, &sched_args)?;
+        let cfg = env.config.scheduler().context("config [schedules]")?;
         // Checked once here, so that a bad definition is an error at start rather than a restart loop.
         Scheduler::new(pool.clone(), cfg.clone())?;
-        let pool = pool.clone();
-        services.push(keep_alive("scheduler", RESTART_AFTER, shutdown.clone(), {
-            let shutdown = shutdown.clone();
+        let (pool, stop) = (pool.clone(), shutdown.clone());
+        services.push(keep_alive(
+            "scheduler",
+            RESTART_AFTER,
+            shutdown.clone(),
             move || {
-                let (pool, cfg, shutdown) = (pool.clone(), cfg.clone(), shutdown.clone());
-                async move { Scheduler::new(pool, cfg)?.run(shutdown).await }
-            }
-        }));
+                let (pool, cfg, stop) = (pool.clone(), cfg.clone(), stop.clone());
+                async move { Scheduler::new(pool, cfg)?.run(stop).await }
+            },
+        ));
     }
-    supervisor.run(shutdown, reload_rx).await?;
-    for s in services {
-        let _ = s.await;
-    }
-    pool.close().await;
-    Ok(())
+    Ok(services)
 }
 
 /// Checks what a new worker would check at start-up with the config file as it is now: the file itself
 /// (syntax, keys, handler and schedule sections), the worker settings it makes with the supervisor's
 /// flags, and the handlers' programs.
-fn check_reload(config_path: Option<&Path>, opts: &WorkerOptions, url: &str) -> Result<()> {
-    let config = match config_path {
+fn check_reload(config_path: Option<&Path>, opts: &WorkerOptions) -> Result<()> {
+    let mut config = match config_path {
         Some(p) => Config::load(p)?,
         None => Config::default(),
     };
@@ -137,13 +144,8 @@ fn check_reload(config_path: Option<&Path>, opts: &WorkerOptions, url: &str) -> 
         );
     }
     config.check_programs()?;
-    let env = Env {
-        config,
-        config_path: config_path.map(Path::to_path_buf),
-        url: url.to_string(),
-        given_url: url.to_string(),
-    };
-    super::worker::config(&env, opts, true)?;
+    opts.overlay(&mut config.worker);
+    config.worker()?;
     Ok(())
 }
 

@@ -1,58 +1,19 @@
 //! `jobq worker`.
 
 use anyhow::{Result, bail};
-use jobq::config::{check_concurrency, check_positive};
-use jobq::{Handlers, Mode, Worker, WorkerConfig};
+use jobq::{Mode, Worker, WorkerConfig};
 
 use super::Env;
 use crate::args::{WorkerArgs, WorkerOptions};
 
-/// Worker settings from flags, then the config file, then the defaults. Checked here, before anything
-/// connects: the file's values were checked when it was loaded, so what fails here is a flag.
+/// Worker settings from flags, then the config file, then the defaults (flags were checked as they
+/// were parsed, the file when it was loaded).
 pub fn config(env: &Env, args: &WorkerOptions, forever: bool) -> Result<WorkerConfig> {
-    check_concurrency("--concurrency", args.concurrency).map_err(anyhow::Error::msg)?;
-    if args.batch_size == Some(0) {
-        bail!("--batch-size must be at least 1");
-    }
-    check_positive("--poll-interval", args.poll_interval).map_err(anyhow::Error::msg)?;
-    let retry = env.config.retry_policy().map_err(anyhow::Error::msg)?;
-    let args = args.clone();
-    let file = &env.config.worker;
-    let defaults = WorkerConfig::default();
-    Ok(WorkerConfig {
-        queues: if !args.queues.is_empty() {
-            args.queues
-        } else {
-            file.queues.clone().unwrap_or(defaults.queues)
-        },
-        concurrency: args
-            .concurrency
-            .or(file.concurrency)
-            .unwrap_or(defaults.concurrency),
-        batch_size: args
-            .batch_size
-            .or(file.batch_size)
-            .unwrap_or(defaults.batch_size),
-        mode: if forever { Mode::Forever } else { Mode::Drain },
-        poll_interval: args
-            .poll_interval
-            .or(file.poll_interval.map(|d| d.0))
-            .unwrap_or(defaults.poll_interval),
-        shutdown_grace: args
-            .shutdown_grace
-            .or(file.shutdown_grace.map(|d| d.0))
-            .unwrap_or(defaults.shutdown_grace),
-        default_timeout: args
-            .default_timeout
-            .or(file.default_timeout.map(|d| d.0))
-            .unwrap_or(defaults.default_timeout),
-        heartbeat_interval: file
-            .heartbeat_interval
-            .map_or(defaults.heartbeat_interval, |d| d.0),
-        fence_after: file.fence_after.map_or(defaults.fence_after, |d| d.0),
-        retry,
-        ..defaults
-    })
+    let mut config = env.config.clone();
+    args.overlay(&mut config.worker);
+    let mut cfg = config.worker()?;
+    cfg.mode = if forever { Mode::Forever } else { Mode::Drain };
+    Ok(cfg)
 }
 
 pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
@@ -79,7 +40,10 @@ pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
     } else {
         env.migrated_pool(cfg.pool_size()).await?
     };
-    let handlers = Handlers::from_config(&env.config, &pool)?;
+    if let Some(addr) = args.metrics.metrics_addr {
+        crate::metrics::serve(addr, pool.clone(), shutdown.clone()).await?;
+    }
+    let handlers = env.config.handlers(&pool)?;
     let worker = Worker::new(pool.clone(), handlers, cfg)?;
     worker.run(shutdown).await?;
     pool.close().await;

@@ -1,10 +1,10 @@
 //! The raw-SQL limit: jobq's own claim and finish statements in a hand-written loop, with no jobq code
 //! around them (no pool, no worker, no tasks per job, no retries beyond the loop's own).
 //!
-//! The SQL below MIRRORS src/db/claim.rs (`claim_once`: SELECT … FOR UPDATE SKIP LOCKED, then UPDATE …
-//! WHERE id IN (…), then COMMIT) and src/db/finish.rs (`finish` with `Finish::Done`: the fenced UPDATE;
-//! `finish_done_batch`: BEGIN, one UPDATE fenced by token and (id, attempt) pairs, COMMIT), text
-//! for text, and the session setup of src/db/mod.rs (`SESSION_SETUP`). When those change, change these.
+//! The statements are jobq's own, from [`jobq::statements`], the texts the library builds its claim
+//! and finish from: the session set-up, the claim (the locking SELECT, then the stamping UPDATE, then
+//! COMMIT), and the done finish (one fenced UPDATE per job, or BEGIN, one UPDATE fenced by token and
+//! (id, attempt) pairs, COMMIT). Only the one-UPDATE finish ([`FinishMode::Batch`]) is the bench's own.
 //!
 //! Each cell drains N jobs with W tasks, each on a connection of its own, claiming B rows at a time and
 //! finishing the claimed rows in one of three ways ([`FinishMode`]): one fenced UPDATE per job (jobq's
@@ -18,42 +18,14 @@ use serde::Serialize;
 use sqlx::mysql::MySqlConnection;
 use sqlx::{ConnectOptions, Connection, Executor, Row};
 
+use jobq::statements::{
+    CLAIM_SELECT, CLAIM_STAMP, FINISH_DONE, FINISH_DONE_BATCH, SESSION_SETUP, pair_placeholders,
+    placeholders,
+};
+
 use super::cpu::CpuMeter;
 use super::wire::Relay;
 use super::{BResult, Ctx, RawCell, RawReport, Section};
-use crate::db;
-
-/// `src/db/mod.rs` SESSION_SETUP.
-const SESSION_SETUP: [&str; 2] = [
-    "SET time_zone = '+00:00', SESSION innodb_lock_wait_timeout = 10",
-    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
-];
-
-/// `src/db/claim.rs` claim_once, first statement, with one kind.
-// language=MySQL
-const CLAIM_SELECT: &str = "SELECT id, queue, kind, payload, attempts, max_attempts, timeout_secs \
-     FROM job_queue FORCE INDEX (claim_order) \
-     WHERE ready_queue = ? AND run_at <= NOW(6) AND kind IN (?) ORDER BY priority, run_at, id LIMIT ? \
-     FOR UPDATE SKIP LOCKED";
-
-/// `src/db/claim.rs` claim_once, second statement, up to the id list.
-// language=MySQL
-const CLAIM_UPDATE: &str = "UPDATE job_queue SET state = 'running', claim = ?, \
-     claimed_at = NOW(6), started_at = NOW(6), finished_at = NULL, attempts = attempts + 1 \
-     WHERE id IN (";
-
-/// `src/db/finish.rs` Finish::Done.
-// language=MySQL
-const FINISH_ONE: &str = "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) \
-     WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'";
-
-/// `src/db/finish.rs` finish_done_batch (`finish_fenced`), the statement between BEGIN and COMMIT, up to
-/// the list of (id, attempt) pairs. (When it changes fewer rows than it names, jobq rolls back and redoes
-/// the batch row by row; a drain whose claims are never lost does not go there.)
-// language=MySQL
-const FINISH_TX_UPDATE: &str = "UPDATE job_queue FORCE INDEX (PRIMARY) \
-     SET state = 'done', claim = NULL, finished_at = NOW(6) \
-     WHERE claim = ? AND state = 'running' AND (id, attempts) IN (";
 
 /// Not in jobq: one fenced UPDATE finishing a whole claimed batch, up to the id list. The fence is the
 /// claim token and state; the attempt is not checked per row (a token is never reused for a new claim
@@ -72,7 +44,7 @@ macro_rules! retried {
         let mut tries = 0;
         loop {
             match $op {
-                Err(e) if tries < 20 && db::is_transient(&e) => {
+                Err(e) if tries < 20 && jobq::is_transient(&e) => {
                     tries += 1;
                     tokio::time::sleep(Duration::from_millis(2)).await;
                 }
@@ -99,6 +71,11 @@ pub enum FinishMode {
     /// One fenced `UPDATE … WHERE claim = ? AND state = 'running' AND id IN (…)` per claimed batch,
     /// autocommit. Not in jobq.
     Batch,
+}
+
+impl FinishMode {
+    /// The variant that mirrors what jobq's worker sends for done jobs today.
+    pub(crate) const JOBQ: FinishMode = FinishMode::BatchTx;
 }
 
 impl FinishMode {
@@ -179,7 +156,7 @@ pub(crate) async fn cell(
     finish: FinishMode,
     jobs: u64,
 ) -> BResult<RawCell> {
-    let opts = db::parse_url(url)?;
+    let opts = jobq::connect_options(url)?;
     let mut conns = Vec::new();
     for _ in 0..workers {
         let mut c = opts.connect().await?;
@@ -300,8 +277,9 @@ async fn finish_rows(
         FinishMode::BatchTx if rows.len() > 1 => finish_batch_tx(conn, token, rows).await,
         FinishMode::PerJob | FinishMode::BatchTx => {
             let mut finished = 0;
+            let sql = FINISH_DONE.sql(&["?", "?", "?"]);
             for &(id, attempt) in rows {
-                let one = || sqlx::query(FINISH_ONE).bind(id).bind(token).bind(attempt);
+                let one = || sqlx::query(&sql).bind(id).bind(token).bind(attempt);
                 finished += retried!(one().execute(&mut *conn).await)?.rows_affected();
             }
             Ok(finished)
@@ -324,10 +302,7 @@ async fn finish_batch_tx(
     items: &[(u64, u16)],
 ) -> Result<u64, sqlx::Error> {
     let mut tx = conn.begin().await?;
-    let sql = format!(
-        "{FINISH_TX_UPDATE}{})",
-        vec!["(?, ?)"; items.len()].join(", ")
-    );
+    let sql = FINISH_DONE_BATCH.sql(&["?", &pair_placeholders(items.len())]);
     let mut q = sqlx::query(&sql).bind(token);
     for &(id, attempt) in items {
         q = q.bind(id).bind(attempt);
@@ -344,7 +319,8 @@ async fn claim(
     batch: u32,
 ) -> Result<Vec<(u64, u16)>, sqlx::Error> {
     let mut tx = conn.begin().await?;
-    let rows = sqlx::query(CLAIM_SELECT)
+    let select = CLAIM_SELECT.sql(&["?", "?", "?"]);
+    let rows = sqlx::query(&select)
         .bind(QUEUE)
         .bind(KIND)
         .bind(batch)
@@ -360,7 +336,7 @@ async fn claim(
         let attempts: u16 = row.try_get("attempts")?;
         claimed.push((id, attempts + 1));
     }
-    let sql = format!("{CLAIM_UPDATE}{})", placeholders(claimed.len()));
+    let sql = CLAIM_STAMP.sql(&["?", &placeholders(claimed.len())]);
     let mut q = sqlx::query(&sql).bind(token);
     for &(id, _) in &claimed {
         q = q.bind(id);
@@ -368,8 +344,4 @@ async fn claim(
     q.execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(claimed)
-}
-
-fn placeholders(n: usize) -> String {
-    vec!["?"; n].join(", ")
 }

@@ -26,7 +26,7 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<Option<FootprintReport>> {
         std::process::id(),
         rand::random::<u32>()
     ));
-    let io = |context: &str, e: std::io::Error| crate::Error::Io {
+    let io = |context: &str, e: std::io::Error| jobq::Error::Io {
         context: format!("footprint: {context}"),
         source: e,
     };

@@ -1,5 +1,5 @@
 //! Enqueue: rows per second inserted one at a time and 1,000 at a time, through the library
-//! ([`crate::enqueue`], [`crate::enqueue_many`]) and through plain SQL, all on one connection. The four
+//! ([`jobq::enqueue`], [`jobq::enqueue_many`]) and through plain SQL, all on one connection. The four
 //! are interleaved, and in the full run measured twice, keeping the better of each, so slow drift of a
 //! shared machine does not favour one.
 
@@ -8,7 +8,7 @@ use std::time::Instant;
 use sqlx::MySqlConnection;
 
 use super::{BResult, Ctx, EnqueueReport, Section};
-use crate::NewJob;
+use jobq::NewJob;
 
 const KIND: &str = "bench.enqueue";
 
@@ -78,7 +78,7 @@ async fn insert(conn: &mut MySqlConnection, way: Way, n: u64) -> BResult<()> {
     match way {
         Way::LibSingle => {
             for _ in 0..n {
-                crate::enqueue(&mut *conn, &NewJob::new(KIND)).await?;
+                jobq::enqueue(&mut *conn, &NewJob::new(KIND)).await?;
             }
         }
         Way::SqlSingle => {
@@ -95,7 +95,7 @@ async fn insert(conn: &mut MySqlConnection, way: Way, n: u64) -> BResult<()> {
             while left > 0 {
                 let k = left.min(1000);
                 let jobs: Vec<NewJob> = (0..k).map(|_| NewJob::new(KIND)).collect();
-                crate::enqueue_many(&mut *conn, &jobs).await?;
+                jobq::enqueue_many(&mut *conn, &jobs).await?;
                 left -= k;
             }
         }

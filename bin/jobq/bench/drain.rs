@@ -16,23 +16,20 @@ use super::cpu::CpuMeter;
 use super::report::{HandlerCost, HeadToHead, RawCell, WireProfile};
 use super::wire::Relay;
 use super::{BResult, Ctx, DrainReport, DrainRun, FinishMode, RawReport, Section, Settings, raw};
-use crate::config::{Config, HandlerConfig};
-use crate::db::{self, ConnectConfig};
-use crate::{Handlers, JobContext, Mode, Worker, WorkerConfig, WorkerReport};
+use jobq::ConnectConfig;
+use jobq::config::{Config, HandlerConfig};
+use jobq::{Handlers, JobContext, Mode, Worker, WorkerConfig, WorkerReport};
 
 pub(crate) const KIND: &str = "bench.noop";
 
-/// The raw finish variant that mirrors what jobq's worker sends for done jobs today.
-pub(crate) const JOBQ_FINISH: FinishMode = FinishMode::BatchTx;
-
 /// Connections the bench lets all workers of one measurement open together. The binary sizes a worker's
-/// pool by [`crate::WorkerConfig::pool_size`]; the bench caps the sum so that a sweep of 4 workers stays well inside a
+/// pool by [`jobq::WorkerConfig::pool_size`]; the bench caps the sum so that a sweep of 4 workers stays well inside a
 /// default `max_connections` (151) on a server other clients share.
 const CONNECTION_BUDGET: u32 = 96;
 
 /// Pool size of each of `s.workers` workers.
 pub(crate) fn pool_size(s: Settings) -> u32 {
-    let needed = crate::WorkerConfig {
+    let needed = jobq::WorkerConfig {
         concurrency: s.concurrency,
         ..Default::default()
     }
@@ -53,7 +50,7 @@ pub(crate) enum HandlerKind {
 
 /// Workers started by [`start_workers`].
 pub(crate) struct Running {
-    handles: Vec<JoinHandle<crate::Result<WorkerReport>>>,
+    handles: Vec<JoinHandle<jobq::Result<WorkerReport>>>,
     pools: Vec<MySqlPool>,
 }
 
@@ -99,7 +96,7 @@ pub(crate) async fn start_workers(
     let mut handles = Vec::new();
     let mut pools = Vec::new();
     for _ in 0..s.workers {
-        let pool = db::connect(&ConnectConfig::new(url).max_connections(pool_size(s))).await?;
+        let pool = jobq::connect(&ConnectConfig::new(url).max_connections(pool_size(s))).await?;
         let handlers = match handler {
             HandlerKind::Noop => {
                 let (calls, on_start) = (calls.clone(), on_start.clone());
@@ -107,10 +104,10 @@ pub(crate) async fn start_workers(
                     let (calls, on_start) = (calls.clone(), on_start.clone());
                     async move {
                         if let Some(f) = on_start {
-                            f(job.id);
+                            f(job.id.0);
                         }
                         calls.fetch_add(1, Ordering::Relaxed);
-                        Ok::<(), crate::JobError>(())
+                        Ok::<(), jobq::JobError>(())
                     }
                 })?
             }
@@ -130,7 +127,7 @@ pub(crate) async fn start_workers(
                     handlers: BTreeMap::from([(kind.to_string(), h)]),
                     ..Default::default()
                 };
-                Handlers::from_config(&config, &pool)?
+                config.handlers(&pool)?
             }
         };
         let cfg = WorkerConfig {
@@ -198,78 +195,8 @@ pub(crate) async fn drain_with(
 }
 
 pub(crate) async fn run(ctx: &Ctx, raw: Option<&RawReport>) -> BResult<DrainReport> {
-    let cfg = &ctx.cfg;
-    let url = ctx.url.as_str();
-    let noop = HandlerKind::Noop;
-
-    ctx.fill(KIND, cfg.jobs).await?;
-    let defaults = drain_with(
-        ctx,
-        url,
-        Section::Drain,
-        Settings::DEFAULTS,
-        KIND,
-        noop,
-        cfg.jobs,
-    )
-    .await?;
-    ctx.progress(format!(
-        "drain defaults ({}): {:.0} jobs/s",
-        Settings::DEFAULTS,
-        defaults.jobs_per_sec
-    ));
-
-    let mut sweep = Vec::new();
-    for &s in &cfg.sweep {
-        ctx.fill(KIND, cfg.sweep_jobs).await?;
-        let r = drain_with(ctx, url, Section::Drain, s, KIND, noop, cfg.sweep_jobs).await?;
-        ctx.progress(format!("drain sweep {s}: {:.0} jobs/s", r.jobs_per_sec));
-        sweep.push(r);
-    }
-    let best = sweep
-        .iter()
-        .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
-        .map_or(Settings::DEFAULTS, |r| r.settings);
-    let winner = if best == Settings::DEFAULTS {
-        defaults.clone()
-    } else {
-        ctx.fill(KIND, cfg.jobs).await?;
-        drain_with(ctx, url, Section::Drain, best, KIND, noop, cfg.jobs).await?
-    };
-    ctx.progress(format!(
-        "drain winner ({best}): {:.0} jobs/s",
-        winner.jobs_per_sec
-    ));
-
-    let mut handlers = Vec::new();
-    let mut noop_rate = None;
-    for (label, h) in [
-        ("no-op Rust fn", HandlerKind::Noop),
-        ("command `true`", HandlerKind::Command),
-        ("SQL `DO 0`", HandlerKind::Sql),
-    ] {
-        ctx.fill(KIND, cfg.handler_jobs).await?;
-        let r = drain_with(
-            ctx,
-            url,
-            Section::Drain,
-            Settings::DEFAULTS,
-            KIND,
-            h,
-            cfg.handler_jobs,
-        )
-        .await?;
-        let base = *noop_rate.get_or_insert(r.jobs_per_sec);
-        ctx.progress(format!("handler {label}: {:.0} jobs/s", r.jobs_per_sec));
-        handlers.push(HandlerCost {
-            handler: label.to_string(),
-            jobs: r.jobs,
-            jobs_per_sec: r.jobs_per_sec,
-            extra_us_per_job: 1e6 / r.jobs_per_sec - 1e6 / base,
-            client_cpu_us_per_job: r.cpu.client_us_per_job,
-        });
-    }
-
+    let (defaults, sweep, best, winner) = sweep(ctx).await?;
+    let handlers = handler_costs(ctx).await?;
     let mut wire: Vec<WireProfile> = Vec::new();
     for s in [Settings::DEFAULTS, best] {
         if wire.iter().any(|w| w.settings == s) {
@@ -292,6 +219,77 @@ pub(crate) async fn run(ctx: &Ctx, raw: Option<&RawReport>) -> BResult<DrainRepo
         raw,
         head_to_head,
     ))
+}
+
+/// Drains with jobq's defaults, then with each swept setting, then again at full size with the best
+/// one. Returns the defaults' run, the sweep, the best settings and the winner's run.
+async fn sweep(ctx: &Ctx) -> BResult<(DrainRun, Vec<DrainRun>, Settings, DrainRun)> {
+    let cfg = &ctx.cfg;
+    let (url, noop) = (ctx.url.as_str(), HandlerKind::Noop);
+    ctx.fill(KIND, cfg.jobs).await?;
+    let defaults = drain_with(
+        ctx,
+        url,
+        Section::Drain,
+        Settings::DEFAULTS,
+        KIND,
+        noop,
+        cfg.jobs,
+    )
+    .await?;
+    ctx.progress(format!(
+        "drain defaults ({}): {:.0} jobs/s",
+        Settings::DEFAULTS,
+        defaults.jobs_per_sec
+    ));
+    let mut sweep = Vec::new();
+    for &s in &cfg.sweep {
+        ctx.fill(KIND, cfg.sweep_jobs).await?;
+        let r = drain_with(ctx, url, Section::Drain, s, KIND, noop, cfg.sweep_jobs).await?;
+        ctx.progress(format!("drain sweep {s}: {:.0} jobs/s", r.jobs_per_sec));
+        sweep.push(r);
+    }
+    let best = sweep
+        .iter()
+        .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
+        .map_or(Settings::DEFAULTS, |r| r.settings);
+    let winner = if best == Settings::DEFAULTS {
+        defaults.clone()
+    } else {
+        ctx.fill(KIND, cfg.jobs).await?;
+        drain_with(ctx, url, Section::Drain, best, KIND, noop, cfg.jobs).await?
+    };
+    ctx.progress(format!(
+        "drain winner ({best}): {:.0} jobs/s",
+        winner.jobs_per_sec
+    ));
+    Ok((defaults, sweep, best, winner))
+}
+
+/// What a command and an SQL handler cost over the no-op one, at jobq's defaults.
+async fn handler_costs(ctx: &Ctx) -> BResult<Vec<HandlerCost>> {
+    let mut handlers = Vec::new();
+    let mut noop_rate = None;
+    for (label, h) in [
+        ("no-op Rust fn", HandlerKind::Noop),
+        ("command `true`", HandlerKind::Command),
+        ("SQL `DO 0`", HandlerKind::Sql),
+    ] {
+        let jobs = ctx.cfg.handler_jobs;
+        ctx.fill(KIND, jobs).await?;
+        let s = Settings::DEFAULTS;
+        let r = drain_with(ctx, &ctx.url, Section::Drain, s, KIND, h, jobs).await?;
+        let base = *noop_rate.get_or_insert(r.jobs_per_sec);
+        ctx.progress(format!("handler {label}: {:.0} jobs/s", r.jobs_per_sec));
+        handlers.push(HandlerCost {
+            handler: label.to_string(),
+            jobs: r.jobs,
+            jobs_per_sec: r.jobs_per_sec,
+            extra_us_per_job: 1e6 / r.jobs_per_sec - 1e6 / base,
+            client_cpu_us_per_job: r.cpu.client_us_per_job,
+        });
+    }
+    Ok(handlers)
 }
 
 /// Measures the best raw cell and jobq's best settings again at the full drain size, alternately, for
@@ -334,7 +332,7 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
 
 /// Runs the winning settings and the raw loop at the same W and B through the counting relay.
 async fn wire_profile(ctx: &Ctx, s: Settings) -> BResult<Option<WireProfile>> {
-    let opts = db::parse_url(&ctx.url)?;
+    let opts = jobq::connect_options(&ctx.url)?;
     if opts.get_socket().is_some() {
         return Ok(None);
     }
@@ -357,7 +355,7 @@ async fn wire_profile(ctx: &Ctx, s: Settings) -> BResult<Option<WireProfile>> {
     .await?;
     let jobq = relay.counts.snapshot().since(&before);
     let (raw_cell, raw) =
-        raw::wire_profile(ctx, &relay, s.workers, s.batch_size, JOBQ_FINISH, jobs).await?;
+        raw::wire_profile(ctx, &relay, s.workers, s.batch_size, FinishMode::JOBQ, jobs).await?;
     ctx.progress(format!(
         "wire {s}: jobq {:.3} round trips/job, raw {:.3}",
         jobq.round_trips() as f64 / jobs as f64,

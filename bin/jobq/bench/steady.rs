@@ -13,12 +13,11 @@ use super::drain::{HandlerKind, start_workers};
 use super::{
     BResult, Ctx, RatePoint, Section, Settings, SteadyReport, insert_plain, now_us, quantile,
 };
-use crate::Mode;
+use jobq::Mode;
+
+use super::report::P99_LIMIT_MS;
 
 const KIND: &str = "bench.steady";
-
-/// p99 above this, and the rate is not sustained.
-pub(crate) const P99_LIMIT_MS: f64 = 100.0;
 
 /// Jobs inserted in the first part of each rate are not counted (workers start idle, backed off).
 const WARMUP: Duration = Duration::from_millis(500);
@@ -111,6 +110,49 @@ fn keeps_up(p: &RatePoint) -> bool {
     p.left_over == 0 && p.insert_rate >= 0.95 * p.rate && p.p99_ms < 1000.0
 }
 
+/// Inserts jobs at `rate` for `span`, a few at a time every 10 ms. Returns how many, and over how long.
+async fn produce(ctx: &Ctx, rate: f64, span: Duration) -> BResult<(u64, f64)> {
+    let t0 = Instant::now();
+    let mut inserted = 0u64;
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let elapsed = t0.elapsed();
+        if elapsed >= span {
+            break;
+        }
+        let due = (rate * elapsed.as_secs_f64()) as u64;
+        if due > inserted {
+            insert_plain(&ctx.pool, KIND, due - inserted).await?;
+            inserted = due;
+        }
+    }
+    Ok((inserted, t0.elapsed().as_secs_f64()))
+}
+
+/// The pickup latencies (µs, sorted) of the jobs due from `counted_from` on: each job's start by the
+/// bench's clock against its `run_at` by the server's.
+async fn latencies(
+    ctx: &Ctx,
+    starts: &Mutex<Vec<(u64, i64)>>,
+    counted_from: i64,
+) -> BResult<Vec<i64>> {
+    let run_at = super::run_at_us(&ctx.pool, KIND).await?;
+    let starts = starts.lock().unwrap_or_else(|e| e.into_inner());
+    let mut lat: Vec<i64> = starts
+        .iter()
+        .filter_map(|(id, t)| {
+            let due = *run_at.get(id)?;
+            (due >= counted_from).then_some(t + ctx.clock_offset_us - due)
+        })
+        .collect();
+    lat.sort_unstable();
+    Ok(lat)
+}
+
+/// One rate under forever-mode workers with settings `s`: pickup latencies of the jobs due after the
+/// warm-up, and whether the workers kept up.
 async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult<RatePoint> {
     ctx.truncate().await?;
     let starts: Arc<Mutex<Vec<(u64, i64)>>> = Arc::default();
@@ -138,24 +180,8 @@ async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult
     )
     .await?;
 
-    let t0 = Instant::now();
     let counted_from = now_us() + WARMUP.as_micros() as i64 + ctx.clock_offset_us;
-    let mut inserted = 0u64;
-    let mut tick = tokio::time::interval(Duration::from_millis(10));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        let elapsed = t0.elapsed();
-        if elapsed >= WARMUP + window {
-            break;
-        }
-        let due = (rate * elapsed.as_secs_f64()) as u64;
-        if due > inserted {
-            insert_plain(&ctx.pool, KIND, due - inserted).await?;
-            inserted = due;
-        }
-    }
-    let produced_secs = t0.elapsed().as_secs_f64();
+    let (inserted, produced_secs) = produce(ctx, rate, WARMUP + window).await?;
     let settle_by = Instant::now() + SETTLE;
     while calls.load(Ordering::Relaxed) < inserted && Instant::now() < settle_by {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -164,18 +190,7 @@ async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult
     shutdown.cancel();
     let (_, err) = running.join().await;
 
-    let run_at = super::run_at_us(&ctx.pool, KIND).await?;
-    let mut lat: Vec<i64> = {
-        let starts = starts.lock().unwrap_or_else(|e| e.into_inner());
-        starts
-            .iter()
-            .filter_map(|(id, t)| {
-                let due = *run_at.get(id)?;
-                (due >= counted_from).then_some(t + ctx.clock_offset_us - due)
-            })
-            .collect()
-    };
-    lat.sort_unstable();
+    let lat = latencies(ctx, &starts, counted_from).await?;
     let ms = |q: f64| quantile(&lat, q) as f64 / 1e3;
     let achieved = inserted as f64 / produced_secs;
     let p99 = ms(0.99);

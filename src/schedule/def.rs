@@ -1,126 +1,21 @@
-//! What a schedule is: its definition ([`ScheduleDef`], from code, the CLI or a `[schedules.NAME]`
-//! section of `jobq.toml`), its policies, and the rows the database keeps for it ([`ScheduleRecord`],
-//! [`RunRecord`]).
+//! A schedule's definition: [`ScheduleDef`] and its checks, and the `[schedules.NAME]` sections of
+//! `jobq.toml` that describe one.
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
 use super::spec::Spec;
-use crate::config::HumanDuration;
-use crate::db::enqueue::validate_name;
+use super::{Misfire, OnError, Overlap};
+use crate::duration::HumanDuration;
 use crate::error::{Error, Result};
+use crate::name::Name;
 
-macro_rules! string_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $name { $($(#[$vm])* $variant),+ }
-
-        impl $name {
-            /// Every value.
-            pub const ALL: &'static [$name] = &[$($name::$variant),+];
-
-            /// The value stored in the database and written on the command line.
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $text),+ }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.pad(self.as_str())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self> {
-                $name::ALL.iter().copied().find(|v| v.as_str() == s.trim()).ok_or_else(|| {
-                    Error::InvalidArgument(format!(
-                        "unknown {} {s:?}; expected one of {}",
-                        stringify!($name).to_lowercase(),
-                        $name::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
-                    ))
-                })
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(|e: Error| serde::de::Error::custom(e.to_string()))
-            }
-        }
-    };
-}
-
-string_enum! {
-    /// What happens when a run's planned time comes while the previous run's job has not ended.
-    ///
-    /// The default is `wait`, as in pg_cron and DBMS_JOB: runs of one schedule never go side by side
-    /// (most periodic jobs are not written to run concurrently with themselves), and the missed time is
-    /// not lost: it runs as soon as the previous run ends. It cannot pile up either: however many times
-    /// passed meanwhile, the misfire policy decides how many run (`once` by default: one).
-    Overlap {
-        /// Hold the run until the previous one has ended (default).
-        Wait = "wait",
-        /// Drop this planned time and go on to the next.
-        Skip = "skip",
-        /// Run side by side (cron and the MySQL event scheduler do this).
-        Allow = "allow",
-    }
-}
-
-string_enum! {
-    /// What a failed run does. Retrying is the worker's exponential backoff on the run's job.
-    ///
-    /// The default is `retry` (3 attempts in all): a transient failure gets a second try within seconds
-    /// instead of at the next planned time (which, for a daily job, is a day later), and a persistent one
-    /// still ends after a few seconds, counts as one failure, and leaves the schedule on its times.
-    OnError {
-        /// The job is retried with backoff up to `max_attempts` (default 3) (default).
-        Retry = "retry",
-        /// One attempt per run; a failure waits for the next planned time.
-        Keep = "keep",
-        /// One attempt per run (unless `max_attempts` says more); a run that ends dead pauses the
-        /// schedule until an operator resumes it.
-        Pause = "pause",
-    }
-}
-
-string_enum! {
-    /// What happens to planned times that passed while no scheduler was running.
-    Misfire {
-        /// One run makes up for all of them (default; anacron does this).
-        Once = "once",
-        /// A run for each of them, at most `max_catch_up` (default 100), the newest ones.
-        All = "all",
-        /// None of them runs; the schedule goes on at its next time.
-        Skip = "skip",
-    }
-}
-
-string_enum! {
-    /// The life of a schedule.
-    ScheduleState {
-        /// Runs at its planned times.
-        Enabled = "enabled",
-        /// Paused by an operator (or by the `pause` error policy); `jobq schedule resume` goes on.
-        Paused = "paused",
-        /// No planned time is left (a `once` spec ran, or the window ended).
-        Finished = "finished",
-        /// Failed `broken_after` times in a row; `jobq schedule resume` resets the count.
-        Broken = "broken",
-    }
-}
-
-/// A schedule as defined by its owner. Only the name, kind and spec are required.
-#[derive(Debug, Clone, PartialEq)]
+/// A schedule as defined by its owner. Only the name, kind and spec are required. Serializes with
+/// these field names, durations in seconds and the payload as the JSON it holds.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ScheduleDef {
     /// Unique name.
     pub name: String,
@@ -131,6 +26,7 @@ pub struct ScheduleDef {
     /// IANA time zone of wall-clock specs.
     pub time_zone: String,
     /// JSON payload of its jobs.
+    #[serde(serialize_with = "crate::json::embedded")]
     pub payload: String,
     /// Queue of its jobs.
     pub queue: String,
@@ -139,6 +35,7 @@ pub struct ScheduleDef {
     /// Attempts per job; None: 3 with `retry`, 1 otherwise.
     pub max_attempts: Option<u16>,
     /// Run-time limit of its jobs.
+    #[serde(serialize_with = "crate::json::opt_secs")]
     pub timeout: Option<Duration>,
     /// No planned time before this.
     pub start_at: Option<DateTime<Utc>>,
@@ -153,10 +50,12 @@ pub struct ScheduleDef {
     /// Misfire policy.
     pub misfire: Misfire,
     /// Each job's run_at is its planned time plus a random delay up to this.
+    #[serde(serialize_with = "crate::json::secs")]
     pub jitter: Duration,
     /// Consecutive failed runs after which the schedule is broken (0: never).
     pub broken_after: u32,
-    /// Created paused.
+    /// Created paused. (Not serialized: a stored schedule's `state` says whether it is paused.)
+    #[serde(skip_serializing)]
     pub paused: bool,
 }
 
@@ -230,15 +129,22 @@ impl ScheduleDef {
     /// Checks every field and parses the spec.
     ///
     /// # Errors
-    /// [`Error::Spec`] for the spec and time zone, [`Error::Schedule`] for the rest, naming the field.
+    /// [`Error::Spec`] for the spec and time zone, [`Error::ScheduleInvalid`] for the rest, naming the
+    /// field.
     pub fn validate(&self) -> Result<Spec> {
-        let bad = |reason: String| Error::Schedule {
+        let bad = |reason: String| Error::ScheduleInvalid {
             name: self.name.clone(),
             reason,
         };
-        validate_name("schedule name", &self.name, 128)?;
-        validate_name("kind", &self.kind, 128).map_err(|e| bad(e.to_string()))?;
-        validate_name("queue", &self.queue, 64).map_err(|e| bad(e.to_string()))?;
+        Name::Schedule
+            .check(&self.name)
+            .map_err(|e| bad(e.to_string()))?;
+        Name::Kind
+            .check(&self.kind)
+            .map_err(|e| bad(e.to_string()))?;
+        Name::Queue
+            .check(&self.queue)
+            .map_err(|e| bad(e.to_string()))?;
         serde_json::from_str::<serde_json::Value>(&self.payload)
             .map_err(|e| bad(format!("payload is not valid JSON: {e}")))?;
         let spec = Spec::parse(&self.spec, &self.time_zone)?;
@@ -346,7 +252,7 @@ impl ScheduleSection {
                 .map(|s| {
                     DateTime::parse_from_rfc3339(s)
                         .map(|t| t.with_timezone(&Utc))
-                        .map_err(|e| Error::Schedule {
+                        .map_err(|e| Error::ScheduleInvalid {
                             name: name.to_string(),
                             reason: format!(
                                 "{field} {s:?}: {e} (use RFC 3339, e.g. 2030-01-01T00:00:00Z)"
@@ -369,7 +275,7 @@ impl ScheduleSection {
 }
 
 /// Validates every `[schedules.NAME]` section (called by [`crate::config::Config`]'s validation).
-pub fn validate_sections(
+pub(crate) fn validate_sections(
     sections: &BTreeMap<String, ScheduleSection>,
 ) -> std::result::Result<(), String> {
     for (name, s) in sections {
@@ -379,67 +285,86 @@ pub fn validate_sections(
     Ok(())
 }
 
-/// A schedule as stored.
-#[derive(Debug, Clone)]
-pub struct ScheduleRecord {
-    /// Row id.
-    pub id: u64,
-    /// The definition.
-    pub def: ScheduleDef,
-    /// Phase of interval specs.
-    pub anchor_at: DateTime<Utc>,
-    /// Current state.
-    pub state: ScheduleState,
-    /// The next planned time, if any.
-    pub next_run_at: Option<DateTime<Utc>>,
-    /// Planned time of the latest run created.
-    pub last_run_at: Option<DateTime<Utc>>,
-    /// Failed runs in a row.
-    pub consecutive_failures: u32,
-    /// Runs created so far.
-    pub total_runs: u64,
-    /// Runs that ended dead so far.
-    pub total_failures: u64,
-    /// Planned times passed over without a job (overlap `skip`, misfires).
-    pub skipped_runs: u64,
-    /// Error of the latest failed run.
-    pub last_error: Option<String>,
-    /// When the row was created.
-    pub created_at: DateTime<Utc>,
-    /// When the row last changed.
-    pub updated_at: DateTime<Utc>,
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl ScheduleRecord {
-    /// The parsed spec.
-    pub fn spec(&self) -> Result<Spec> {
-        Spec::parse(&self.def.spec, &self.def.time_zone)
+    /// The reason of a definition refused as invalid (not a spec error).
+    fn invalid(d: &ScheduleDef) -> String {
+        match d.validate() {
+            Err(Error::ScheduleInvalid { name, reason }) => {
+                assert_eq!(name, d.name);
+                reason
+            }
+            other => panic!("{other:?}"),
+        }
     }
-}
 
-/// One run of a schedule: one planned time and the one job created for it.
-#[derive(Debug, Clone)]
-pub struct RunRecord {
-    /// Row id.
-    pub id: u64,
-    /// The schedule.
-    pub schedule_id: u64,
-    /// The planned time.
-    pub planned_at: DateTime<Utc>,
-    /// scheduled, catch_up, startup or manual.
-    pub cause: String,
-    /// The job.
-    pub job_id: Option<u64>,
-    /// When the job was created.
-    pub created_at: DateTime<Utc>,
-    /// The job's state now (None if the job row is gone).
-    pub job_state: Option<String>,
-    /// When the job's last attempt started.
-    pub started_at: Option<DateTime<Utc>>,
-    /// When the job ended.
-    pub finished_at: Option<DateTime<Utc>>,
-    /// done, dead, cancelled or missing once the scheduler has seen the job end; None before.
-    pub outcome: Option<String>,
-    /// The job's last error.
-    pub error: Option<String>,
+    #[test]
+    fn each_bad_field_is_named() {
+        let ok = ScheduleDef::new("nightly", "report", "daily at 02:30");
+        assert!(ok.validate().is_ok());
+        let with = |f: &dyn Fn(&mut ScheduleDef)| {
+            let mut d = ok.clone();
+            f(&mut d);
+            invalid(&d)
+        };
+        assert!(with(&|d| d.name = "a b".into()).starts_with("schedule name \"a b\""));
+        assert!(with(&|d| d.kind = String::new()).starts_with("kind must not be empty"));
+        assert!(with(&|d| d.queue = "q!".into()).starts_with("queue \"q!\""));
+        assert!(with(&|d| d.payload = "{".into()).starts_with("payload is not valid JSON"));
+        assert!(with(&|d| d.max_attempts = Some(0)).contains("max_attempts"));
+        let keep_twice = with(&|d| {
+            d.on_error = OnError::Keep;
+            d.max_attempts = Some(2);
+        });
+        assert!(keep_twice.contains("on_error = retry"), "{keep_twice}");
+        assert!(with(&|d| d.timeout = Some(Duration::ZERO)).contains("timeout"));
+        assert!(with(&|d| d.jitter = Duration::from_secs(86_401)).contains("jitter"));
+        let t = |s: i64| DateTime::from_timestamp(s, 0).unwrap();
+        let backwards = with(&|d| {
+            d.start_at = Some(t(2_000_000_000));
+            d.end_at = Some(t(1_900_000_000));
+        });
+        assert!(backwards.contains("is before start"), "{backwards}");
+    }
+
+    #[test]
+    fn spec_errors_stay_spec_errors() {
+        let d = ScheduleDef::new("x", "k", "every banana");
+        assert!(matches!(d.validate(), Err(Error::Spec { .. })));
+        let d = ScheduleDef::new("x", "k", "daily at 02:30").time_zone("Mars/Base");
+        assert!(matches!(d.validate(), Err(Error::Spec { .. })));
+    }
+
+    #[test]
+    fn a_section_becomes_a_definition() {
+        let s: ScheduleSection = toml::from_str(
+            "kind = \"report\"\nspec = \"30 2 * * *\"\npayload = { format = \"pdf\" }\n\
+             timeout = \"5m\"\nstart = \"2030-01-01T00:00:00Z\"\noverlap = \"skip\"\n",
+        )
+        .unwrap();
+        let d = s.to_def("nightly").unwrap();
+        assert_eq!(d.payload, r#"{"format":"pdf"}"#);
+        assert_eq!(d.timeout, Some(Duration::from_secs(300)));
+        assert_eq!(d.overlap, Overlap::Skip);
+        assert_eq!(d.misfire, Misfire::Once);
+        assert_eq!(d.start_at, DateTime::from_timestamp(1_893_456_000, 0));
+
+        let bad = ScheduleSection {
+            start: Some("tomorrow".into()),
+            ..s
+        };
+        let e = bad.to_def("nightly").unwrap_err();
+        assert!(
+            matches!(&e, Error::ScheduleInvalid { reason, .. } if reason.contains("RFC 3339")),
+            "{e}"
+        );
+        let sections = BTreeMap::from([("nightly".to_string(), bad)]);
+        let e = validate_sections(&sections).unwrap_err();
+        assert!(
+            e.starts_with("schedules.nightly: schedule \"nightly\": start"),
+            "{e}"
+        );
+    }
 }

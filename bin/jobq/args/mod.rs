@@ -4,11 +4,18 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
+use jobq::ReaperConfig;
 use jobq::WorkerConfig;
-use jobq::reaper::ReaperConfig;
+use jobq::config::{HumanDuration, ReaperSection, WorkerSection};
+
+mod schedule;
+
+pub use schedule::{
+    ScheduleCommand, ScheduleCreateArgs, ScheduleOptions, ScheduleUpdateArgs, SchedulerArgs,
+};
 
 /// A duration as the help texts and the config file spell it (`2s`, `30m`, `7days`).
-fn human(d: Duration) -> String {
+pub(crate) fn human(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
@@ -28,7 +35,8 @@ pub const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/test";
         TLS: $JOBQ_DATABASE_SSL_MODE, else `database_ssl_mode`, else the URL's ?ssl-mode=, else preferred \
         (use verify_identity with a CA file, $JOBQ_DATABASE_SSL_CA or `database_ssl_ca`, in production).\n\
         Config: --config, else $JOBQ_CONFIG, else ./jobq.toml if it exists.\n\
-        Logs go to stderr; set the level with -v/-q or $JOBQ_LOG (e.g. JOBQ_LOG=jobq=debug)."
+        Logs go to stderr; set the level with -v/-q or $JOBQ_LOG (e.g. JOBQ_LOG=jobq=debug), the format with \
+        --log-format json. Reporting commands print JSON with --json."
 )]
 pub struct Cli {
     /// Database URL: mysql://user:password@host:port/database.
@@ -47,8 +55,21 @@ pub struct Cli {
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
 
+    /// Log lines as text (for people) or JSON (one object per line, for log shippers).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "JOBQ_LOG_FORMAT")]
+    pub log_format: LogFormat,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// `2026-05-01T12:00:00Z  INFO worker started claim=… queues=…`.
+    Text,
+    /// `{"timestamp":…,"level":"INFO","message":"worker started","claim":…}`.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -60,7 +81,7 @@ pub enum Command {
     /// Insert a job.
     Enqueue(EnqueueArgs),
     /// Jobs per queue and state, the oldest due job, and live jobq processes.
-    Stats,
+    Stats(StatsArgs),
     /// List, inspect, retry and cancel jobs.
     #[command(subcommand)]
     Jobs(JobsCommand),
@@ -89,8 +110,13 @@ pub struct BenchArgs {
     pub jobs: Option<u64>,
 
     /// The CI-sized run: tiny sizes and a reduced grid, to prove the bench works. Figures mean little.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "smoke")]
     pub quick: bool,
+
+    /// The smallest run, for tests: proves every section works end to end in a few seconds. Figures
+    /// mean nothing.
+    #[arg(long)]
+    pub smoke: bool,
 
     /// Print the report as JSON instead of the table.
     #[arg(long)]
@@ -151,6 +177,9 @@ pub struct WorkerArgs {
     /// Keep polling instead of exiting once nothing is due.
     #[arg(long)]
     pub forever: bool,
+
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 /// Worker settings shared by `worker` and `supervise`.
@@ -161,16 +190,17 @@ pub struct WorkerOptions {
     pub queues: Vec<String>,
 
     // The defaults in the help texts come from the library's constants, so `--help` cannot drift.
-    #[arg(long, short = 'c', help = format!(
-        "Jobs run at once in one worker process. Default {}", WorkerConfig::DEFAULT_CONCURRENCY))]
+    #[arg(long, short = 'c', value_parser = parse_concurrency, help = format!(
+        "Jobs run at once in one worker process (at most {}). Default {}",
+        WorkerConfig::MAX_CONCURRENCY, WorkerConfig::DEFAULT_CONCURRENCY))]
     pub concurrency: Option<u32>,
 
-    #[arg(long, short = 'b', help = format!(
+    #[arg(long, short = 'b', value_parser = clap::value_parser!(u32).range(1..), help = format!(
         "Most jobs taken by one claim (never more than free slots). Default {}",
         WorkerConfig::DEFAULT_BATCH_SIZE))]
     pub batch_size: Option<u32>,
 
-    #[arg(long, value_parser = parse_duration, help = format!(
+    #[arg(long, value_parser = parse_interval, help = format!(
         "Longest idle wait (one server-side wait, probing for due jobs, per interval). Default {}",
         human(WorkerConfig::DEFAULT_POLL_INTERVAL)))]
     pub poll_interval: Option<Duration>,
@@ -186,10 +216,47 @@ pub struct WorkerOptions {
     pub default_timeout: Option<Duration>,
 }
 
+impl WorkerOptions {
+    /// Lays the flags given over the config file's `[worker]` section: a flag wins over its key.
+    pub fn overlay(&self, file: &mut WorkerSection) {
+        if !self.queues.is_empty() {
+            file.queues = Some(self.queues.clone());
+        }
+        set(&mut file.concurrency, self.concurrency);
+        set(&mut file.batch_size, self.batch_size);
+        set(
+            &mut file.poll_interval,
+            self.poll_interval.map(HumanDuration),
+        );
+        set(
+            &mut file.shutdown_grace,
+            self.shutdown_grace.map(HumanDuration),
+        );
+        set(
+            &mut file.default_timeout,
+            self.default_timeout.map(HumanDuration),
+        );
+    }
+}
+
+/// `*key = flag` when the flag was given.
+pub(crate) fn set<T>(key: &mut Option<T>, flag: Option<T>) {
+    if flag.is_some() {
+        *key = flag;
+    }
+}
+
+/// Most worker processes one supervisor keeps (`-n`): 1,000. Each worker holds an anchor connection
+/// and a pool of its own (MariaDB allows 151 connections by default), and the supervisor sizes its
+/// table of children by `-n` up front, so an absurd count must be refused, not attempted. More jobs at
+/// once come from `--concurrency`, more processes from more nodes.
+const MAX_WORKERS: u32 = 1_000;
+
 #[derive(Debug, Args)]
 pub struct SuperviseArgs {
-    /// Worker processes to keep alive.
-    #[arg(short = 'n', long = "workers", default_value_t = 2)]
+    /// Worker processes to keep alive (at most 1000; for more jobs at once raise --concurrency).
+    #[arg(short = 'n', long = "workers", default_value_t = 2,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WORKERS)))]
     pub workers: u32,
 
     /// Also run a reaper in the supervisor's process, so one command runs a whole node.
@@ -201,7 +268,33 @@ pub struct SuperviseArgs {
     pub scheduler: bool,
 
     #[command(flatten)]
+    pub metrics: MetricsArgs,
+
+    #[command(flatten)]
     pub opts: WorkerOptions,
+}
+
+/// Where a long-running command serves its metrics.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct MetricsArgs {
+    /// Serve Prometheus metrics on /metrics, and /healthz and /readyz, at this address (e.g.
+    /// 127.0.0.1:9187; port 0 picks a free one and logs it).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+}
+
+/// How a command that reports prints it.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct Format {
+    /// Print JSON instead of text (field names: the README's "JSON output").
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub format: Format,
 }
 
 #[derive(Debug, Args)]
@@ -236,6 +329,8 @@ pub struct EnqueueArgs {
     /// Run-time limit of one attempt (e.g. 90s).
     #[arg(long, value_parser = parse_duration)]
     pub timeout: Option<Duration>,
+    #[command(flatten)]
+    pub format: Format,
 }
 
 #[derive(Debug, Subcommand)]
@@ -246,6 +341,8 @@ pub enum JobsCommand {
     Show {
         /// Job id.
         id: u64,
+        #[command(flatten)]
+        format: Format,
     },
     /// Run a done, dead, cancelled or waiting job again now, with a fresh attempt budget (attempts start
     /// again at 0; the attempts used so far are noted in last_error).
@@ -267,9 +364,11 @@ pub enum JobsCommand {
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
+    #[command(flatten)]
+    pub format: Format,
     /// Only this state: queued, running, done, retry, dead, cancelled.
-    #[arg(long, short = 's')]
-    pub state: Option<String>,
+    #[arg(long, short = 's', value_parser = clap::value_parser!(jobq::State))]
+    pub state: Option<jobq::State>,
     /// Only this queue.
     #[arg(long)]
     pub queue: Option<String>,
@@ -277,7 +376,7 @@ pub struct ListArgs {
     #[arg(long, short = 'k')]
     pub kind: Option<String>,
     /// At most this many.
-    #[arg(long, short = 'n', default_value_t = 20)]
+    #[arg(long, short = 'n', default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: u32,
 }
 
@@ -291,12 +390,12 @@ pub struct ReaperArgs {
     #[arg(long)]
     pub forever: bool,
 
-    #[arg(long, value_parser = parse_duration, help = format!(
+    #[arg(long, value_parser = parse_interval, help = format!(
         "Time between passes. Default: reaper.interval from the config, else {}",
         human(ReaperConfig::DEFAULT_INTERVAL)))]
     pub interval: Option<Duration>,
 
-    #[arg(long, value_parser = parse_duration, help = format!(
+    #[arg(long, value_parser = parse_interval, help = format!(
         "A claimant whose heartbeat is older than this is gone (at least three worker heartbeats). \
          Default: reaper.lease, else {}", human(ReaperConfig::DEFAULT_LEASE)))]
     pub lease: Option<Duration>,
@@ -304,202 +403,53 @@ pub struct ReaperArgs {
     /// Trust only heartbeats, not database sessions (for connections through a multiplexing proxy).
     #[arg(long)]
     pub no_session_signals: bool,
+
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+}
+
+impl ReaperArgs {
+    /// Lays the flags given over the config file's `[reaper]` section.
+    pub fn overlay(&self, file: &mut ReaperSection) {
+        set(&mut file.interval, self.interval.map(HumanDuration));
+        set(&mut file.lease, self.lease.map(HumanDuration));
+        if self.no_session_signals {
+            file.session_signals = Some(false);
+        }
+    }
 }
 
 #[derive(Debug, Args)]
 pub struct PruneArgs {
     #[arg(long, value_parser = parse_duration, help = format!(
         "Keep jobs that finished less than this long ago. Default: prune.retention from the config, \
-         else {}", human(jobq::config::DEFAULT_RETENTION)))]
+         else {}", human(ReaperConfig::DEFAULT_RETENTION)))]
     pub retention: Option<Duration>,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 30s, 5m, 2h, 7d)"))
 }
 
-// ---------------------------------------------------------------------------------------------------
-// jobq schedule, jobq scheduler
-// ---------------------------------------------------------------------------------------------------
-
-/// The spec grammar, shown by `jobq schedule create --help`.
-const SPEC_HELP: &str = "SPEC is one of:\n  \
-    a cron expression, 5 fields (\"30 2 * * *\") or 6 with seconds first (\"*/10 * * * * *\"); L, #, W, \
-    names and @daily-style nicknames work\n  \
-    every 5m                      a fixed interval, anchored to the start (never drifts)\n  \
-    daily at 02:30                weekly on mon at 09:00\n  \
-    monthly on 1 at 00:00         monthly on -1 at 23:00 (the last day of the month)\n  \
-    once at 2030-01-01 12:00      a single run (local time in --tz, or RFC 3339)\n\
-    Wall-clock specs are read in --tz (default UTC). Check a spec with `jobq schedule next --spec SPEC`.";
-
-#[derive(Debug, Subcommand)]
-pub enum ScheduleCommand {
-    /// Create a schedule (nothing is written if the spec or an option is invalid).
-    #[command(after_help = SPEC_HELP)]
-    Create(ScheduleCreateArgs),
-    /// Change a schedule. A new spec, time zone or window recomputes its next run from now; other changes
-    /// keep its state and next run.
-    #[command(after_help = SPEC_HELP)]
-    Update(ScheduleUpdateArgs),
-    /// Delete a schedule and its run history (jobs it created stay in the queue).
-    Drop {
-        /// Schedule name.
-        name: String,
-    },
-    /// Every schedule: state, spec, next run, failures.
-    List,
-    /// One schedule: its definition, state, counters, last error and latest runs.
-    Show {
-        /// Schedule name.
-        name: String,
-        /// Runs to show.
-        #[arg(long, short = 'n', default_value_t = 10)]
-        runs: u32,
-    },
-    /// A schedule's run history: planned time, job, start, finish, outcome.
-    Runs {
-        /// Schedule name.
-        name: String,
-        /// At most this many, newest first.
-        #[arg(long, short = 'n', default_value_t = 20)]
-        limit: u32,
-    },
-    /// Stop creating runs until `resume` (running jobs go on; see `abort`).
-    Pause {
-        /// Schedule name.
-        name: String,
-    },
-    /// Resume a paused or broken schedule from its next planned time after now (missed times are not made
-    /// up); a broken schedule's failure count starts again at 0.
-    Resume {
-        /// Schedule name.
-        name: String,
-    },
-    /// Create a run now, whatever the schedule's times, state and overlap policy. Prints the job id.
-    RunNow {
-        /// Schedule name.
-        name: String,
-    },
-    /// Print the next planned times of a schedule, or of a spec given with --spec (nothing is stored).
-    #[command(after_help = SPEC_HELP)]
-    Next(ScheduleNextArgs),
-    /// Cancel the schedule's jobs that are queued, waiting for a retry, or running (running ones are told
-    /// to stop and end `cancelled`).
-    Abort {
-        /// Schedule name.
-        name: String,
-        /// Also pause the schedule, so no new run starts.
-        #[arg(long)]
-        pause: bool,
-    },
+/// A period: a duration above zero (a zero interval is a busy loop at best, and tokio's timer panics
+/// on it).
+pub(crate) fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err("must be above zero".into());
+    }
+    Ok(d)
 }
 
-/// Options shared by `create` and `update`; on `update` only those given change.
-#[derive(Debug, Args)]
-pub struct ScheduleOptions {
-    /// IANA time zone of wall-clock specs, e.g. Europe/Paris. Default UTC.
-    #[arg(long = "tz")]
-    pub time_zone: Option<String>,
-    /// JSON payload of each job. Default {}.
-    #[arg(long, short = 'p')]
-    pub payload: Option<String>,
-    /// Queue of each job. Default "default".
-    #[arg(long)]
-    pub queue: Option<String>,
-    /// Priority of each job: smaller runs first. Default 0.
-    #[arg(long, allow_negative_numbers = true)]
-    pub priority: Option<i16>,
-    /// Attempts per job. Default 3 with --on-error retry, else 1.
-    #[arg(long)]
-    pub max_attempts: Option<u16>,
-    /// Run-time limit of each job (e.g. 10m).
-    #[arg(long, value_parser = parse_duration)]
-    pub timeout: Option<Duration>,
-    /// No run before this time (RFC 3339, e.g. 2030-01-01T00:00:00Z). `none` clears it on update.
-    #[arg(long)]
-    pub start: Option<String>,
-    /// No run after this time; the schedule is finished then. `none` clears it on update.
-    #[arg(long)]
-    pub end: Option<String>,
-    /// Also run once each time a `jobq scheduler --forever` (or an in-process scheduler) starts.
-    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
-    pub at_startup: Option<bool>,
-    /// When a run is due while the previous one has not ended: wait (default), skip, allow.
-    #[arg(long)]
-    pub overlap: Option<String>,
-    /// When a run fails: retry (default; backoff, 3 attempts), keep (next planned time), pause.
-    #[arg(long)]
-    pub on_error: Option<String>,
-    /// Planned times missed while no scheduler ran: once (default; one run), all (each, at most 100), skip.
-    #[arg(long)]
-    pub misfire: Option<String>,
-    /// Delay each job by a random time up to this (e.g. 30s). Default 0.
-    #[arg(long, value_parser = parse_duration)]
-    pub jitter: Option<Duration>,
-    /// Consecutive failed runs after which the schedule is broken (0: never). Default 16.
-    #[arg(long)]
-    pub broken_after: Option<u32>,
-}
-
-#[derive(Debug, Args)]
-pub struct ScheduleCreateArgs {
-    /// Unique name (letters, digits and _ - . : /).
-    pub name: String,
-    /// Job kind: picks the handler.
-    #[arg(long, short = 'k')]
-    pub kind: String,
-    /// When to run (see below).
-    #[arg(long, short = 's')]
-    pub spec: String,
-    /// Create it paused.
-    #[arg(long)]
-    pub paused: bool,
-    #[command(flatten)]
-    pub options: ScheduleOptions,
-}
-
-#[derive(Debug, Args)]
-pub struct ScheduleUpdateArgs {
-    /// Schedule name.
-    pub name: String,
-    /// New job kind.
-    #[arg(long, short = 'k')]
-    pub kind: Option<String>,
-    /// New spec.
-    #[arg(long, short = 's')]
-    pub spec: Option<String>,
-    #[command(flatten)]
-    pub options: ScheduleOptions,
-}
-
-#[derive(Debug, Args)]
-pub struct ScheduleNextArgs {
-    /// Schedule name (or give --spec instead).
-    #[arg(required_unless_present = "spec", conflicts_with = "spec")]
-    pub name: Option<String>,
-    /// A spec to check without storing it.
-    #[arg(long, short = 's')]
-    pub spec: Option<String>,
-    /// Time zone for --spec. Default UTC.
-    #[arg(long = "tz", requires = "spec")]
-    pub time_zone: Option<String>,
-    /// How many times to print.
-    #[arg(long, short = 'n', default_value_t = 5)]
-    pub count: usize,
-}
-
-#[derive(Debug, Args)]
-pub struct SchedulerArgs {
-    /// Keep ticking until SIGTERM/SIGINT (registers in the process registry, creates startup runs).
-    #[arg(long, conflicts_with = "once")]
-    pub forever: bool,
-    /// One pass, then exit (the default; for a crontab line). Startup runs are not made in this mode.
-    #[arg(long)]
-    pub once: bool,
-    /// Time between ticks with --forever. Default 1s.
-    #[arg(long, value_parser = parse_duration)]
-    pub interval: Option<Duration>,
-    /// Most jobs one tick creates. Default 100.
-    #[arg(long)]
-    pub max_jobs_per_tick: Option<u32>,
+/// A worker's concurrency: 1..=[`WorkerConfig::MAX_CONCURRENCY`].
+fn parse_concurrency(s: &str) -> Result<u32, String> {
+    let n: u32 = s.parse().map_err(|e| format!("{e}"))?;
+    let max = WorkerConfig::MAX_CONCURRENCY;
+    match n {
+        0 => Err("must be at least 1".into()),
+        n if n > max => Err(format!(
+            "above the maximum of {max} jobs per worker process; run more worker processes instead"
+        )),
+        n => Ok(n),
+    }
 }

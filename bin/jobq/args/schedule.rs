@@ -1,0 +1,212 @@
+//! The arguments of `jobq schedule` and `jobq scheduler`.
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use jobq::config::{HumanDuration, SchedulerSection};
+use jobq::{Misfire, OnError, Overlap, SchedulerConfig};
+
+use super::{Format, human, parse_duration, parse_interval, set};
+
+/// The spec grammar, shown by `jobq schedule create --help`.
+const SPEC_HELP: &str = "SPEC is one of:\n  \
+    a cron expression, 5 fields (\"30 2 * * *\") or 6 with seconds first (\"*/10 * * * * *\"); L, #, W, \
+    names and @daily-style nicknames work\n  \
+    every 5m                      a fixed interval, anchored to the start (never drifts)\n  \
+    daily at 02:30                weekly on mon at 09:00\n  \
+    monthly on 1 at 00:00         monthly on -1 at 23:00 (the last day of the month)\n  \
+    once at 2030-01-01 12:00      a single run (local time in --tz, or RFC 3339)\n\
+    Wall-clock specs are read in --tz (default UTC). Check a spec with `jobq schedule next --spec SPEC`.";
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Create a schedule (nothing is written if the spec or an option is invalid).
+    #[command(after_help = SPEC_HELP)]
+    Create(ScheduleCreateArgs),
+    /// Change a schedule. A new spec, time zone or window recomputes its next run from now; other changes
+    /// keep its state and next run.
+    #[command(after_help = SPEC_HELP)]
+    Update(ScheduleUpdateArgs),
+    /// Delete a schedule and its run history (jobs it created stay in the queue).
+    Drop {
+        /// Schedule name.
+        name: String,
+    },
+    /// Every schedule: state, spec, next run, failures.
+    List {
+        #[command(flatten)]
+        format: Format,
+    },
+    /// One schedule: its definition, state, counters, last error and latest runs.
+    Show {
+        /// Schedule name.
+        name: String,
+        /// Runs to show.
+        #[arg(long, short = 'n', default_value_t = 10)]
+        runs: u32,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// A schedule's run history: planned time, job, start, finish, outcome.
+    Runs {
+        /// Schedule name.
+        name: String,
+        /// At most this many, newest first.
+        #[arg(long, short = 'n', default_value_t = 20)]
+        limit: u32,
+        #[command(flatten)]
+        format: Format,
+    },
+    /// Stop creating runs until `resume` (running jobs go on; see `abort`).
+    Pause {
+        /// Schedule name.
+        name: String,
+    },
+    /// Resume a paused or broken schedule from its next planned time after now (missed times are not made
+    /// up); a broken schedule's failure count starts again at 0.
+    Resume {
+        /// Schedule name.
+        name: String,
+    },
+    /// Create a run now, whatever the schedule's times, state and overlap policy. Prints the job id.
+    RunNow {
+        /// Schedule name.
+        name: String,
+    },
+    /// Print the next planned times of a schedule, or of a spec given with --spec (nothing is stored).
+    #[command(after_help = SPEC_HELP)]
+    Next(ScheduleNextArgs),
+    /// Cancel the schedule's jobs that are queued, waiting for a retry, or running (running ones are told
+    /// to stop and end `cancelled`).
+    Abort {
+        /// Schedule name.
+        name: String,
+        /// Also pause the schedule, so no new run starts.
+        #[arg(long)]
+        pause: bool,
+    },
+}
+
+/// Options shared by `create` and `update`; on `update` only those given change.
+#[derive(Debug, Args)]
+pub struct ScheduleOptions {
+    /// IANA time zone of wall-clock specs, e.g. Europe/Paris. Default UTC.
+    #[arg(long = "tz")]
+    pub time_zone: Option<String>,
+    /// JSON payload of each job. Default {}.
+    #[arg(long, short = 'p')]
+    pub payload: Option<String>,
+    /// Queue of each job. Default "default".
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Priority of each job: smaller runs first. Default 0.
+    #[arg(long, allow_negative_numbers = true)]
+    pub priority: Option<i16>,
+    /// Attempts per job. Default 3 with --on-error retry, else 1.
+    #[arg(long)]
+    pub max_attempts: Option<u16>,
+    /// Run-time limit of each job (e.g. 10m).
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// No run before this time (RFC 3339, e.g. 2030-01-01T00:00:00Z). `none` clears it on update.
+    #[arg(long)]
+    pub start: Option<String>,
+    /// No run after this time; the schedule is finished then. `none` clears it on update.
+    #[arg(long)]
+    pub end: Option<String>,
+    /// Also run once each time a `jobq scheduler --forever` (or an in-process scheduler) starts.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true")]
+    pub at_startup: Option<bool>,
+    /// When a run is due while the previous one has not ended: wait (default), skip, allow.
+    #[arg(long, value_parser = clap::value_parser!(Overlap))]
+    pub overlap: Option<Overlap>,
+    /// When a run fails: retry (default; backoff, 3 attempts), keep (next planned time), pause.
+    #[arg(long, value_parser = clap::value_parser!(OnError))]
+    pub on_error: Option<OnError>,
+    /// Planned times missed while no scheduler ran: once (default; one run), all (each, at most 100), skip.
+    #[arg(long, value_parser = clap::value_parser!(Misfire))]
+    pub misfire: Option<Misfire>,
+    /// Delay each job by a random time up to this (e.g. 30s). Default 0.
+    #[arg(long, value_parser = parse_duration)]
+    pub jitter: Option<Duration>,
+    /// Consecutive failed runs after which the schedule is broken (0: never). Default 16.
+    #[arg(long)]
+    pub broken_after: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleCreateArgs {
+    /// Unique name (letters, digits and _ - . : /).
+    pub name: String,
+    /// Job kind: picks the handler.
+    #[arg(long, short = 'k')]
+    pub kind: String,
+    /// When to run (see below).
+    #[arg(long, short = 's')]
+    pub spec: String,
+    /// Create it paused.
+    #[arg(long)]
+    pub paused: bool,
+    #[command(flatten)]
+    pub options: ScheduleOptions,
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleUpdateArgs {
+    /// Schedule name.
+    pub name: String,
+    /// New job kind.
+    #[arg(long, short = 'k')]
+    pub kind: Option<String>,
+    /// New spec.
+    #[arg(long, short = 's')]
+    pub spec: Option<String>,
+    #[command(flatten)]
+    pub options: ScheduleOptions,
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleNextArgs {
+    /// Schedule name (or give --spec instead).
+    #[arg(required_unless_present = "spec", conflicts_with = "spec")]
+    pub name: Option<String>,
+    /// A spec to check without storing it.
+    #[arg(long, short = 's')]
+    pub spec: Option<String>,
+    /// Time zone for --spec. Default UTC.
+    #[arg(long = "tz", requires = "spec")]
+    pub time_zone: Option<String>,
+    /// How many times to print.
+    #[arg(long, short = 'n', default_value_t = 5)]
+    pub count: usize,
+    #[command(flatten)]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct SchedulerArgs {
+    #[command(flatten)]
+    pub metrics: super::MetricsArgs,
+    /// Keep ticking until SIGTERM/SIGINT (registers in the process registry, creates startup runs).
+    #[arg(long, conflicts_with = "once")]
+    pub forever: bool,
+    /// One pass, then exit (the default; for a crontab line). Startup runs are not made in this mode.
+    #[arg(long)]
+    pub once: bool,
+    #[arg(long, value_parser = parse_interval, help = format!(
+        "Time between ticks with --forever. Default: scheduler.interval from the config, else {}",
+        human(SchedulerConfig::DEFAULT_INTERVAL)))]
+    pub interval: Option<Duration>,
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help = format!(
+        "Most jobs one tick creates. Default: scheduler.max_jobs_per_tick from the config, else {}",
+        SchedulerConfig::DEFAULT_MAX_JOBS_PER_TICK))]
+    pub max_jobs_per_tick: Option<u32>,
+}
+
+impl SchedulerArgs {
+    /// Lays the flags given over the config file's `[scheduler]` section.
+    pub fn overlay(&self, file: &mut SchedulerSection) {
+        set(&mut file.interval, self.interval.map(HumanDuration));
+        set(&mut file.max_jobs_per_tick, self.max_jobs_per_tick);
+    }
+}

@@ -1,0 +1,529 @@
+//! The report of one run: typed (serde for `--json`), its targets with PASS/MISS (targets.rs), and the
+//! text `jobq bench` prints (render.rs).
+
+mod render;
+mod targets;
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::cpu::{self, CpuUse};
+use super::wire::Commands;
+use super::{BenchConfig, FinishMode, Section, Settings};
+
+pub use render::render_text;
+
+/// p99 pickup latency above this, and a rate is not sustained.
+pub(crate) const P99_LIMIT_MS: f64 = 100.0;
+
+/// A 1-minute load average above this (at the start of a run), or other processes keeping this many
+/// cores busy on average during it, marks the run as taken under load.
+pub const LOAD_THRESHOLD: f64 = 1.5;
+pub(crate) const OTHER_CORES_THRESHOLD: f64 = 0.5;
+
+/// Everything one run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    /// When the run started.
+    pub started_at: DateTime<Utc>,
+    /// The scratch database.
+    pub database: String,
+    /// The CI-sized configuration was used.
+    pub quick: bool,
+    /// The machine the bench ran on.
+    pub host: String,
+    /// CPUs available to the bench.
+    pub cores: usize,
+    /// Server version and settings.
+    pub server: ServerInfo,
+    /// Load averages and whether the run counts as under load.
+    pub load: Load,
+    /// Wall time of the whole run.
+    pub elapsed_secs: f64,
+    /// Raw-SQL grid.
+    pub raw: Option<RawReport>,
+    /// Library drain.
+    pub drain: Option<DrainReport>,
+    /// Steady state: at jobq's defaults, then at the drain's winning settings when they differ.
+    pub steady: Vec<SteadyReport>,
+    /// Big table.
+    pub big: Option<BigReport>,
+    /// Idle worker.
+    pub idle: Option<IdleReport>,
+    /// Worker process memory.
+    pub footprint: Option<FootprintReport>,
+    /// Enqueue rates.
+    pub enqueue: Option<EnqueueReport>,
+    /// Targets next to the measured values.
+    pub targets: Vec<Target>,
+    /// Correctness checks; a run is good only if all pass.
+    pub checks: Vec<Check>,
+}
+
+/// Server version and the settings that matter for throughput.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerInfo {
+    /// `SELECT VERSION()`.
+    pub version: String,
+    /// Global variables by name, plus jobq's session isolation.
+    pub settings: BTreeMap<String, String>,
+}
+
+/// The machine's load.
+#[derive(Debug, Clone, Serialize)]
+pub struct Load {
+    /// 1/5/15-minute load averages when the run started.
+    pub start: Option<[f64; 3]>,
+    /// … and when it ended (includes the bench's own load).
+    pub end: Option<[f64; 3]>,
+    /// Cores other processes kept busy, on average, during the drain measurements (the bench's own
+    /// process and the database server excluded).
+    pub other_cores: Option<f64>,
+    /// The figures were taken under load.
+    pub under_load: bool,
+}
+
+/// One correctness check.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// Section it belongs to.
+    pub section: Section,
+    /// What was checked.
+    pub what: String,
+    /// It held.
+    pub ok: bool,
+    /// What was seen.
+    pub detail: String,
+}
+
+/// A target next to its measured value.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    /// What is measured.
+    pub name: String,
+    /// The goal, as text.
+    pub goal: String,
+    /// The measured value, as text.
+    pub measured: String,
+    /// The goal is met.
+    pub pass: bool,
+}
+
+/// One raw-SQL cell.
+#[derive(Debug, Clone, Serialize)]
+pub struct RawCell {
+    /// Connections (one task each).
+    pub workers: u32,
+    /// Rows per claim.
+    pub batch: u32,
+    /// Finish variant.
+    pub finish: FinishMode,
+    /// Jobs drained.
+    pub jobs: u64,
+    /// Wall time.
+    pub secs: f64,
+    /// Throughput.
+    pub jobs_per_sec: f64,
+    /// Mean time of one claim transaction, ms.
+    pub claim_ms: f64,
+    /// Mean rows per claim statement (from distinct `claimed_at`).
+    pub rows_per_claim: f64,
+    /// Mean rows per finish statement (from distinct `finished_at`).
+    pub rows_per_finish: f64,
+    /// CPU use.
+    pub cpu: CpuUse,
+    /// Correctness checks passed.
+    pub ok: bool,
+}
+
+/// The raw-SQL grid.
+#[derive(Debug, Clone, Serialize)]
+pub struct RawReport {
+    /// Jobs per cell.
+    pub jobs_per_cell: u64,
+    /// Every cell.
+    pub cells: Vec<RawCell>,
+}
+
+impl RawReport {
+    pub(crate) fn new(jobs_per_cell: u64, cells: Vec<RawCell>) -> Self {
+        Self {
+            jobs_per_cell,
+            cells,
+        }
+    }
+
+    /// The best cell of a finish variant.
+    pub fn best(&self, finish: FinishMode) -> Option<&RawCell> {
+        self.cells
+            .iter()
+            .filter(|c| c.finish == finish)
+            .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
+    }
+
+    /// The best cell of the grid, whatever its finishes: the limit.
+    pub fn best_any(&self) -> Option<&RawCell> {
+        self.cells
+            .iter()
+            .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec))
+    }
+
+    /// The cell at W and B with the given finishes.
+    pub fn at(&self, workers: u32, batch: u32, finish: FinishMode) -> Option<&RawCell> {
+        self.cells
+            .iter()
+            .find(|c| c.finish == finish && c.workers == workers && c.batch == batch)
+    }
+}
+
+/// One library drain.
+#[derive(Debug, Clone, Serialize)]
+pub struct DrainRun {
+    /// Worker settings.
+    pub settings: Settings,
+    /// Jobs drained.
+    pub jobs: u64,
+    /// Wall time, from starting the workers to the last one returning.
+    pub secs: f64,
+    /// Throughput.
+    pub jobs_per_sec: f64,
+    /// Mean rows per claim statement (from distinct `claimed_at`).
+    pub rows_per_claim: f64,
+    /// Mean rows per finish statement (from distinct `finished_at`).
+    pub rows_per_finish: f64,
+    /// CPU use.
+    pub cpu: CpuUse,
+    /// Correctness checks passed.
+    pub ok: bool,
+}
+
+/// Cost of a handler kind, at jobq's default settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct HandlerCost {
+    /// Which handler.
+    pub handler: String,
+    /// Jobs drained.
+    pub jobs: u64,
+    /// Throughput.
+    pub jobs_per_sec: f64,
+    /// Wall time per job above the no-op handler's, µs.
+    pub extra_us_per_job: f64,
+    /// The bench process's CPU per job, µs.
+    pub client_cpu_us_per_job: f64,
+}
+
+/// Commands per job of jobq and of the raw loop at the same settings, counted at the wire.
+#[derive(Debug, Clone, Serialize)]
+pub struct WireProfile {
+    /// Settings of both (W workers/connections, batch B).
+    pub settings: Settings,
+    /// Jobs drained by each.
+    pub jobs: u64,
+    /// jobq's mean rows per claim statement.
+    pub jobq_rows_per_claim: f64,
+    /// jobq's mean rows per finish statement.
+    pub jobq_rows_per_finish: f64,
+    /// The raw loop's mean rows per claim statement.
+    pub raw_rows_per_claim: f64,
+    /// The raw loop's mean rows per finish statement.
+    pub raw_rows_per_finish: f64,
+    /// jobq's commands.
+    pub jobq: Commands,
+    /// The raw loop's commands.
+    pub raw: Commands,
+    /// jobq's throughput through the relay.
+    pub jobq_jobs_per_sec: f64,
+    /// The raw loop's throughput through the relay.
+    pub raw_jobs_per_sec: f64,
+    /// jobq's CPU use.
+    pub jobq_cpu: CpuUse,
+    /// The raw loop's CPU use.
+    pub raw_cpu: CpuUse,
+}
+
+/// The limit and jobq's winner measured again, alternately, at the full drain size. The grid's best
+/// cell is the best of many short runs and the winner one run, so comparing those two alone would favour
+/// the limit by its luckiest cell; here both get the same number of tries at the same size, and the
+/// medians are compared.
+#[derive(Debug, Clone, Serialize)]
+pub struct HeadToHead {
+    /// Jobs per run.
+    pub jobs: u64,
+    /// The raw cell re-measured: connections.
+    pub raw_workers: u32,
+    /// The raw cell re-measured: rows per claim.
+    pub raw_batch: u32,
+    /// The raw cell re-measured: finishes.
+    pub raw_finish: FinishMode,
+    /// jobq's settings re-measured.
+    pub settings: Settings,
+    /// The raw loop's jobs/s, one per round.
+    pub raw: Vec<f64>,
+    /// jobq's jobs/s, one per round.
+    pub jobq: Vec<f64>,
+    /// Every run of every round passed its checks.
+    pub ok: bool,
+}
+
+impl HeadToHead {
+    /// Median of the raw runs.
+    pub fn raw_median(&self) -> f64 {
+        median(&self.raw)
+    }
+
+    /// Median of jobq's runs.
+    pub fn jobq_median(&self) -> f64 {
+        median(&self.jobq)
+    }
+
+    /// jobq's median over the raw loop's.
+    pub fn ratio(&self) -> f64 {
+        self.jobq_median() / self.raw_median()
+    }
+}
+
+/// The jobs/s of each run, comma-separated.
+pub(crate) fn rates(runs: &[DrainRun]) -> String {
+    runs.iter()
+        .map(|r| format!("{:.0}", r.jobs_per_sec))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+pub(crate) fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Library drain results.
+#[derive(Debug, Clone, Serialize)]
+pub struct DrainReport {
+    /// jobq's defaults at N.
+    pub defaults: DrainRun,
+    /// The sweep (at the sweep size).
+    pub sweep: Vec<DrainRun>,
+    /// The best sweep settings at N.
+    pub winner: DrainRun,
+    /// Winner / best raw cell of the grid.
+    pub vs_best_raw: Option<f64>,
+    /// The winner and the best raw cell re-measured alternately at N: the figure the target uses.
+    pub head_to_head: Option<HeadToHead>,
+    /// Winner / raw cell at the same W and B, with jobq's batched done finish.
+    pub vs_raw_same: Option<f64>,
+    /// Defaults / raw cell at W=1, B=10, with jobq's batched done finish.
+    pub defaults_vs_raw_same: Option<f64>,
+    /// Handler costs.
+    pub handlers: Vec<HandlerCost>,
+    /// Commands per job, at jobq's defaults and at the winning settings.
+    pub wire: Vec<WireProfile>,
+}
+
+impl DrainReport {
+    pub(crate) fn new(
+        defaults: DrainRun,
+        sweep: Vec<DrainRun>,
+        winner: DrainRun,
+        handlers: Vec<HandlerCost>,
+        wire: Vec<WireProfile>,
+        raw: Option<&RawReport>,
+        head_to_head: Option<HeadToHead>,
+    ) -> Self {
+        let ratio = |run: &DrainRun, cell: Option<&RawCell>| {
+            cell.map(|c| run.jobs_per_sec / c.jobs_per_sec)
+        };
+        let s = winner.settings;
+        let d = defaults.settings;
+        Self {
+            vs_best_raw: ratio(&winner, raw.and_then(RawReport::best_any)),
+            head_to_head,
+            vs_raw_same: ratio(
+                &winner,
+                raw.and_then(|r| r.at(s.workers, s.batch_size, FinishMode::JOBQ)),
+            ),
+            defaults_vs_raw_same: ratio(
+                &defaults,
+                raw.and_then(|r| r.at(d.workers, d.batch_size, FinishMode::JOBQ)),
+            ),
+            defaults,
+            sweep,
+            winner,
+            handlers,
+            wire,
+        }
+    }
+}
+
+/// One offered rate of the steady-state search.
+#[derive(Debug, Clone, Serialize)]
+pub struct RatePoint {
+    /// Offered rate, jobs/s.
+    pub rate: f64,
+    /// Jobs inserted.
+    pub inserted: u64,
+    /// Rate the producer achieved.
+    pub insert_rate: f64,
+    /// Jobs whose latency was counted (after the warm-up).
+    pub measured: u64,
+    /// Pickup latency quantiles, ms.
+    pub p50_ms: f64,
+    /// p95, ms.
+    pub p95_ms: f64,
+    /// p99, ms.
+    pub p99_ms: f64,
+    /// Max, ms.
+    pub max_ms: f64,
+    /// Jobs not started 10 s after the producer stopped.
+    pub left_over: u64,
+    /// p99 ≤ 100 ms, nothing left over, producer kept up.
+    pub sustained: bool,
+}
+
+/// Steady-state results.
+#[derive(Debug, Clone, Serialize)]
+pub struct SteadyReport {
+    /// Worker settings (forever mode).
+    pub settings: Settings,
+    /// Highest rate sustained with p99 ≤ 100 ms.
+    pub sustainable_rate: Option<f64>,
+    /// The search stopped at its last doubling without finding a rate that failed.
+    pub search_capped: bool,
+    /// Highest rate tried that the workers kept up with (nothing left over, p99 under a second),
+    /// whatever its p99: the capacity, as opposed to the latency limit.
+    pub kept_up_rate: Option<f64>,
+    /// Every rate tried.
+    pub points: Vec<RatePoint>,
+    /// At half the sustainable rate.
+    pub at_half: Option<RatePoint>,
+    /// The rates were given (`--steady-rates`), not searched: no sustainable rate, no target.
+    pub fixed_rates: bool,
+}
+
+/// Big-table results.
+#[derive(Debug, Clone, Serialize)]
+pub struct BigReport {
+    /// Worker settings.
+    pub settings: Settings,
+    /// Finished rows kept in the table.
+    pub history_rows: u64,
+    /// Time to load them.
+    pub load_secs: f64,
+    /// Jobs per drain.
+    pub jobs: u64,
+    /// Drains on the empty table, one per round.
+    pub empty: Vec<DrainRun>,
+    /// Drains with the history, one per round.
+    pub big: Vec<DrainRun>,
+    /// Median of the empty table's drains.
+    pub empty_jobs_per_sec: f64,
+    /// Median of the drains with the history.
+    pub big_jobs_per_sec: f64,
+    /// big / empty, of the medians.
+    pub ratio: f64,
+}
+
+/// Idle-worker results.
+#[derive(Debug, Clone, Serialize)]
+pub struct IdleReport {
+    /// How long the idle worker was watched.
+    pub window_secs: f64,
+    /// Statements were counted at the wire (through the relay).
+    pub counted_at_wire: bool,
+    /// Statements per second (COM_QUERY + COM_STMT_EXECUTE) of the idle worker.
+    pub statements_per_sec: Option<f64>,
+    /// Every command per second, pings and prepares included.
+    pub round_trips_per_sec: Option<f64>,
+    /// The commands seen.
+    pub commands: Option<Commands>,
+    /// The server's global Questions per second over the same window (all clients of the server).
+    pub server_questions_per_sec: Option<f64>,
+    /// The server's global Queries per second (Questions plus statements inside stored programs).
+    pub server_queries_per_sec: Option<f64>,
+    /// Questions per second before the worker started (other clients).
+    pub baseline_questions_per_sec: Option<f64>,
+    /// Queries per second before the worker started (other clients).
+    pub baseline_queries_per_sec: Option<f64>,
+    /// INSERT-to-start times, ms.
+    pub start_ms: Vec<f64>,
+    /// Their mean.
+    pub start_mean_ms: f64,
+    /// Their max.
+    pub start_max_ms: f64,
+}
+
+/// Worker process memory.
+#[derive(Debug, Clone, Serialize)]
+pub struct FootprintReport {
+    /// Jobs drained.
+    pub jobs: u64,
+    /// Handler used.
+    pub handler: String,
+    /// Peak RSS (VmHWM), MB (10^6 bytes).
+    pub peak_rss_mb: f64,
+    /// Wall time of the process.
+    pub secs: f64,
+    /// Its throughput.
+    pub jobs_per_sec: f64,
+}
+
+/// Enqueue rates, rows/s.
+#[derive(Debug, Clone, Serialize)]
+pub struct EnqueueReport {
+    /// Rows per single-row measurement.
+    pub single_rows: u64,
+    /// Rows per multi-row measurement.
+    pub multi_rows: u64,
+    /// `jobq::enqueue`, one row per statement.
+    pub library_single: f64,
+    /// Plain `INSERT … VALUES (?, ?)`.
+    pub sql_single: f64,
+    /// `jobq::enqueue_many`, 1,000 rows per statement.
+    pub library_multi: f64,
+    /// Plain 1,000-row INSERT.
+    pub sql_multi: f64,
+}
+
+impl BenchReport {
+    pub(crate) fn new(
+        cfg: &BenchConfig,
+        database: &str,
+        server: ServerInfo,
+        load_start: Option<[f64; 3]>,
+    ) -> Self {
+        Self {
+            started_at: Utc::now(),
+            database: database.to_string(),
+            quick: cfg.quick,
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            cores: cpu::cores(),
+            server,
+            load: Load {
+                start: load_start,
+                end: None,
+                other_cores: None,
+                under_load: false,
+            },
+            elapsed_secs: 0.0,
+            raw: None,
+            drain: None,
+            steady: Vec::new(),
+            big: None,
+            idle: None,
+            footprint: None,
+            enqueue: None,
+            targets: Vec::new(),
+            checks: Vec::new(),
+        }
+    }
+
+    /// True when every correctness check passed.
+    pub fn all_checks_pass(&self) -> bool {
+        self.checks.iter().all(|c| c.ok)
+    }
+}

@@ -1,0 +1,527 @@
+//! The report as the text `jobq bench` prints: one function per section.
+
+use std::fmt::Write as _;
+
+use super::{
+    BenchReport, BigReport, Check, DrainReport, DrainRun, EnqueueReport, FootprintReport,
+    HeadToHead, IdleReport, OTHER_CORES_THRESHOLD, RawCell, RawReport, SteadyReport, rates,
+};
+use crate::bench::cpu::CpuUse;
+use crate::bench::wire::Commands;
+use crate::bench::{FinishMode, Settings, raw};
+
+fn load_text(l: Option<[f64; 3]>) -> String {
+    l.map_or("?".into(), |l| {
+        format!("{:.2} {:.2} {:.2}", l[0], l[1], l[2])
+    })
+}
+
+fn cpu_text(c: &CpuUse) -> String {
+    match c.server_us_per_job {
+        Some(s) => format!(
+            "{:>6.0} {:>6.0} {:>5.2}",
+            c.client_us_per_job, s, c.other_cores
+        ),
+        None => format!(
+            "{:>6.0} {:>6} {:>5.2}",
+            c.client_us_per_job, "-", c.other_cores
+        ),
+    }
+}
+
+/// Renders the report as the text `jobq bench` prints.
+/// Renders the report as the text `jobq bench` prints.
+pub fn render_text(r: &BenchReport) -> String {
+    let mut o = String::new();
+    let load_mark = if r.load.under_load {
+        "  ** UNDER LOAD **"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        o,
+        "jobq bench {} ({}), {} on {} ({} cores), {}{}",
+        env!("CARGO_PKG_VERSION"),
+        if r.quick { "quick" } else { "full" },
+        r.started_at.format("%Y-%m-%d %H:%M UTC"),
+        r.host,
+        r.cores,
+        format_args!("{:.0} s", r.elapsed_secs),
+        load_mark
+    );
+    let _ = writeln!(
+        o,
+        "load average at start {}, at end {} (end includes the bench itself){}",
+        load_text(r.load.start),
+        load_text(r.load.end),
+        r.load.other_cores.map_or(String::new(), |c| format!(
+            "; other processes used {c:.2} cores during the drains"
+        ))
+    );
+    let _ = writeln!(o, "server {}", r.server.version);
+    let settings: Vec<String> = r
+        .server
+        .settings
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let _ = writeln!(o, "  {}", settings.join(", "));
+    let _ = writeln!(
+        o,
+        "CPU columns: client = this process µs/job, server = database server µs/job, other = cores used by other processes"
+    );
+
+    if let Some(raw) = &r.raw {
+        raw_section(&mut o, raw);
+    }
+    if let Some(d) = &r.drain {
+        drain_section(&mut o, d);
+    }
+    for s in &r.steady {
+        steady_section(&mut o, s);
+    }
+    if let Some(b) = &r.big {
+        big_section(&mut o, b);
+    }
+    if let Some(i) = &r.idle {
+        idle_section(&mut o, i);
+    }
+    if let Some(f) = &r.footprint {
+        footprint_section(&mut o, f);
+    }
+    if let Some(e) = &r.enqueue {
+        enqueue_section(&mut o, e);
+    }
+    verdict(&mut o, r);
+    o
+}
+
+/// 1. The raw-SQL grid.
+fn raw_section(o: &mut String, raw: &RawReport) {
+    let _ = writeln!(
+        o,
+        "\n1. RAW SQL LIMIT: jobq's claim (SELECT … FOR UPDATE SKIP LOCKED + UPDATE … WHERE id IN + COMMIT) in a \
+         hand-written loop, {} jobs per cell ({} at B=1, {} from B=100), W connections, B rows per claim; \
+         * = under load, ! = check failed",
+        raw.jobs_per_cell,
+        raw::cell_jobs(raw.jobs_per_cell, 1),
+        raw::cell_jobs(raw.jobs_per_cell, 100)
+    );
+    let _ = writeln!(
+        o,
+        "   finishes: per-job = one fenced UPDATE per job (jobq's `finish`, for a lone job and for failures);\n   \
+         batch-tx = jobq's `finish_done_batch` per claim (BEGIN + UPDATE … WHERE claim = ? AND state = 'running' AND (id, attempts) IN (…) + COMMIT, for done jobs);\n   \
+         one-update = one UPDATE … WHERE claim = ? AND state = 'running' AND id IN (…) per claim, autocommit, no attempt fence (not in jobq)"
+    );
+    for finish in [FinishMode::PerJob, FinishMode::BatchTx, FinishMode::Batch] {
+        let cells: Vec<&RawCell> = raw.cells.iter().filter(|c| c.finish == finish).collect();
+        if cells.is_empty() {
+            continue;
+        }
+        let mut ws: Vec<u32> = cells.iter().map(|c| c.workers).collect();
+        ws.sort_unstable();
+        ws.dedup();
+        let mut bs: Vec<u32> = cells.iter().map(|c| c.batch).collect();
+        bs.sort_unstable();
+        bs.dedup();
+        let _ = write!(o, "   {:<10} jobs/s", finish.label());
+        for b in &bs {
+            let _ = write!(o, " {:>8}", format!("B={b}"));
+        }
+        o.push('\n');
+        for w in &ws {
+            let _ = write!(o, "   {:<17}", format!("W={w}"));
+            for b in &bs {
+                let cell = cells.iter().find(|c| c.workers == *w && c.batch == *b);
+                let _ = write!(
+                    o,
+                    " {:>8}",
+                    cell.map_or("-".into(), |c| format!(
+                        "{:.0}{}{}",
+                        c.jobs_per_sec,
+                        if c.cpu.other_cores > OTHER_CORES_THRESHOLD {
+                            "*"
+                        } else {
+                            ""
+                        },
+                        if c.ok { "" } else { "!" }
+                    ))
+                );
+            }
+            o.push('\n');
+        }
+        if let Some(b) = raw.best(finish) {
+            let _ = writeln!(
+                o,
+                "   best {}: {:.0} jobs/s at W={} B={} (claim {:.2} ms; {:.1} rows/finish; cpu client/server/other {})",
+                finish.label(),
+                b.jobs_per_sec,
+                b.workers,
+                b.batch,
+                b.claim_ms,
+                b.rows_per_finish,
+                cpu_text(&b.cpu)
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join("/")
+            );
+        }
+    }
+}
+
+/// 2. The library drain: the runs, the head-to-head, handler costs and wire profiles.
+fn drain_section(o: &mut String, d: &DrainReport) {
+    let _ = writeln!(
+        o,
+        "\n2. DRAIN through the library: no-op Rust handler, W workers in one process (each its own pool)"
+    );
+    let _ = writeln!(
+        o,
+        "   {:<22} {:>7} {:>9} {:>7} {:>7}  {:>6} {:>6} {:>5}",
+        "settings", "jobs", "jobs/s", "rows/cl", "rows/fi", "client", "server", "other"
+    );
+    let row = |o: &mut String, label: &str, run: &DrainRun| {
+        let _ = writeln!(
+            o,
+            "   {:<22} {:>7} {:>9.0} {:>7.1} {:>7.1}  {}{}{}",
+            label,
+            run.jobs,
+            run.jobs_per_sec,
+            run.rows_per_claim,
+            run.rows_per_finish,
+            cpu_text(&run.cpu),
+            if run.cpu.other_cores > OTHER_CORES_THRESHOLD {
+                " *"
+            } else {
+                ""
+            },
+            if run.ok { "" } else { "  CHECK FAILED" }
+        );
+    };
+    row(o, &format!("defaults {}", d.defaults.settings), &d.defaults);
+    for s in &d.sweep {
+        row(o, &format!("sweep {}", s.settings), s);
+    }
+    row(o, &format!("winner {}", d.winner.settings), &d.winner);
+    let pct = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{:.0}%", v * 100.0));
+    let _ = writeln!(
+        o,
+        "   winner vs best raw cell: {}; vs raw batch-tx at same W and B: {}; defaults vs raw batch-tx W=1 B=10: {}",
+        pct(d.vs_best_raw),
+        pct(d.vs_raw_same),
+        pct(d.defaults_vs_raw_same)
+    );
+    if let Some(h) = &d.head_to_head {
+        head_to_head(o, h);
+    }
+    handler_costs(o, d);
+    wire_profiles(o, d);
+}
+
+/// The alternating re-measurement of the limit and the winner.
+fn head_to_head(o: &mut String, h: &HeadToHead) {
+    let runs = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let _ = writeln!(
+        o,
+        "   head to head, {} alternating rounds of {} jobs: raw W={} B={} {} median {:.0} jobs/s ({}); jobq {} median {:.0} ({}): {:.0}%{}",
+        h.raw.len(),
+        h.jobs,
+        h.raw_workers,
+        h.raw_batch,
+        h.raw_finish.label(),
+        h.raw_median(),
+        runs(&h.raw),
+        h.settings,
+        h.jobq_median(),
+        runs(&h.jobq),
+        h.ratio() * 100.0,
+        if h.ok { "" } else { "  CHECK FAILED" }
+    );
+}
+
+/// What a command and an SQL handler cost over the no-op one.
+fn handler_costs(o: &mut String, d: &DrainReport) {
+    let _ = writeln!(
+        o,
+        "   handler cost at jobq's defaults ({}):",
+        Settings::DEFAULTS
+    );
+    for h in &d.handlers {
+        let _ = writeln!(
+            o,
+            "     {:<16} {:>6} jobs {:>8.0} jobs/s  {:>+8.0} µs/job wall vs no-op  client cpu {:.0} µs/job",
+            h.handler, h.jobs, h.jobs_per_sec, h.extra_us_per_job, h.client_cpu_us_per_job
+        );
+    }
+    let _ = writeln!(
+        o,
+        "   rows/cl, rows/fi = mean rows per claim and per finish statement; * = other processes used > {OTHER_CORES_THRESHOLD} cores (under load)"
+    );
+}
+
+/// Commands per job at the wire, jobq against the raw loop.
+fn wire_profiles(o: &mut String, d: &DrainReport) {
+    for w in &d.wire {
+        let per = |c: &Commands, f: fn(&Commands) -> u64| f(c) as f64 / w.jobs as f64;
+        let _ = writeln!(
+            o,
+            "   commands per job at the wire ({}, {} jobs, through a counting relay; raw = same W and B, batch-tx):",
+            w.settings, w.jobs
+        );
+        for (label, c, rate, cpu, claim, fin) in [
+            (
+                "jobq",
+                &w.jobq,
+                w.jobq_jobs_per_sec,
+                &w.jobq_cpu,
+                w.jobq_rows_per_claim,
+                w.jobq_rows_per_finish,
+            ),
+            (
+                "raw",
+                &w.raw,
+                w.raw_jobs_per_sec,
+                &w.raw_cpu,
+                w.raw_rows_per_claim,
+                w.raw_rows_per_finish,
+            ),
+        ] {
+            let _ = writeln!(
+                o,
+                "     {label:<5} {:.3} round trips = {:.3} statements ({:.3} text, {:.3} prepared) + {:.3} pings + {:.3} prepares + {:.3} other; \
+                 {claim:.1} rows/claim, {fin:.1} rows/finish; {:.0} jobs/s; cpu client/server {:.0}/{} µs/job",
+                per(c, Commands::round_trips),
+                per(c, Commands::statements),
+                per(c, |c| c.query),
+                per(c, |c| c.execute),
+                per(c, |c| c.ping),
+                per(c, |c| c.prepare),
+                per(c, |c| c.other),
+                rate,
+                cpu.client_us_per_job,
+                cpu.server_us_per_job
+                    .map_or("-".into(), |s| format!("{s:.0}"))
+            );
+        }
+    }
+}
+
+/// 3. Pickup latency under a fixed-rate producer.
+fn steady_section(o: &mut String, s: &SteadyReport) {
+    let _ = writeln!(
+        o,
+        "\n3. STEADY STATE: producer at a fixed rate, forever workers {}; pickup latency = run_at (NOW(6)) to handler start",
+        s.settings
+    );
+    let _ = writeln!(
+        o,
+        "   {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}",
+        "rate/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "left", "held"
+    );
+    for p in s.points.iter().chain(s.at_half.iter()) {
+        let _ = writeln!(
+            o,
+            "   {:>8.0} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8} {:>6}",
+            p.rate,
+            p.p50_ms,
+            p.p95_ms,
+            p.p99_ms,
+            p.max_ms,
+            p.left_over,
+            if p.sustained { "yes" } else { "no" }
+        );
+    }
+    if s.fixed_rates {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "   sustainable with p99 <= 100 ms: {}{}; last row is half that rate\n   \
+         kept up (nothing left over, p99 < 1 s) up to: {}",
+        s.sustainable_rate
+            .map_or("none".into(), |r| format!("{r:.0} jobs/s")),
+        if s.search_capped {
+            " (search capped: higher rates not tried)"
+        } else {
+            ""
+        },
+        s.kept_up_rate
+            .map_or("none".into(), |r| format!("{r:.0} jobs/s"))
+    );
+}
+
+/// 4. The big table against the empty one.
+fn big_section(o: &mut String, b: &BigReport) {
+    let _ = writeln!(
+        o,
+        "\n4. BIG TABLE: drain {} of {} jobs, {} alternating rounds; empty table median {:.0} jobs/s ({}), with {} finished rows median {:.0} jobs/s ({}) = {:.2}x (history loaded in {:.1} s)",
+        b.settings,
+        b.jobs,
+        b.empty.len(),
+        b.empty_jobs_per_sec,
+        rates(&b.empty),
+        b.history_rows,
+        b.big_jobs_per_sec,
+        rates(&b.big),
+        b.ratio,
+        b.load_secs
+    );
+}
+
+/// 5. The idle worker.
+fn idle_section(o: &mut String, i: &IdleReport) {
+    let _ = writeln!(
+        o,
+        "\n5. IDLE: one forever worker with jobq's defaults, watched {:.0} s",
+        i.window_secs
+    );
+    match (&i.commands, i.statements_per_sec) {
+        (Some(c), Some(sps)) => {
+            let _ = writeln!(
+                o,
+                "   {sps:.2} statements/s counted at the wire ({} text + {} prepared statements, {} pings, {} prepares in {:.0} s)",
+                c.query, c.execute, c.ping, c.prepare, i.window_secs
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                o,
+                "   (no wire count: the server is reached through a socket)"
+            );
+        }
+    }
+    if let Some(q) = i.server_questions_per_sec {
+        let f = |v: Option<f64>| v.map_or("?".into(), |v: f64| format!("{v:.2}"));
+        let _ = writeln!(
+            o,
+            "   server-wide counters over the same window (every client of the server): Questions {q:.2}/s, \
+             Queries (which also counts statements inside stored procedures) {}/s;\n   \
+             the same counters before the worker started: Questions {}/s, Queries {}/s",
+            f(i.server_queries_per_sec),
+            f(i.baseline_questions_per_sec),
+            f(i.baseline_queries_per_sec)
+        );
+    }
+    let samples: Vec<String> = i.start_ms.iter().map(|v| format!("{v:.0}")).collect();
+    let _ = writeln!(
+        o,
+        "   INSERT into the idle queue to job start: mean {:.0} ms, max {:.0} ms (samples: {} ms)",
+        i.start_mean_ms,
+        i.start_max_ms,
+        samples.join(", ")
+    );
+}
+
+/// 6. The worker process's memory.
+fn footprint_section(o: &mut String, f: &FootprintReport) {
+    let _ = writeln!(
+        o,
+        "\n6. FOOTPRINT: `jobq worker` process, defaults, {} handler, {} jobs in {:.1} s ({:.0} jobs/s): peak RSS {:.1} MB",
+        f.handler, f.jobs, f.secs, f.jobs_per_sec, f.peak_rss_mb
+    );
+}
+
+/// 7. Enqueue rates.
+fn enqueue_section(o: &mut String, e: &EnqueueReport) {
+    let _ = writeln!(o, "\n7. ENQUEUE rows/s, one connection");
+    let _ = writeln!(
+        o,
+        "   one row a statement ({} rows): jobq::enqueue {:.0}, plain SQL {:.0} ({:.0}%)",
+        e.single_rows,
+        e.library_single,
+        e.sql_single,
+        e.library_single / e.sql_single * 100.0
+    );
+    let _ = writeln!(
+        o,
+        "   1,000 rows a statement ({} rows): jobq::enqueue_many {:.0}, plain SQL {:.0} ({:.0}%)",
+        e.multi_rows,
+        e.library_multi,
+        e.sql_multi,
+        e.library_multi / e.sql_multi * 100.0
+    );
+}
+
+/// The targets and the correctness checks.
+fn verdict(o: &mut String, r: &BenchReport) {
+    let _ = writeln!(
+        o,
+        "\nTARGETS{}",
+        if r.load.under_load {
+            " (measured under load)"
+        } else {
+            ""
+        }
+    );
+    for t in &r.targets {
+        let _ = writeln!(
+            o,
+            "   {:<4} {:<50} {:<10} {}",
+            if t.pass { "PASS" } else { "MISS" },
+            t.name,
+            t.goal,
+            t.measured
+        );
+    }
+    let failed: Vec<&Check> = r.checks.iter().filter(|c| !c.ok).collect();
+    let _ = writeln!(
+        o,
+        "\nCORRECTNESS: {} of {} checks passed (every job claimed and finished exactly once){}",
+        r.checks.len() - failed.len(),
+        r.checks.len(),
+        if failed.is_empty() { "" } else { "; FAILED:" }
+    );
+    for c in failed {
+        let _ = writeln!(o, "   {}: {}: {}", c.section.name(), c.what, c.detail);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::{BenchConfig, Section, ServerInfo};
+
+    #[test]
+    fn a_report_renders_its_targets_and_failed_checks() {
+        let cfg = BenchConfig::smoke("mysql://root@127.0.0.1:3306/test");
+        let server = ServerInfo {
+            version: "11.8.3-MariaDB".into(),
+            settings: Default::default(),
+        };
+        let mut r = BenchReport::new(&cfg, "jobq_bench_test", server, None);
+        r.idle = Some(IdleReport {
+            window_secs: 1.0,
+            counted_at_wire: true,
+            statements_per_sec: Some(0.5),
+            round_trips_per_sec: Some(0.5),
+            commands: None,
+            server_questions_per_sec: None,
+            server_queries_per_sec: None,
+            baseline_questions_per_sec: None,
+            baseline_queries_per_sec: None,
+            start_ms: vec![80.0],
+            start_mean_ms: 80.0,
+            start_max_ms: 80.0,
+        });
+        r.checks.push(Check {
+            section: Section::Idle,
+            what: "each job ran once".into(),
+            ok: false,
+            detail: "job 7 ran twice".into(),
+        });
+        r.finish();
+        let text = render_text(&r);
+        assert!(text.contains("TARGETS"), "{text}");
+        assert!(text.contains("idle worker statements/s"), "{text}");
+        assert!(text.contains("CORRECTNESS"), "{text}");
+        assert!(
+            text.contains("idle: each job ran once: job 7 ran twice"),
+            "{text}"
+        );
+    }
+}

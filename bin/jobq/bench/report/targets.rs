@@ -1,0 +1,164 @@
+//! The targets a run is judged by (PASS/MISS), and the load verdict that says whether the machine was
+//! quiet enough for the figures to mean much.
+
+use super::{BenchReport, LOAD_THRESHOLD, OTHER_CORES_THRESHOLD, P99_LIMIT_MS, Target};
+
+impl BenchReport {
+    /// Computes the load verdict and the targets.
+    pub(crate) fn finish(&mut self) {
+        let mut others: Vec<f64> = Vec::new();
+        if let Some(r) = &self.raw {
+            others.extend(r.cells.iter().map(|c| c.cpu.other_cores));
+        }
+        if let Some(d) = &self.drain {
+            others.push(d.defaults.cpu.other_cores);
+            others.push(d.winner.cpu.other_cores);
+            others.extend(d.sweep.iter().map(|r| r.cpu.other_cores));
+        }
+        let other = (!others.is_empty()).then(|| others.iter().sum::<f64>() / others.len() as f64);
+        self.load.other_cores = other;
+        self.load.under_load = self.load.start.is_some_and(|l| l[0] > LOAD_THRESHOLD)
+            || other.is_some_and(|o| o > OTHER_CORES_THRESHOLD);
+        self.targets = self.compute_targets();
+    }
+
+    fn compute_targets(&self) -> Vec<Target> {
+        let mut t = Vec::new();
+        self.throughput_targets(&mut t);
+        self.latency_targets(&mut t);
+        self.cost_targets(&mut t);
+        t
+    }
+
+    /// Drain against the limit, and the big table against the empty one.
+    fn throughput_targets(&self, t: &mut Vec<Target>) {
+        if let Some(h) = self.drain.as_ref().and_then(|d| d.head_to_head.as_ref()) {
+            add(
+                t,
+                "best jobq drain vs best raw-SQL cell",
+                ">= 90%",
+                format!(
+                    "{:.0}% (medians of {} alternating runs of {} jobs: jobq {} {:.0} vs raw W={} B={} {} {:.0} jobs/s)",
+                    h.ratio() * 100.0,
+                    h.jobq.len(),
+                    h.jobs,
+                    h.settings,
+                    h.jobq_median(),
+                    h.raw_workers,
+                    h.raw_batch,
+                    h.raw_finish.label(),
+                    h.raw_median(),
+                ),
+                h.ratio() >= 0.9,
+            );
+        }
+        if let Some(b) = &self.big {
+            add(
+                t,
+                "big table vs empty table",
+                ">= 0.85x",
+                format!(
+                    "{:.2}x ({:.0} vs {:.0} jobs/s, {} finished rows)",
+                    b.ratio, b.big_jobs_per_sec, b.empty_jobs_per_sec, b.history_rows
+                ),
+                b.ratio >= 0.85,
+            );
+        }
+    }
+
+    /// Pickup latency at half the sustainable rate.
+    fn latency_targets(&self, t: &mut Vec<Target>) {
+        for s in self.steady.iter().filter(|s| !s.fixed_rates) {
+            let at = format!("at half the sustainable rate, {}", s.settings);
+            match &s.at_half {
+                Some(h) => {
+                    add(
+                        t,
+                        &format!("pickup latency p50 {at}"),
+                        "<= 5 ms",
+                        format!("{:.1} ms at {:.0}/s", h.p50_ms, h.rate),
+                        h.p50_ms <= 5.0,
+                    );
+                    add(
+                        t,
+                        &format!("pickup latency p99 {at}"),
+                        "<= 50 ms",
+                        format!("{:.1} ms at {:.0}/s", h.p99_ms, h.rate),
+                        h.p99_ms <= 50.0,
+                    );
+                }
+                None => add(
+                    t,
+                    &format!("pickup latency {at}"),
+                    "p50 <= 5 ms, p99 <= 50 ms",
+                    format!("no rate kept p99 <= {} ms", P99_LIMIT_MS),
+                    false,
+                ),
+            }
+        }
+    }
+
+    /// What idling, memory and enqueueing cost.
+    fn cost_targets(&self, t: &mut Vec<Target>) {
+        if let Some(i) = &self.idle {
+            if let Some(sps) = i.statements_per_sec {
+                add(
+                    t,
+                    "idle worker statements/s",
+                    "<= 1/s",
+                    format!(
+                        "{sps:.2}/s ({:.2}/s with pings)",
+                        i.round_trips_per_sec.unwrap_or(sps)
+                    ),
+                    sps <= 1.0,
+                );
+            }
+            add(
+                t,
+                "INSERT into an idle queue to job start",
+                "<= 1 s",
+                format!(
+                    "max {:.0} ms, mean {:.0} ms ({} samples)",
+                    i.start_max_ms,
+                    i.start_mean_ms,
+                    i.start_ms.len()
+                ),
+                !i.start_ms.is_empty() && i.start_max_ms <= 1000.0,
+            );
+        }
+        if let Some(f) = &self.footprint {
+            add(
+                t,
+                "worker peak RSS while draining",
+                "<= 20 MB",
+                format!("{:.1} MB", f.peak_rss_mb),
+                f.peak_rss_mb <= 20.0,
+            );
+        }
+        if let Some(e) = &self.enqueue {
+            let r = e.library_multi / e.sql_multi;
+            add(
+                t,
+                "enqueue_many vs plain multi-row SQL",
+                ">= 90%",
+                format!(
+                    "{:.0}% ({:.0} vs {:.0} rows/s)",
+                    r * 100.0,
+                    e.library_multi,
+                    e.sql_multi
+                ),
+                r >= 0.9,
+            );
+        }
+    }
+}
+
+/// Adds a target to `t`.
+fn add(t: &mut Vec<Target>, name: &str, goal: &str, measured: String, pass: bool) {
+    t.push(Target {
+        name: name.into(),
+        goal: goal.into(),
+        measured,
+        pass,
+    });
+}

@@ -1,0 +1,101 @@
+//! `--metrics-addr HOST:PORT`: the process's figures in Prometheus's text format on `/metrics`, beside
+//! `/healthz` (the process answers) and `/readyz` (its database answers and its schema is current), on
+//! one HTTP listener. The library records through the `metrics` facade; this installs the recorder.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use jobq::CancellationToken;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use sqlx::MySqlPool;
+use tracing::info;
+
+/// Buckets of the `_seconds` histograms: from a millisecond (a claim, a no-op job) to ten minutes (a
+/// long job).
+const BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+    300.0, 600.0,
+];
+
+/// How often histograms are folded into what `/metrics` renders.
+const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// How long `/readyz` waits for the database.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Serves the metrics and health endpoints on `addr` until `shutdown`, checking readiness against
+/// `pool`. Returns the address bound (a port 0 becomes the port the system chose).
+///
+/// # Errors
+/// When the recorder cannot be installed or the address cannot be bound (in use, not local).
+pub async fn serve(
+    addr: SocketAddr,
+    pool: MySqlPool,
+    shutdown: CancellationToken,
+) -> Result<SocketAddr> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets(BUCKETS)
+        .context("metrics buckets")?
+        .install_recorder()
+        .context("installing the metrics recorder")?;
+    jobq::describe_metrics();
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?;
+    let bound = listener.local_addr()?;
+    let app = Router::new()
+        .route("/metrics", get(render))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
+        .with_state((handle.clone(), pool));
+    let upkeep = shutdown.clone();
+    tokio::spawn(async move {
+        while !sleep_or_stop(UPKEEP_EVERY, &upkeep).await {
+            handle.run_upkeep();
+        }
+    });
+    tokio::spawn(async move {
+        let stop = shutdown.cancelled_owned();
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(stop)
+            .await
+        {
+            tracing::error!(error = %e, "the metrics listener failed");
+        }
+    });
+    info!(addr = %bound, "metrics on http://{bound}/metrics");
+    Ok(bound)
+}
+
+async fn render(State((handle, _)): State<(PrometheusHandle, MySqlPool)>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        handle.render(),
+    )
+}
+
+/// 200 when the database answers and the schema is what this build needs; 503 with the reason if not.
+async fn ready(State((_, pool)): State<(PrometheusHandle, MySqlPool)>) -> impl IntoResponse {
+    match tokio::time::timeout(READY_TIMEOUT, jobq::ensure_migrated(&pool)).await {
+        Ok(Ok(())) => (StatusCode::OK, "ready\n".to_string()),
+        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {e}\n")),
+        Err(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: the database did not answer within 2 s\n".to_string(),
+        ),
+    }
+}
+
+/// Sleeps `d`; true when `stop` came first.
+async fn sleep_or_stop(d: Duration, stop: &CancellationToken) -> bool {
+    tokio::select! {
+        () = stop.cancelled() => true,
+        () = tokio::time::sleep(d) => false,
+    }
+}

@@ -1,0 +1,138 @@
+//! The MySQL and MariaDB server error numbers jobq reacts to, and what they mean to it: the one place
+//! where error numbers are written down and read out of a [`sqlx::Error`].
+//!
+//! This module imports nothing from the rest of the crate, so [`crate::error::Error`] can ask it whether
+//! an error is transient while every other part of `db` returns `Error`s.
+
+/// `ER_DUP_FIELDNAME`: a column of that name exists (a migration's DDL ran before).
+pub(crate) const DUP_FIELDNAME: u16 = 1060;
+/// `ER_DUP_KEYNAME`: an index of that name exists (a migration's DDL ran before).
+pub(crate) const DUP_KEYNAME: u16 = 1061;
+/// `ER_DUP_ENTRY`: a unique key already holds the value. Rolls back only the statement, not the
+/// transaction.
+pub(crate) const DUP_ENTRY: u16 = 1062;
+/// `ER_LOCK_WAIT_TIMEOUT`.
+pub(crate) const LOCK_WAIT_TIMEOUT: u16 = 1205;
+/// `ER_LOCK_DEADLOCK`.
+pub(crate) const DEADLOCK: u16 = 1213;
+/// `ER_SERVER_SHUTDOWN`: the server is going down.
+pub(crate) const SERVER_SHUTDOWN: u16 = 1053;
+/// `ER_CONNECTION_KILLED` (MariaDB): our statement was killed.
+pub(crate) const CONNECTION_KILLED: u16 = 1927;
+/// `ER_QUERY_INTERRUPTED`: our statement was killed.
+pub(crate) const QUERY_INTERRUPTED: u16 = 1317;
+/// `ER_ACCESS_DENIED_ERROR`.
+pub(crate) const ACCESS_DENIED: u16 = 1045;
+/// `ER_ACCESS_DENIED_NO_PASSWORD_ERROR`: e.g. root that may only log in through the unix socket.
+pub(crate) const ACCESS_DENIED_NO_PASSWORD: u16 = 1698;
+/// `ER_CON_COUNT_ERROR`: the server has `max_connections` clients already.
+pub(crate) const TOO_MANY_CONNECTIONS: u16 = 1040;
+/// `ER_SECURE_TRANSPORT_REQUIRED` (MySQL 5.7+): a plaintext connection under
+/// `require_secure_transport=ON`. MariaDB answers [`ACCESS_DENIED`] instead.
+pub(crate) const SECURE_TRANSPORT_REQUIRED: u16 = 3159;
+/// `ER_BAD_DB_ERROR`: unknown database.
+pub(crate) const BAD_DB: u16 = 1049;
+/// `ER_NO_SUCH_TABLE`.
+pub(crate) const NO_SUCH_TABLE: u16 = 1146;
+/// `ER_OPTION_PREVENTS_STATEMENT`: "running with the --read-only option" (also used for other
+/// options, so the message is checked too; see [`is_read_only`]).
+pub(crate) const OPTION_PREVENTS_STATEMENT: u16 = 1290;
+/// `ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION`.
+pub(crate) const READ_ONLY_TRANSACTION: u16 = 1792;
+/// `ER_READ_ONLY_MODE` (MySQL's `super_read_only`/InnoDB read-only mode).
+pub(crate) const READ_ONLY_MODE: u16 = 1836;
+
+/// The server error number of a database error, if it is one.
+pub(crate) fn number(e: &sqlx::Error) -> Option<u16> {
+    e.as_database_error()
+        .and_then(|d| d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .map(|m| m.number())
+}
+
+/// The server's message of a database error, else the error's own text.
+pub(crate) fn message(e: &sqlx::Error) -> String {
+    e.as_database_error()
+        .map(|d| d.message().to_string())
+        .unwrap_or_else(|| e.to_string())
+}
+
+/// True when a unique key refused the row ([`DUP_ENTRY`]).
+pub(crate) fn is_duplicate_entry(e: &sqlx::Error) -> bool {
+    number(e) == Some(DUP_ENTRY)
+}
+
+/// True for a lock conflict with another transaction (deadlock, lock-wait timeout): the connection is
+/// fine, only the transaction has to be tried again.
+pub(crate) fn is_lock_conflict(e: &sqlx::Error) -> bool {
+    matches!(number(e), Some(DEADLOCK | LOCK_WAIT_TIMEOUT))
+}
+
+/// True for the errors a server gives once it is read-only: seen on the old primary after a failover,
+/// while a proxy or DNS already points new connections at the new one. The statement is worth trying
+/// again on a new connection, never on this one: see [`crate::db::failover`].
+pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
+    match number(e) {
+        Some(READ_ONLY_TRANSACTION | READ_ONLY_MODE) => true,
+        Some(OPTION_PREVENTS_STATEMENT) => {
+            let m = message(e).to_ascii_lowercase();
+            m.contains("read-only") || m.contains("read_only")
+        }
+        _ => false,
+    }
+}
+
+/// What kind of transient failure `e` is, as a metric label: `deadlock`, `lock_wait`, `read_only` or
+/// `connection` (a lost, refused or killed connection, a server shutting down).
+pub(crate) fn transient_kind(e: &sqlx::Error) -> &'static str {
+    match number(e) {
+        Some(DEADLOCK) => "deadlock",
+        Some(LOCK_WAIT_TIMEOUT) => "lock_wait",
+        _ if is_read_only(e) => "read_only",
+        _ => "connection",
+    }
+}
+
+/// True for a driver error worth retrying as it is: deadlocks, lock-wait timeouts, lost connections
+/// and a read-only server (after a failover; the retry gets a new connection). What jobq retries
+/// internally, for programs that run their own statements beside jobq's.
+pub fn is_transient(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => true,
+        sqlx::Error::Database(_) => {
+            matches!(
+                number(e),
+                Some(
+                    DEADLOCK
+                        | LOCK_WAIT_TIMEOUT
+                        | SERVER_SHUTDOWN
+                        | CONNECTION_KILLED
+                        | QUERY_INTERRUPTED
+                        | TOO_MANY_CONNECTIONS
+                )
+            ) || is_read_only(e)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_without_a_server_number_are_told_apart_by_kind() {
+        let lost = sqlx::Error::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(is_transient(&lost));
+        assert!(is_transient(&sqlx::Error::PoolTimedOut));
+        assert!(!is_transient(&sqlx::Error::RowNotFound));
+        assert_eq!(number(&lost), None);
+        assert!(!is_duplicate_entry(&lost) && !is_lock_conflict(&lost) && !is_read_only(&lost));
+        assert_eq!(
+            message(&sqlx::Error::RowNotFound),
+            sqlx::Error::RowNotFound.to_string()
+        );
+    }
+}

@@ -1,0 +1,86 @@
+//! [`Jobs`]: look at and steer the jobs already in the queue, as `jobq jobs`, `jobq stats` and
+//! `jobq prune` do, from an application or an operator's tool. The statements live in `db::admin` and
+//! `db::prune`; this is their one public door, as [`crate::Schedules`] is for schedules.
+
+use std::time::Duration;
+
+use sqlx::MySqlPool;
+
+use crate::db::admin::{self, CancelOutcome, JobFilter, Stats};
+use crate::error::Result;
+use crate::job::{JobId, JobRecord};
+
+/// Operations on the jobs of one database. Cheap to clone (it holds the pool).
+///
+/// ```no_run
+/// # async fn demo(pool: sqlx::MySqlPool) -> jobq::Result<()> {
+/// let jobs = jobq::Jobs::new(pool);
+/// let dead = jobs
+///     .list(&jobq::JobFilter { state: Some(jobq::State::Dead), limit: 50, ..Default::default() })
+///     .await?;
+/// for job in dead {
+///     jobs.retry(job.id).await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Jobs {
+    pool: MySqlPool,
+}
+
+impl Jobs {
+    /// Jobs on `pool`'s database.
+    pub fn new(pool: MySqlPool) -> Self {
+        Self { pool }
+    }
+
+    /// One job by id.
+    ///
+    /// # Errors
+    /// [`crate::Error::JobNotFound`] when there is none.
+    pub async fn get(&self, id: impl Into<JobId>) -> Result<JobRecord> {
+        admin::get_job(&self.pool, id.into()).await
+    }
+
+    /// Jobs matching `filter`, newest first.
+    pub async fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
+        admin::list_jobs(&self.pool, filter).await
+    }
+
+    /// Makes a done, dead, cancelled or waiting job runnable now with a fresh attempt budget (the
+    /// attempts used so far are noted at the head of `last_error`).
+    ///
+    /// # Errors
+    /// [`crate::Error::JobNotFound`], or [`crate::Error::JobState`] for a queued or running job.
+    pub async fn retry(&self, id: impl Into<JobId>) -> Result<()> {
+        admin::retry_job(&self.pool, id.into()).await
+    }
+
+    /// Makes a queued job, or one waiting for its retry, due now; its attempts are unchanged. False when
+    /// it was already due.
+    ///
+    /// # Errors
+    /// [`crate::Error::JobNotFound`], or [`crate::Error::JobState`] for a running or finished job.
+    pub async fn run_now(&self, id: impl Into<JobId>) -> Result<bool> {
+        admin::run_job_now(&self.pool, id.into()).await
+    }
+
+    /// Cancels a job: at once if it has not started; a running job's worker is asked to stop it.
+    ///
+    /// # Errors
+    /// [`crate::Error::JobNotFound`], or [`crate::Error::JobState`] for a finished job.
+    pub async fn cancel(&self, id: impl Into<JobId>) -> Result<CancelOutcome> {
+        admin::cancel_job(&self.pool, id.into()).await
+    }
+
+    /// Counts per queue and state, due jobs and their wait, and the registered processes.
+    pub async fn stats(&self) -> Result<Stats> {
+        admin::stats(&self.pool).await
+    }
+
+    /// Deletes done, dead and cancelled jobs (and schedule runs) that ended more than `retention` ago,
+    /// in small batches. Returns how many jobs were deleted.
+    pub async fn prune(&self, retention: Duration) -> Result<u64> {
+        crate::db::prune::prune_finished(&self.pool, retention).await
+    }
+}

@@ -1,0 +1,178 @@
+//! The exact text of the statements on jobq's hot path: the session set-up, the claim and the done
+//! finish. The library builds its queries from these parts and nothing else (`db::claim`,
+//! `db::finish`; their unit tests compare the built text with [`Statement::sql`]), and `jobq bench`
+//! measures its raw-SQL limit with the same text, so the limit it reports is the limit of these
+//! statements. A DBA can print them to `EXPLAIN` them:
+//!
+//! ```
+//! use jobq::statements::{CLAIM_SELECT, placeholders};
+//! let sql = CLAIM_SELECT.sql(&["?", &placeholders(2), "?"]);
+//! assert!(sql.contains("kind IN (?, ?)") && sql.ends_with("FOR UPDATE SKIP LOCKED"));
+//! ```
+
+/// The clause that keeps a claim to exact kind names ([`EXACT_KIND`] says why). A macro so that it can
+/// be spliced into the statements' literal text.
+macro_rules! exact_kind {
+    () => {
+        " AND kind NOT LIKE '% '"
+    };
+}
+
+/// Appended after every `kind IN (…)` of the claim path: only rows whose kind matches a handler's kind
+/// exactly. Spliced into [`CLAIM_SELECT`]; the idle probe and wait use it as a value.
+///
+/// `kind` is `ascii_bin`, a PAD SPACE collation, so `'quick ' = 'quick'` is true and `kind IN ('quick')`
+/// alone also matches a row written with a trailing space. A worker serving `quick` claimed such a row,
+/// found no handler for the kind it read back (`"quick "`), and the job failed every attempt for hours.
+/// `LIKE` compares without padding, and no valid kind name ends in a space (trailing spaces are the only
+/// difference PAD SPACE hides), so this keeps exact matches only. It is checked on the index entry (kind
+/// is the last column of `claim_order`), so the claim's plan and the rows it reads stay as they were
+/// (`tests/it/claim.rs` checks the plan with this clause).
+pub(crate) const EXACT_KIND: &str = exact_kind!();
+
+/// A statement as its fixed text between its parameters: `parts[0]`, the first parameter (or list of
+/// them), `parts[1]`, and so on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Statement {
+    parts: &'static [&'static str],
+}
+
+impl Statement {
+    /// The fixed text, in order; parameters go between consecutive parts.
+    pub const fn parts(&self) -> &'static [&'static str] {
+        self.parts
+    }
+
+    /// The whole text, with `gaps[i]` between `parts[i]` and `parts[i + 1]`: `"?"` for one parameter,
+    /// [`placeholders`] or [`pair_placeholders`] for a list.
+    ///
+    /// # Panics
+    /// When `gaps` does not have one entry per gap.
+    pub fn sql(&self, gaps: &[&str]) -> String {
+        assert_eq!(
+            gaps.len() + 1,
+            self.parts.len(),
+            "a statement of {} parts has {} gaps",
+            self.parts.len(),
+            self.parts.len() - 1
+        );
+        let mut out = String::from(self.parts[0]);
+        for (gap, part) in gaps.iter().zip(&self.parts[1..]) {
+            out.push_str(gap);
+            out.push_str(part);
+        }
+        out
+    }
+}
+
+/// `n` placeholders for an `IN (…)` list: `?, ?, ?`.
+pub fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+
+/// `n` placeholder pairs for an `(a, b) IN (…)` list: `(?, ?), (?, ?)`.
+pub fn pair_placeholders(n: usize) -> String {
+    vec!["(?, ?)"; n].join(", ")
+}
+
+/// Run on every connection jobq opens, whatever the pool.
+///
+/// * `time_zone`: sqlx already sends `+00:00`; it is repeated here so the invariant does not depend on
+///   a driver default. TIMESTAMP columns are shown and compared in this zone.
+/// * READ COMMITTED: no gap locks, so a claim and a fenced finish cannot deadlock on the token index
+///   the way they do under REPEATABLE READ, and a locking read sees rows committed since the
+///   transaction began.
+/// * A short lock wait: the claim path never waits (SKIP LOCKED), and a finish that waits more than a
+///   few seconds is better retried than stuck.
+pub const SESSION_SETUP: [&str; 2] = [
+    "SET time_zone = '+00:00', SESSION innodb_lock_wait_timeout = 10",
+    // Its own statement: MariaDB 10.x names the variable tx_isolation, MySQL 8 transaction_isolation.
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+];
+
+/// Claim, step 1: lock the first due rows of one queue, in claim order, skipping rows another claim
+/// holds. Parameters: the queue, the kinds (a list), the most rows. `waited_us` is how long each row
+/// was due before this claim, by the server's clock (the pickup delay metric; no clock skew).
+///
+/// FORCE INDEX: the plan must never become a table scan, also on a freshly bulk-loaded table whose
+/// statistics have not caught up yet.
+pub const CLAIM_SELECT: Statement = Statement {
+    parts: &[
+        "SELECT id, queue, kind, payload, attempts, max_attempts, timeout_secs, \
+         TIMESTAMPDIFF(MICROSECOND, run_at, NOW(6)) AS waited_us \
+         FROM job_queue FORCE INDEX (claim_order) \
+         WHERE ready_queue = ",
+        " AND run_at <= NOW(6) AND kind IN (",
+        concat!(")", exact_kind!(), " ORDER BY priority, run_at, id LIMIT "),
+        " FOR UPDATE SKIP LOCKED",
+    ],
+};
+
+/// Claim, step 2, in the same transaction: stamp the claim token on the locked rows. Parameters: the
+/// token, the ids (a list). It checks again that each row is still claimable, so that an engine that
+/// accepts SKIP LOCKED without locking cannot let two claims stamp one row (see `stamp_selected` in `db/claim.rs`).
+pub const CLAIM_STAMP: Statement = Statement {
+    parts: &[
+        "UPDATE job_queue SET state = 'running', claim = ",
+        ", claimed_at = NOW(6), started_at = NOW(6), finished_at = NULL, attempts = attempts + 1 \
+         WHERE id IN (",
+        ") AND state IN ('queued', 'retry') AND claim IS NULL AND run_at <= NOW(6)",
+    ],
+};
+
+/// The done finish of one job, fenced by its claim token and attempt. Parameters: the id, the token,
+/// the attempt.
+pub const FINISH_DONE: Statement = Statement {
+    parts: &[
+        "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) WHERE id = ",
+        " AND claim = ",
+        " AND attempts = ",
+        " AND state = 'running'",
+    ],
+};
+
+/// The batched done finish: many jobs of one worker in one transaction, each fenced by its attempt.
+/// Parameters: the token, the (id, attempt) pairs (a list). When it changes fewer rows than it names,
+/// jobq rolls back and redoes the batch row by row.
+///
+/// FORCE INDEX: with statistics taken while few rows ran, the optimizer may walk the `finished` index's
+/// `state = 'running'` range instead, locking the running rows of every worker on its way (two
+/// workers' finishes then deadlock; seen in `jobq bench`). By primary key it locks only these.
+pub const FINISH_DONE_BATCH: Statement = Statement {
+    parts: &[
+        "UPDATE job_queue FORCE INDEX (PRIMARY) \
+         SET state = 'done', claim = NULL, finished_at = NOW(6) WHERE claim = ",
+        " AND state = 'running' AND (id, attempts) IN (",
+        ")",
+    ],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_join_their_parts_around_the_gaps() {
+        assert_eq!(
+            FINISH_DONE.sql(&["?", "?", "?"]),
+            "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) WHERE id = ? \
+             AND claim = ? AND attempts = ? AND state = 'running'"
+        );
+        assert!(
+            FINISH_DONE_BATCH
+                .sql(&["?", &pair_placeholders(2)])
+                .ends_with("(id, attempts) IN ((?, ?), (?, ?))")
+        );
+        assert!(
+            CLAIM_SELECT
+                .sql(&["?", &placeholders(1), "?"])
+                .contains("kind IN (?) AND kind NOT LIKE '% ' ORDER BY")
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "has 2 gaps")]
+    fn a_missing_gap_is_a_bug() {
+        CLAIM_STAMP.sql(&["?"]);
+    }
+}

@@ -1,0 +1,370 @@
+//! The claim loop: when to claim, how many slots a claim may fill, and the idle wait between claims.
+//! The decisions are [`Pacer`]'s (pure, in `pacing.rs`); this module gathers the facts and acts.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use super::pacing::{After, Before, Claimed, Pacer};
+use super::{Shared, WorkerConfig, execute};
+use crate::backoff::Backoff;
+use crate::db::claim;
+use crate::db::dedicated::Dedicated;
+use crate::error::Result;
+use crate::service::{sleep_or_stop, unless_stopped};
+
+/// Longest wait for more free slots before a claim, when fewer than half a batch is free.
+const CLAIM_FILL_WAIT: Duration = Duration::from_millis(2);
+
+/// Claims while there is room and work; returns when drained or told to stop.
+pub(super) async fn fetch_loop(
+    shared: &Arc<Shared>,
+    conn: &mut Dedicated,
+    tracker: &TaskTracker,
+    shutdown: &CancellationToken,
+) -> Result<()> {
+    let cfg = &shared.cfg;
+    let mut f = Fetch {
+        shared,
+        slots: Arc::new(Semaphore::new(cfg.concurrency as usize)),
+        kinds: shared.handlers.kinds(),
+        pacer: Pacer::new(cfg.mode, WorkerConfig::DEFAULT_MIN_POLL, cfg.poll_interval),
+        shutdown,
+    };
+    loop {
+        let probe_first = match f.until_claim(conn).await {
+            Ready::Claim { probe_first } => probe_first,
+            Ready::Again => continue,
+            Ready::Stop => return Ok(()),
+        };
+        let Some(permits) = f.take_slots().await else {
+            return Ok(());
+        };
+        let gate = shared.claim_gate.lock().await;
+        let ended_before_claim = shared.ledger.ended.load(Ordering::SeqCst);
+        // A claim on a connection whose network went silent can hang for many minutes: a shutdown
+        // waits for it at most STOP_PATIENCE. A claim abandoned then may have committed unseen; its
+        // rows go back through the reaper like those of any claimant that is gone.
+        let claim = claim_some(shared, conn, &f.kinds, permits.len() as u32, probe_first);
+        let sent = Instant::now();
+        let Some(result) = unless_stopped(shutdown, claim).await else {
+            warn!("a claim did not answer while stopping; abandoning it");
+            return Ok(());
+        };
+        if let Ok(jobs) = &result {
+            crate::telemetry::claimed(permits.len(), jobs.len(), sent.elapsed());
+        }
+        let claimed = f.judge(&result, permits.len(), ended_before_claim);
+        match f.pacer.after_claim(claimed) {
+            After::Run => {
+                let jobs = result.expect("rows were claimed");
+                f.start(jobs, permits, tracker);
+                drop(gate);
+            }
+            After::Next => {}
+            After::Drained => {
+                debug!("nothing due; drained");
+                return Ok(());
+            }
+            After::WaitForJobEnd => {
+                drop((gate, permits));
+                // Jobs are still running: they may enqueue more, so look again when one ends.
+                tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => return Ok(()),
+                    () = shared.job_ended.notified() => {}
+                }
+            }
+            After::RetryIn(wait) => {
+                drop((gate, permits));
+                shared.counters.claim_errors.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = &result {
+                    warn!(error = %e, retry_in = ?wait, "claim failed");
+                }
+                if sleep_or_stop(wait, shutdown).await {
+                    return Ok(());
+                }
+            }
+            After::GiveUp => return result.map(|_| ()),
+        }
+    }
+}
+
+/// The claim loop's state between claims.
+struct Fetch<'a> {
+    shared: &'a Arc<Shared>,
+    /// One permit per job that may run at once.
+    slots: Arc<Semaphore>,
+    /// The kinds this worker has handlers for: the only ones it claims.
+    kinds: Vec<String>,
+    pacer: Pacer,
+    shutdown: &'a CancellationToken,
+}
+
+/// Whether the loop may claim now.
+enum Ready {
+    /// Claim, first probing without locks when `probe_first`.
+    Claim { probe_first: bool },
+    /// Not yet: look again.
+    Again,
+    /// Shutdown.
+    Stop,
+}
+
+impl Fetch<'_> {
+    /// Waits, as the pacer says, until a claim is worth making and the fence allows it.
+    async fn until_claim(&mut self, conn: &mut Dedicated) -> Ready {
+        let probe_first = match self.pacer.before_claim() {
+            Before::WaitForWork { back_off } => {
+                let idle_wait = self.pacer.idle_wait();
+                match wait_until_due(
+                    self.shared,
+                    conn,
+                    &self.kinds,
+                    idle_wait,
+                    back_off,
+                    self.shutdown,
+                )
+                .await
+                {
+                    Some(probe) => {
+                        self.pacer.after_wait(!probe);
+                        probe
+                    }
+                    None => return Ready::Stop,
+                }
+            }
+            Before::Claim { probe_first } => probe_first,
+        };
+        // Register before claiming, always: while the session is being rebuilt, or with less than half
+        // the fence bound left, a claim could take jobs that the fence would stop a moment later or that
+        // a reaper is entitled to reset.
+        if !self.shared.fence.may_claim() {
+            return if wait_for_fence(self.shared, self.shutdown).await {
+                Ready::Stop
+            } else {
+                Ready::Again
+            };
+        }
+        Ready::Claim { probe_first }
+    }
+
+    /// The free slots the next claim may fill: at least one (waiting for it), at most a batch. `None` on
+    /// shutdown.
+    async fn take_slots(&self) -> Option<Vec<OwnedSemaphorePermit>> {
+        let cfg = &self.shared.cfg;
+        let first = tokio::select! {
+            biased;
+            () = self.shutdown.cancelled() => return None,
+            p = self.slots.clone().acquire_owned() => p.expect("semaphore is never closed"),
+        };
+        let mut permits = vec![first];
+        // Fill the claim: one claim per free slot would mean a transaction (and a log flush) per job.
+        // When fewer than half the batch is free, wait a moment for running jobs to end and free more.
+        let want = cfg.batch_size.min(cfg.concurrency.div_ceil(2)).max(1) as usize;
+        let deadline = tokio::time::Instant::now() + CLAIM_FILL_WAIT;
+        while permits.len() < cfg.batch_size as usize {
+            match self.slots.clone().try_acquire_owned() {
+                Ok(p) => permits.push(p),
+                Err(_) if permits.len() < want && !self.pacer.probing() => {
+                    match tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned())
+                        .await
+                    {
+                        Ok(p) => permits.push(p.expect("semaphore is never closed")),
+                        Err(_) => break,
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        Some(permits)
+    }
+
+    /// What a claim of `asked` rows came to, as the pacer needs to know it.
+    fn judge(
+        &self,
+        result: &Result<Vec<claim::ClaimedJob>>,
+        asked: usize,
+        ended_before_claim: u64,
+    ) -> Claimed {
+        match result {
+            Ok(jobs) if jobs.is_empty() => Claimed::Nothing {
+                idle: self.slots.available_permits() + asked
+                    == self.shared.cfg.concurrency as usize,
+                ended_meanwhile: self.shared.ledger.ended.load(Ordering::SeqCst)
+                    != ended_before_claim,
+            },
+            Ok(jobs) => Claimed::Rows {
+                got: jobs.len(),
+                asked,
+            },
+            Err(e) => Claimed::Failed {
+                transient: e.is_transient(),
+            },
+        }
+    }
+
+    /// Enters the claimed jobs in the ledger and starts one task per job, each holding one slot.
+    fn start(
+        &self,
+        jobs: Vec<claim::ClaimedJob>,
+        permits: Vec<OwnedSemaphorePermit>,
+        tracker: &TaskTracker,
+    ) {
+        let shared = self.shared;
+        shared
+            .counters
+            .claimed
+            .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        for (job, permit) in jobs.into_iter().zip(permits) {
+            crate::telemetry::job_claimed(&job.queue, &job.kind, job.waited_us);
+            let (entry, older) = shared.ledger.enter(job.id, job.attempt());
+            tracker.spawn(execute::run_job(shared.clone(), job, permit, entry, older));
+        }
+    }
+}
+
+/// How often a worker that may not claim looks again whether its session is back.
+const FENCE_RECHECK: Duration = Duration::from_millis(50);
+
+/// Waits until the fence allows claims again; true on shutdown.
+async fn wait_for_fence(shared: &Shared, shutdown: &CancellationToken) -> bool {
+    info!(since_confirmed = ?shared.fence.since_confirmed(),
+          "not claiming until this worker is registered on a live session again");
+    while !shared.fence.may_claim() {
+        if sleep_or_stop(FENCE_RECHECK, shutdown).await {
+            return true;
+        }
+    }
+    info!("registered on a live session; claiming again");
+    false
+}
+
+/// Idle waits until work is due (`Some(false)`: claim at once), until the server-side wait turns out to
+/// be unusable (`Some(true)`: probe before claiming), or until shutdown (`None`). Each wait is twice as
+/// long as the last, up to the poll interval; with `back_off`, the first is a plain sleep.
+async fn wait_until_due(
+    shared: &Shared,
+    conn: &mut Dedicated,
+    kinds: &[String],
+    idle_wait: &mut Backoff,
+    back_off: bool,
+    shutdown: &CancellationToken,
+) -> Option<bool> {
+    if back_off && sleep_or_stop(idle_wait.next_delay(), shutdown).await {
+        return None;
+    }
+    loop {
+        let outcome =
+            idle_wait_for_work(shared, conn, kinds, idle_wait.next_delay(), shutdown).await;
+        match outcome {
+            IdleWait::Stop => return None,
+            // Work is due: claim at once, without a probe first.
+            IdleWait::Due => return Some(false),
+            // The server-side wait already looked: wait again rather than probe again.
+            IdleWait::Nothing if shared.server_wait.load(Ordering::Relaxed) => {}
+            IdleWait::Nothing => return Some(true),
+        }
+    }
+}
+
+enum IdleWait {
+    Stop,
+    Due,
+    Nothing,
+}
+
+/// Waits up to `wait` for work while idle. With the server-side wait (schema 6) that is one statement,
+/// which also writes the heartbeat and returns as soon as a job is due; without it, a sleep followed by
+/// the next claim's probe.
+async fn idle_wait_for_work(
+    shared: &Shared,
+    conn: &mut Dedicated,
+    kinds: &[String],
+    wait: Duration,
+    shutdown: &CancellationToken,
+) -> IdleWait {
+    if shared.server_wait.load(Ordering::Relaxed) {
+        // The wait writes the heartbeat only when the last one it wrote is half an interval old: a busy
+        // worker that waits every few milliseconds would otherwise commit a registry write each time,
+        // on the path between a job's INSERT and its start.
+        let last_beat = shared.beat_recorder.load(Ordering::Relaxed);
+        let beat_due = crate::session::now_millis().saturating_sub(last_beat)
+            >= shared.cfg.heartbeat_interval.as_millis() as u64 / 2;
+        let token = beat_due.then_some(shared.token.as_str());
+        let sent = Instant::now();
+        let call = claim::wait_for_work(conn, token, &shared.cfg.queues, kinds, wait);
+        let result = tokio::select! {
+            biased;
+            () = shutdown.cancelled() => return IdleWait::Stop,
+            r = call => r,
+        };
+        match result {
+            Ok(due) => {
+                // The wait cannot tell whether the registry row is there; its heartbeat confirms the
+                // fence only while the anchor session says it is.
+                if beat_due && shared.fence.is_healthy() {
+                    shared.fence.confirm(sent);
+                    shared
+                        .beat_recorder
+                        .store(crate::session::now_millis(), Ordering::Relaxed);
+                }
+                return if due {
+                    IdleWait::Due
+                } else {
+                    IdleWait::Nothing
+                };
+            }
+            Err(e) if e.is_transient() => {
+                debug!(error = %e, "idle wait failed; sleeping instead");
+            }
+            Err(e) => {
+                warn!(error = %e, "the server-side idle wait is unusable; polling instead");
+                shared.server_wait.store(false, Ordering::Relaxed);
+            }
+        }
+    }
+    if sleep_or_stop(wait, shutdown).await {
+        IdleWait::Stop
+    } else {
+        IdleWait::Nothing
+    }
+}
+
+/// One claim across the worker's queues, in order. While idle it first sends the cheap probe and claims
+/// only if the probe saw something due.
+async fn claim_some(
+    shared: &Shared,
+    conn: &mut Dedicated,
+    kinds: &[String],
+    limit: u32,
+    probing: bool,
+) -> Result<Vec<claim::ClaimedJob>> {
+    if probing && !claim::any_due(conn, &shared.cfg.queues, kinds).await? {
+        return Ok(Vec::new());
+    }
+    let mut jobs = Vec::new();
+    for queue in &shared.cfg.queues {
+        let want = limit - jobs.len() as u32;
+        if want == 0 {
+            break;
+        }
+        jobs.extend(
+            claim::claim_batch_watched(
+                conn,
+                &shared.token,
+                queue,
+                kinds,
+                want,
+                shared.ledger.uncertain_flag(),
+            )
+            .await?,
+        );
+    }
+    Ok(jobs)
+}

@@ -1,0 +1,143 @@
+//! `--metrics-addr`: the binary serves what the library records in Prometheus's text format, and health
+//! and readiness beside it.
+
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::{TestDb, jobq, scratch_dir, wait_until, write_config};
+
+/// `GET path` on `addr`: the status code and the body.
+async fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).await.unwrap();
+    let status = text[9..12].parse().expect("a status line");
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+/// Starts `jobq ARGS --metrics-addr 127.0.0.1:0` and returns it with the address it logged.
+async fn start(url: &str, args: &[&str]) -> (Child, String) {
+    let mut all = args.to_vec();
+    all.extend(["--metrics-addr", "127.0.0.1:0"]);
+    let mut child = jobq(Some(url), &all)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let addr = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let addr = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.split("metrics on http://")
+                    .nth(1)
+                    .map(|rest| rest.split('/').next().unwrap().to_string())
+            })
+            .expect("the process logs where it serves metrics");
+        // Keep draining stderr so the child never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        addr
+    })
+    .await
+    .unwrap();
+    (child, addr)
+}
+
+fn stop(mut child: Child) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = child.wait();
+}
+
+#[tokio::test]
+async fn a_worker_serves_its_counters_and_health() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 3).await;
+    let dir = scratch_dir();
+    let config = write_config(&dir, "[handlers.k]\ncommand = [\"true\"]\n");
+    let (child, addr) = start(
+        &db.url,
+        &["worker", "--forever", "--config", config.to_str().unwrap()],
+    )
+    .await;
+    wait_until(
+        "the three jobs are done",
+        Duration::from_secs(30),
+        || async {
+            db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
+                .await
+                == 3
+        },
+    )
+    .await;
+    let (status, body) = get(&addr, "/metrics").await;
+    assert_eq!(status, 200);
+    for want in [
+        r#"jobq_jobs_finished_total{queue="default",kind="k",outcome="done"} 3"#,
+        r#"jobq_jobs_claimed_total{queue="default",kind="k"} 3"#,
+        "jobq_jobs_running 0",
+        r#"jobq_job_duration_seconds_count{queue="default",kind="k"} 3"#,
+        "# HELP jobq_jobs_finished_total",
+    ] {
+        assert!(body.contains(want), "{want:?} not in:\n{body}");
+    }
+    assert_eq!(get(&addr, "/healthz").await.0, 200);
+    assert_eq!(get(&addr, "/readyz").await, (200, "ready\n".to_string()));
+    stop(child);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn a_reaper_reports_the_queue_and_readiness_follows_the_schema() {
+    let db = TestDb::new().await;
+    db.insert_jobs("nobody-serves-this", 4).await;
+    let (child, addr) = start(&db.url, &["reaper", "--interval", "100ms"]).await;
+    let mut body = String::new();
+    for _ in 0..100 {
+        body = get(&addr, "/metrics").await.1;
+        if body.contains(r#"jobq_queue_due_jobs{queue="default"} 4"#) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for _ in 0..100 {
+        if body.contains("jobq_database_up 1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        body = get(&addr, "/metrics").await.1;
+    }
+    assert!(
+        body.contains("jobq_database_up 1")
+            && body.contains(r#"jobq_queue_due_jobs{queue="default"} 4"#)
+            && body.contains(r#"jobq_processes{role="reaper"} 1"#)
+            && body.contains(r#"jobq_queue_oldest_due_age_seconds{queue="default"}"#),
+        "{body}"
+    );
+    stop(child);
+
+    // A database that is not migrated: alive, not ready, and the reason says so.
+    let bare = TestDb::unmigrated().await;
+    let (child, addr) = start(&bare.url, &["reaper"]).await;
+    assert_eq!(get(&addr, "/healthz").await.0, 200);
+    let (status, body) = get(&addr, "/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("not migrated"), "{body}");
+    stop(child);
+}
