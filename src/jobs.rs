@@ -73,6 +73,24 @@ impl Jobs {
         admin::cancel_job(&self.pool, id.into()).await
     }
 
+    /// Deletes a job that is not running.
+    ///
+    /// # Errors
+    /// [`crate::Error::JobNotFound`], or [`crate::Error::JobState`] for a running job (cancel it first).
+    pub async fn delete(&self, id: impl Into<JobId>) -> Result<()> {
+        admin::delete_job(&self.pool, id.into()).await
+    }
+
+    /// Done and dead jobs per minute over the last hour, oldest minute first.
+    pub async fn last_hour(&self) -> Result<Vec<crate::db::admin::MinuteCount>> {
+        admin::last_hour(&self.pool).await
+    }
+
+    /// The newest `limit` entries of the dashboard's audit trail, newest first.
+    pub async fn audit_trail(&self, limit: u32) -> Result<Vec<crate::db::audit::AuditEntry>> {
+        crate::db::audit::recent(&self.pool, limit).await
+    }
+
     /// Counts per queue and state, due jobs and their wait, and the registered processes.
     pub async fn stats(&self) -> Result<Stats> {
         admin::stats(&self.pool).await

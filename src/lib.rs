@@ -88,6 +88,7 @@ mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
 mod token;
+pub mod web;
 mod worker;
 
 // Setup.
@@ -114,9 +115,12 @@ pub use supervisor::{
     SUPERVISOR_PID_ENV, Supervisor, SupervisorConfig, SupervisorReport, keep_alive,
 };
 // Looking at the queue.
+pub use db::admin::MinuteCount;
 pub use db::admin::{
     CancelOutcome, JobFilter, KindLag, ProcessRow, QueueCount, QueueLag, Stats, Unserved,
 };
+pub use db::audit::AuditEntry;
+pub use duration::human_age;
 pub use jobs::Jobs;
 // Errors.
 pub use db::errno::is_transient;

@@ -8,6 +8,7 @@
 //! error messages go to stderr through writers that drop what cannot be written. Text that comes from
 //! rows goes through [`clean`] first.
 
+pub use jobq::human_age as age;
 use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Write};
@@ -103,6 +104,13 @@ pub fn clean(s: &str, keep_lines: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Writes `value` to stdout as pretty JSON and a newline (`--json`). Field names are those the README's
+/// "JSON output" section documents; they change only with a major version.
+pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    write(format_args!("{text}\n"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::clean;
@@ -117,44 +125,5 @@ mod tests {
             clean("\u{9b}31m \u{202e}cba", true),
             "\\u{9b}31m \\u{202e}cba"
         );
-    }
-}
-
-/// Writes `value` to stdout as pretty JSON and a newline (`--json`). Field names are those the README's
-/// "JSON output" section documents; they change only with a major version.
-pub fn json<T: serde::Serialize + ?Sized>(value: &T) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    write(format_args!("{text}\n"))
-}
-
-/// An age or a wait as people read it: `4.2s`, `3m 5s`, `1h 0m`, `2d 3h`.
-pub fn age(secs: f64) -> String {
-    if !secs.is_finite() || secs < 0.0 {
-        return "-".into();
-    }
-    if secs < 60.0 {
-        return format!("{secs:.1}s");
-    }
-    let s = secs as u64;
-    if s < 3_600 {
-        format!("{}m {}s", s / 60, s % 60)
-    } else if s < 86_400 {
-        format!("{}h {}m", s / 3_600, s % 3_600 / 60)
-    } else {
-        format!("{}d {}h", s / 86_400, s % 86_400 / 3_600)
-    }
-}
-
-#[cfg(test)]
-mod age_tests {
-    use super::age;
-
-    #[test]
-    fn ages_read_as_people_write_them() {
-        assert_eq!(age(4.24), "4.2s");
-        assert_eq!(age(185.0), "3m 5s");
-        assert_eq!(age(3606.5), "1h 0m");
-        assert_eq!(age(2.0 * 86_400.0 + 3.0 * 3_600.0 + 59.0), "2d 3h");
-        assert_eq!(age(-1.0), "-");
     }
 }

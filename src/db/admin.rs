@@ -21,8 +21,27 @@ pub struct JobFilter {
     pub queue: Option<String>,
     /// Only this kind.
     pub kind: Option<String>,
+    /// Only jobs whose last error contains this text.
+    pub error_contains: Option<String>,
+    /// Only jobs with a smaller id: the next page after a page whose last id this is (keyset paging,
+    /// as fast on page 1,000 as on page 1).
+    pub before: Option<JobId>,
     /// At most this many rows (newest first).
     pub limit: u32,
+}
+
+/// `text` as a LIKE pattern matching itself anywhere: `%`, `_` and `\\` escaped.
+fn contains_pattern(text: &str) -> String {
+    let mut p = String::with_capacity(text.len() + 2);
+    p.push('%');
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(c);
+    }
+    p.push('%');
+    p
 }
 
 /// Jobs matching `filter`, newest first.
@@ -37,6 +56,13 @@ pub(crate) async fn list_jobs(pool: &MySqlPool, filter: &JobFilter) -> Result<Ve
     }
     if let Some(kind) = &filter.kind {
         q.push(" AND kind = ").push_bind(kind.as_str());
+    }
+    if let Some(text) = &filter.error_contains {
+        q.push(" AND last_error LIKE ")
+            .push_bind(contains_pattern(text));
+    }
+    if let Some(before) = filter.before {
+        q.push(" AND id < ").push_bind(before);
     }
     q.push(" ORDER BY id DESC LIMIT ")
         .push_bind(filter.limit.max(1));
@@ -139,6 +165,73 @@ pub(crate) async fn run_job_now(pool: &MySqlPool, id: JobId) -> Result<bool> {
             reason: "only queued and retry jobs can be run now; `jobq jobs retry` runs a finished job again",
         }),
     }
+}
+
+/// Deletes a job that is not running (a running one is cancelled first, so its worker stops it).
+///
+/// # Errors
+/// [`Error::JobNotFound`], or [`Error::JobState`] for a running job.
+pub(crate) async fn delete_job(pool: &MySqlPool, id: JobId) -> Result<()> {
+    let done = sqlx::query("DELETE FROM job_queue WHERE id = ? AND state <> 'running'")
+        .bind(id)
+        .execute(pool)
+        .await?;
+    if done.rows_affected() == 1 {
+        return Ok(());
+    }
+    let job = get_job(pool, id).await?;
+    Err(Error::JobState {
+        id,
+        state: job.state.to_string(),
+        reason: "a running job is cancelled first; delete it once it has stopped",
+    })
+}
+
+/// Jobs that ended in one minute of the last hour.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MinuteCount {
+    /// Minutes ago: 0 is the minute now under way, 59 the oldest.
+    pub minutes_ago: u8,
+    /// Jobs that ended done.
+    pub done: i64,
+    /// Jobs that ended dead.
+    pub dead: i64,
+}
+
+/// Done and dead jobs per minute over the last hour, oldest first, every minute present. Read through
+/// the `finished (state, finished_at)` index: two short ranges however long the table is.
+pub(crate) async fn last_hour(pool: &MySqlPool) -> Result<Vec<MinuteCount>> {
+    let rows: Vec<(i64, Vec<u8>, i64)> = sqlx::query_as(
+        "SELECT TIMESTAMPDIFF(MINUTE, finished_at, NOW(6)) AS ago, CAST(state AS BINARY), COUNT(*) \
+         FROM job_queue FORCE INDEX (finished) \
+         WHERE state IN ('done', 'dead') AND finished_at > NOW(6) - INTERVAL 1 HOUR \
+         GROUP BY ago, state",
+    )
+    .fetch_all(pool)
+    .await?;
+    let mut minutes: Vec<MinuteCount> = (0..60u8)
+        .rev()
+        .map(|m| MinuteCount {
+            minutes_ago: m,
+            done: 0,
+            dead: 0,
+        })
+        .collect();
+    for (ago, state, n) in rows {
+        let Some(slot) = usize::try_from(ago)
+            .ok()
+            .filter(|a| *a < 60)
+            .map(|a| &mut minutes[59 - a])
+        else {
+            continue;
+        };
+        if state == b"done" {
+            slot.done += n;
+        } else {
+            slot.dead += n;
+        }
+    }
+    Ok(minutes)
 }
 
 /// What [`Jobs::cancel`](crate::Jobs::cancel) did.
@@ -356,6 +449,16 @@ pub enum Unserved {
     /// Live workers claim from the queue, and every one of them registered its kinds, but none has
     /// a handler for this kind.
     NoHandler,
+}
+
+impl std::fmt::Display for Unserved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::InvalidKind => "the kind is not a valid kind name, so no worker ever claims it",
+            Self::NoWorkerOnQueue => "no live worker claims from this queue",
+            Self::NoHandler => "no live worker of this queue has a handler for this kind",
+        })
+    }
 }
 
 /// Which groups of due jobs no live worker will claim, judged by the registry: a pure decision, used

@@ -66,6 +66,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0007_fence.sql",
         sql: include_str!("../../migrations/0007_fence.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_audit.sql",
+        sql: include_str!("../../migrations/0008_audit.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -45,3 +45,5 @@ mod layers;
 mod output;
 // --metrics-addr: Prometheus text, health and readiness.
 mod metrics;
+// The dashboard: pages, API, actions, CSRF, credentials, read-only, prefix.
+mod web;

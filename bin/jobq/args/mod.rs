@@ -101,6 +101,40 @@ pub enum Command {
     /// Measure jobq on this server (in a scratch database it creates and drops): raw-SQL limit, drain
     /// throughput, steady-state latency, big table, idle cost, memory, enqueue. Prints one table.
     Bench(BenchArgs),
+    /// Serve the dashboard: queues, jobs, schedules, processes and the audit trail in a browser, with a
+    /// JSON API under /api. Listens on 127.0.0.1:8080 by default; beyond the loopback interface it
+    /// needs credentials (JOBQ_WEB_PASSWORD or --password-file, JOBQ_WEB_TOKEN or --token-file).
+    Web(WebArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WebArgs {
+    /// Address to listen on (port 0 picks a free one and logs it).
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "HOST:PORT")]
+    pub bind: std::net::SocketAddr,
+
+    /// Serve under this path, for a reverse proxy that forwards e.g. /jobq/… unchanged.
+    #[arg(long, default_value = "", value_name = "PATH")]
+    pub prefix: String,
+
+    /// Show everything, change nothing: no action buttons, every POST refused.
+    #[arg(long)]
+    pub read_only: bool,
+
+    /// Basic-auth user name; its password comes from JOBQ_WEB_PASSWORD or --password-file.
+    #[arg(long, env = "JOBQ_WEB_USER", default_value = "jobq")]
+    pub user: String,
+
+    /// A file whose first line is the basic-auth password (instead of JOBQ_WEB_PASSWORD).
+    #[arg(long, value_name = "FILE")]
+    pub password_file: Option<std::path::PathBuf>,
+
+    /// A file whose first line is a bearer token for scripts (instead of JOBQ_WEB_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
                 queue: a.queue,
                 kind: a.kind,
                 limit: a.limit,
+                ..JobFilter::default()
             };
             let list = jobs.list(&filter).await?;
             if a.format.json {

@@ -10,6 +10,7 @@ mod schedule;
 mod scheduler;
 mod stats;
 mod supervise;
+mod web;
 mod worker;
 
 use std::path::{Path, PathBuf};
@@ -130,5 +131,6 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Scheduler(args) => scheduler::run(&env, args).await,
         Command::Bench(args) => bench::run(&env, args).await,
         Command::Prune(args) => prune::run(&env, args).await,
+        Command::Web(args) => web::run(&env, args).await,
     }
 }

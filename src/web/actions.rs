@@ -1,0 +1,332 @@
+//! Changes: the actions on jobs and schedules, shared by the pages' forms and the JSON API, each
+//! written to the audit table.
+
+use std::fmt::Write;
+
+use axum::Extension;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::App;
+use super::guard::{Actor, CsrfToken, form_field};
+use super::html::{csrf_field, esc, page, query_value};
+use super::pages::failure;
+use crate::db::admin::CancelOutcome;
+use crate::error::{Error, Result};
+use crate::job::JobId;
+
+/// Most jobs one bulk action takes (two pages of the list).
+pub(super) const MAX_BULK: usize = 1000;
+
+/// What can be done to a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum JobAction {
+    Retry,
+    Cancel,
+    RunNow,
+    Delete,
+}
+
+impl JobAction {
+    pub(super) fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "retry" => Self::Retry,
+            "cancel" => Self::Cancel,
+            "run-now" => Self::RunNow,
+            "delete" => Self::Delete,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown job action {other:?} (retry, cancel, run-now, delete)"
+                )));
+            }
+        })
+    }
+
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Cancel => "cancel",
+            Self::RunNow => "run-now",
+            Self::Delete => "delete",
+        }
+    }
+}
+
+/// Does `action` to job `id`; returns what happened, in words.
+pub(super) async fn apply_job(app: &App, action: JobAction, id: JobId) -> Result<String> {
+    Ok(match action {
+        JobAction::Retry => {
+            app.jobs.retry(id).await?;
+            format!("job {id} will run again")
+        }
+        JobAction::Cancel => match app.jobs.cancel(id).await? {
+            CancelOutcome::Cancelled => format!("job {id} cancelled"),
+            CancelOutcome::Requested => {
+                format!("job {id} is running: its worker was asked to stop it")
+            }
+        },
+        JobAction::RunNow => {
+            if app.jobs.run_now(id).await? {
+                format!("job {id} is due now")
+            } else {
+                format!("job {id} was already due")
+            }
+        }
+        JobAction::Delete => {
+            app.jobs.delete(id).await?;
+            format!("job {id} deleted")
+        }
+    })
+}
+
+/// What can be done to a schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ScheduleAction {
+    Pause,
+    Resume,
+    RunNow,
+}
+
+impl ScheduleAction {
+    pub(super) fn parse(s: &str) -> Result<Self> {
+        Ok(match s {
+            "pause" => Self::Pause,
+            "resume" => Self::Resume,
+            "run-now" => Self::RunNow,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown schedule action {other:?} (pause, resume, run-now)"
+                )));
+            }
+        })
+    }
+
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            Self::Pause => "pause",
+            Self::Resume => "resume",
+            Self::RunNow => "run-now",
+        }
+    }
+}
+
+/// Does `action` to schedule `name`; returns what happened, in words.
+pub(super) async fn apply_schedule(
+    app: &App,
+    action: ScheduleAction,
+    name: &str,
+) -> Result<String> {
+    Ok(match action {
+        ScheduleAction::Pause => {
+            app.schedules.pause(name).await?;
+            format!("schedule {name} paused")
+        }
+        ScheduleAction::Resume => {
+            app.schedules.resume(name).await?;
+            format!("schedule {name} resumed")
+        }
+        ScheduleAction::RunNow => {
+            let id = app.schedules.run_now(name).await?;
+            format!("schedule {name} ran now: job {id}")
+        }
+    })
+}
+
+/// Writes an audit entry; a failure to write it is logged, not hidden behind the change that was made.
+pub(super) async fn audit(app: &App, actor: &Actor, action: &str, target: &str, affected: u64) {
+    if let Err(e) = crate::db::audit::record(&app.pool, &actor.name, action, target, affected).await
+    {
+        tracing::error!(error = %e, action, target, "could not write the audit entry");
+    }
+}
+
+/// `POST /jobs/{id}/{action}` from a page. A delete asks for confirmation first.
+pub(super) async fn job_form(
+    State(app): State<App>,
+    Extension(actor): Extension<Actor>,
+    Extension(csrf): Extension<CsrfToken>,
+    Path((id, action)): Path<(u64, String)>,
+    body: Bytes,
+) -> Response {
+    let action = match JobAction::parse(&action) {
+        Ok(a) => a,
+        Err(e) => return failure(&app, &e),
+    };
+    let id = JobId::from(id);
+    if action == JobAction::Delete && form_field(&body, "confirm").as_deref() != Some("yes") {
+        return confirm(
+            &app,
+            &csrf,
+            &format!("Delete job {id}?"),
+            &format!("Job {id} and its row are removed for good."),
+            &app.link(&format!("/jobs/{id}/delete")),
+            "",
+        );
+    }
+    match apply_job(&app, action, id).await {
+        Ok(msg) => {
+            audit(
+                &app,
+                &actor,
+                &format!("job.{}", action.as_str()),
+                &id.to_string(),
+                1,
+            )
+            .await;
+            let to = if action == JobAction::Delete {
+                "/jobs".to_string()
+            } else {
+                format!("/jobs/{id}")
+            };
+            back(&app, &to, &msg)
+        }
+        Err(e) => failure(&app, &e),
+    }
+}
+
+/// `POST /jobs/bulk`: the selected jobs (`id` fields) and an `action`, after a confirmation.
+pub(super) async fn bulk_form(
+    State(app): State<App>,
+    Extension(actor): Extension<Actor>,
+    Extension(csrf): Extension<CsrfToken>,
+    body: Bytes,
+) -> Response {
+    let action = match form_field(&body, "action").as_deref().map(JobAction::parse) {
+        Some(Ok(a)) => a,
+        Some(Err(e)) => return failure(&app, &e),
+        None => return failure(&app, &Error::InvalidArgument("no action chosen".into())),
+    };
+    let ids: Vec<JobId> = url::form_urlencoded::parse(&body)
+        .filter(|(k, _)| k == "id")
+        .filter_map(|(_, v)| v.parse::<u64>().ok().map(JobId::from))
+        .collect();
+    if ids.is_empty() {
+        return back(&app, "/jobs", "no jobs selected");
+    }
+    if ids.len() > MAX_BULK {
+        return failure(
+            &app,
+            &Error::InvalidArgument(format!(
+                "{} jobs selected; at most {MAX_BULK} at once",
+                ids.len()
+            )),
+        );
+    }
+    if form_field(&body, "confirm").as_deref() != Some("yes") {
+        let hidden: String = ids
+            .iter()
+            .map(|id| format!("<input type=\"hidden\" name=\"id\" value=\"{id}\">"))
+            .chain(std::iter::once(format!(
+                "<input type=\"hidden\" name=\"action\" value=\"{}\">",
+                action.as_str()
+            )))
+            .collect();
+        let listed: Vec<String> = ids.iter().take(20).map(ToString::to_string).collect();
+        let more = if ids.len() > 20 { ", …" } else { "" };
+        return confirm(
+            &app,
+            &csrf,
+            &format!("{} {} jobs?", capitalised(action.as_str()), ids.len()),
+            &format!("Jobs {}{more}.", listed.join(", ")),
+            &app.link("/jobs/bulk"),
+            &hidden,
+        );
+    }
+    let (done, refused) = apply_many(&app, action, &ids).await;
+    let target = ids
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    audit(
+        &app,
+        &actor,
+        &format!("jobs.{}", action.as_str()),
+        &target,
+        done,
+    )
+    .await;
+    let mut msg = format!("{}: {done} of {} jobs", action.as_str(), ids.len());
+    if let Some(first) = refused.first() {
+        let _ = write!(msg, "; {} refused, first: {first}", refused.len());
+    }
+    back(&app, "/jobs", &msg)
+}
+
+/// Does `action` to each of `ids`: how many were changed, and the refusals in words.
+pub(super) async fn apply_many(app: &App, action: JobAction, ids: &[JobId]) -> (u64, Vec<String>) {
+    let mut done = 0;
+    let mut refused = Vec::new();
+    for id in ids {
+        match apply_job(app, action, *id).await {
+            Ok(_) => done += 1,
+            Err(e) => refused.push(e.to_string()),
+        }
+    }
+    (done, refused)
+}
+
+/// `POST /schedules/{name}/{action}` from a page.
+pub(super) async fn schedule_form(
+    State(app): State<App>,
+    Extension(actor): Extension<Actor>,
+    Path((name, action)): Path<(String, String)>,
+) -> Response {
+    let action = match ScheduleAction::parse(&action) {
+        Ok(a) => a,
+        Err(e) => return failure(&app, &e),
+    };
+    match apply_schedule(&app, action, &name).await {
+        Ok(msg) => {
+            audit(
+                &app,
+                &actor,
+                &format!("schedule.{}", action.as_str()),
+                &name,
+                1,
+            )
+            .await;
+            back(&app, &format!("/schedules/{}", query_value(&name)), &msg)
+        }
+        Err(e) => failure(&app, &e),
+    }
+}
+
+/// A 303 to `path` (under the prefix) showing `notice`.
+fn back(app: &App, path: &str, notice: &str) -> Response {
+    Redirect::to(&app.link(&format!("{path}?notice={}", query_value(notice)))).into_response()
+}
+
+/// A page asking to confirm: posts `hidden` fields and `confirm=yes` to `action`.
+fn confirm(
+    app: &App,
+    csrf: &CsrfToken,
+    question: &str,
+    detail: &str,
+    action: &str,
+    hidden: &str,
+) -> Response {
+    page(
+        app,
+        question,
+        None,
+        &format!(
+            "<p>{}</p><form method=\"post\" action=\"{}\" id=\"confirm\">{}{hidden}\
+             <input type=\"hidden\" name=\"confirm\" value=\"yes\">\
+             <button type=\"submit\" class=\"danger\">Yes, go ahead</button> \
+             <a href=\"{}\">No, go back</a></form>",
+            esc(detail),
+            esc(action),
+            csrf_field(csrf),
+            esc(&app.link("/jobs"))
+        ),
+    )
+}
+
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}

@@ -1,0 +1,148 @@
+//! The JSON API under `/api`: what the pages show, as the records `--json` prints, and the same actions.
+//! Errors are `{"error": "..."}` with the status the page would have.
+
+use axum::Extension;
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use super::App;
+use super::actions::{self, JobAction, ScheduleAction};
+use super::guard::Actor;
+use super::pages::{JobsQuery, PAGE_SIZE, status_of};
+use crate::db::admin;
+use crate::error::Error;
+use crate::job::JobId;
+
+/// Most jobs one `GET /api/jobs` returns.
+const MAX_LIMIT: u32 = 500;
+
+fn fail(e: &Error) -> Response {
+    let status = status_of(e);
+    if status.is_server_error() {
+        tracing::error!(error = %e, "dashboard API request failed");
+    }
+    (status, Json(json!({ "error": e.to_string() }))).into_response()
+}
+
+fn ok<T: serde::Serialize>(r: crate::Result<T>) -> Response {
+    match r {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => fail(&e),
+    }
+}
+
+pub(super) async fn stats(State(app): State<App>) -> Response {
+    ok(async {
+        let (stats, last_hour) = tokio::try_join!(app.jobs.stats(), app.jobs.last_hour())?;
+        Ok(json!({ "stats": stats, "last_hour": last_hour }))
+    }
+    .await)
+}
+
+/// The jobs list's filters, plus `limit` (default 50, at most 500).
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct ApiJobsQuery {
+    #[serde(flatten)]
+    filter: JobsQuery,
+    limit: Option<u32>,
+}
+
+pub(super) async fn jobs(State(app): State<App>, Query(q): Query<ApiJobsQuery>) -> Response {
+    ok(async {
+        let limit = q.limit.unwrap_or(PAGE_SIZE).clamp(1, MAX_LIMIT);
+        let jobs = app.jobs.list(&q.filter.filter(limit)?).await?;
+        let next_before = (jobs.len() as u32 == limit)
+            .then(|| jobs.last().map(|j| j.id))
+            .flatten();
+        Ok(json!({ "jobs": jobs, "next_before": next_before }))
+    }
+    .await)
+}
+
+pub(super) async fn job(State(app): State<App>, Path(id): Path<u64>) -> Response {
+    ok(app.jobs.get(id).await)
+}
+
+pub(super) async fn job_action(
+    State(app): State<App>,
+    Extension(actor): Extension<Actor>,
+    Path((id, action)): Path<(u64, String)>,
+) -> Response {
+    ok(async {
+        let action = JobAction::parse(&action)?;
+        let id = JobId::from(id);
+        let message = actions::apply_job(&app, action, id).await?;
+        actions::audit(
+            &app,
+            &actor,
+            &format!("job.{}", action.as_str()),
+            &id.to_string(),
+            1,
+        )
+        .await;
+        Ok(json!({ "ok": true, "message": message }))
+    }
+    .await)
+}
+
+pub(super) async fn schedules(State(app): State<App>) -> Response {
+    ok(app.schedules.list().await)
+}
+
+pub(super) async fn schedule(State(app): State<App>, Path(name): Path<String>) -> Response {
+    ok(async {
+        let schedule = app.schedules.get(&name).await?;
+        let (next, runs) =
+            tokio::try_join!(app.schedules.next(&name, 5), app.schedules.runs(&name, 50))?;
+        Ok(json!({ "schedule": schedule, "next": next, "runs": runs }))
+    }
+    .await)
+}
+
+pub(super) async fn schedule_action(
+    State(app): State<App>,
+    Extension(actor): Extension<Actor>,
+    Path((name, action)): Path<(String, String)>,
+) -> Response {
+    ok(async {
+        let action = ScheduleAction::parse(&action)?;
+        let message = actions::apply_schedule(&app, action, &name).await?;
+        actions::audit(
+            &app,
+            &actor,
+            &format!("schedule.{}", action.as_str()),
+            &name,
+            1,
+        )
+        .await;
+        Ok(json!({ "ok": true, "message": message }))
+    }
+    .await)
+}
+
+pub(super) async fn processes(State(app): State<App>) -> Response {
+    ok(async {
+        let (procs, running) = tokio::try_join!(
+            admin::processes(&app.pool),
+            crate::db::reap::running_claims(&app.pool)
+        )?;
+        let rows: Vec<_> = procs
+            .into_iter()
+            .map(|p| {
+                let jobs = running
+                    .iter()
+                    .find(|(t, _, _)| *t == p.token)
+                    .map_or(0, |(_, n, _)| *n);
+                json!({ "process": p, "running_jobs": jobs })
+            })
+            .collect();
+        Ok(rows)
+    }
+    .await)
+}
+
+pub(super) async fn audit(State(app): State<App>) -> Response {
+    ok(crate::db::audit::recent(&app.pool, 200).await)
+}

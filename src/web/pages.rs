@@ -1,0 +1,617 @@
+//! The pages: overview, jobs, a job, schedules, a schedule, processes, the audit trail.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+use serde::Deserialize;
+
+use super::App;
+use super::guard::CsrfToken;
+use super::html::{badge, button, csrf_field, error_page, esc, page, query_value, when, when_opt};
+use crate::db::admin::{self, JobFilter};
+use crate::error::Error;
+use crate::job::{JobId, State as JobState};
+
+/// Rows per page of the jobs list.
+pub(super) const PAGE_SIZE: u32 = 50;
+
+/// Every job state, in the order a job passes through them.
+pub(super) const STATES: [&str; 6] = ["queued", "running", "retry", "done", "dead", "cancelled"];
+
+/// A notice to show, passed along by the redirect after an action.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct Notice {
+    notice: Option<String>,
+}
+
+/// An error as a page: not found 404, a refused change 409, a bad request 400, the rest 500.
+pub(super) fn failure(app: &App, e: &Error) -> Response {
+    let status = status_of(e);
+    if status.is_server_error() {
+        tracing::error!(error = %e, "dashboard request failed");
+    }
+    error_page(app, status, &e.to_string())
+}
+
+pub(super) fn status_of(e: &Error) -> StatusCode {
+    match e {
+        Error::JobNotFound(_) | Error::ScheduleNotFound { .. } => StatusCode::NOT_FOUND,
+        Error::JobState { .. } | Error::ScheduleState { .. } => StatusCode::CONFLICT,
+        Error::InvalidArgument(_) | Error::Spec { .. } => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+pub(super) async fn not_found(State(app): State<App>) -> Response {
+    error_page(&app, StatusCode::NOT_FOUND, "no such page")
+}
+
+pub(super) async fn overview(State(app): State<App>, Query(n): Query<Notice>) -> Response {
+    let (stats, hour) = match tokio::try_join!(app.jobs.stats(), app.jobs.last_hour()) {
+        Ok(x) => x,
+        Err(e) => return failure(&app, &e),
+    };
+    let mut per_queue: Vec<(String, HashMap<String, i64>)> = Vec::new();
+    for c in &stats.counts {
+        match per_queue.iter_mut().find(|(q, _)| *q == c.queue) {
+            Some((_, m)) => {
+                m.insert(c.state.clone(), c.count);
+            }
+            None => per_queue.push((c.queue.clone(), HashMap::from([(c.state.clone(), c.count)]))),
+        }
+    }
+    let total = |state: &str| -> i64 {
+        per_queue
+            .iter()
+            .map(|(_, m)| m.get(state).copied().unwrap_or(0))
+            .sum()
+    };
+    let due: i64 = stats.lag.iter().map(|l| l.due).sum();
+    let oldest = stats
+        .lag
+        .iter()
+        .map(|l| l.oldest_due_secs)
+        .fold(0.0, f64::max);
+    let workers = stats
+        .processes
+        .iter()
+        .filter(|p| p.role == "worker")
+        .count();
+    let done_hour: i64 = hour.iter().map(|m| m.done).sum();
+    let dead_hour: i64 = hour.iter().map(|m| m.dead).sum();
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<div class=\"cards\">\
+         <div class=\"card\"><b id=\"due\">{due}</b>due now</div>\
+         <div class=\"card\"><b>{}</b>oldest due job waiting</div>\
+         <div class=\"card\"><b>{}</b>running</div>\
+         <div class=\"card\"><b>{done_hour}</b>done in the last hour</div>\
+         <div class=\"card\"><b>{dead_hour}</b>dead in the last hour</div>\
+         <div class=\"card\"><b>{workers}</b>workers</div></div>",
+        if due > 0 {
+            crate::human_age(oldest)
+        } else {
+            "-".into()
+        },
+        total("running"),
+    );
+    b.push_str("<h2>Finished per minute, last hour</h2>");
+    b.push_str(&super::html::chart(&hour));
+    b.push_str("<h2>Queues</h2><table id=\"queues\"><thead><tr><th>queue</th>");
+    for s in STATES {
+        let _ = write!(b, "<th class=\"num\">{s}</th>");
+    }
+    b.push_str("<th class=\"num\">due</th><th class=\"num\">oldest due</th></tr></thead><tbody>");
+    if per_queue.is_empty() {
+        b.push_str("<tr><td colspan=\"9\">no jobs</td></tr>");
+    }
+    for (queue, m) in &per_queue {
+        let _ = write!(b, "<tr><td>{}</td>", esc(queue));
+        for s in STATES {
+            let n = m.get(s).copied().unwrap_or(0);
+            let _ = write!(
+                b,
+                "<td class=\"num\"><a href=\"{}\">{n}</a></td>",
+                esc(&app.link(&format!("/jobs?queue={}&state={s}", query_value(queue))))
+            );
+        }
+        let lag = stats.lag.iter().find(|l| l.queue == *queue);
+        let _ = write!(
+            b,
+            "<td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            lag.map_or(0, |l| l.due),
+            lag.map_or("-".into(), |l| crate::human_age(l.oldest_due_secs))
+        );
+    }
+    b.push_str("</tbody></table>");
+    let unserved = stats.unserved();
+    if !unserved.is_empty() {
+        b.push_str("<h2>Due jobs no live worker will claim</h2><ul class=\"warn\">");
+        for (lag, why) in unserved {
+            let _ = write!(
+                b,
+                "<li>{} jobs of kind {} in queue {}: {}</li>",
+                lag.due,
+                esc(&format!("{:?}", lag.kind)),
+                esc(&lag.queue),
+                esc(&why.to_string())
+            );
+        }
+        b.push_str("</ul>");
+    }
+    page(&app, "Overview", n.notice.as_deref(), &b)
+}
+
+/// The jobs list's query string. Empty fields count as absent (an empty filter form submits them).
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct JobsQuery {
+    pub(super) state: Option<String>,
+    pub(super) queue: Option<String>,
+    pub(super) kind: Option<String>,
+    /// Text in the last error.
+    pub(super) error: Option<String>,
+    /// Jump to this job.
+    pub(super) id: Option<String>,
+    pub(super) before: Option<String>,
+    notice: Option<String>,
+}
+
+fn some(s: &Option<String>) -> Option<String> {
+    s.as_ref()
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+impl JobsQuery {
+    /// The filter it asks for, or what is wrong with it.
+    pub(super) fn filter(&self, limit: u32) -> Result<JobFilter, Error> {
+        let state = some(&self.state)
+            .map(|s| s.parse::<JobState>())
+            .transpose()?;
+        let before = some(&self.before)
+            .map(|b| {
+                b.parse::<u64>()
+                    .map(JobId::from)
+                    .map_err(|_| Error::InvalidArgument(format!("before={b:?} is not a job id")))
+            })
+            .transpose()?;
+        Ok(JobFilter {
+            state,
+            queue: some(&self.queue),
+            kind: some(&self.kind),
+            error_contains: some(&self.error),
+            before,
+            limit,
+        })
+    }
+
+    /// The query string of the same filter (without paging), for links.
+    fn to_query(&self) -> String {
+        [
+            ("state", &self.state),
+            ("queue", &self.queue),
+            ("kind", &self.kind),
+            ("error", &self.error),
+        ]
+        .iter()
+        .filter_map(|(k, v)| some(v).map(|v| format!("{k}={}", query_value(&v))))
+        .collect::<Vec<_>>()
+        .join("&")
+    }
+}
+
+pub(super) async fn jobs(
+    State(app): State<App>,
+    Extension(csrf): Extension<CsrfToken>,
+    Query(q): Query<JobsQuery>,
+) -> Response {
+    if let Some(id) = some(&q.id) {
+        return match id.trim_start_matches('#').parse::<u64>() {
+            Ok(n) => Redirect::to(&app.link(&format!("/jobs/{n}"))).into_response(),
+            Err(_) => error_page(
+                &app,
+                StatusCode::BAD_REQUEST,
+                &format!("id={id:?} is not a job id"),
+            ),
+        };
+    }
+    let filter = match q.filter(PAGE_SIZE) {
+        Ok(f) => f,
+        Err(e) => return failure(&app, &e),
+    };
+    let rows = match app.jobs.list(&filter).await {
+        Ok(r) => r,
+        Err(e) => return failure(&app, &e),
+    };
+    let mut b = String::new();
+    let _ = write!(
+        b,
+        "<form method=\"get\" action=\"{}\" class=\"filters\" id=\"filters\">\
+         <label>state<select name=\"state\"><option value=\"\">any</option>",
+        esc(&app.link("/jobs"))
+    );
+    let chosen = some(&q.state).unwrap_or_default();
+    for s in STATES {
+        let sel = if s == chosen { " selected" } else { "" };
+        let _ = write!(b, "<option{sel}>{s}</option>");
+    }
+    let field = |name: &str, label: &str, v: &Option<String>| {
+        format!(
+            "<label>{label}<input name=\"{name}\" value=\"{}\"></label>",
+            esc(&some(v).unwrap_or_default())
+        )
+    };
+    b.push_str("</select></label>");
+    b.push_str(&field("queue", "queue", &q.queue));
+    b.push_str(&field("kind", "kind", &q.kind));
+    b.push_str(&field("error", "last error contains", &q.error));
+    b.push_str(&field("id", "job id", &None));
+    b.push_str("<button type=\"submit\">Filter</button></form>");
+
+    let _ = write!(
+        b,
+        "<form method=\"post\" action=\"{}\" id=\"bulk\">{}",
+        esc(&app.link("/jobs/bulk")),
+        csrf_field(&csrf)
+    );
+    if !app.cfg.read_only && !rows.is_empty() {
+        b.push_str(
+            "<div class=\"actions\">Selected: \
+             <button name=\"action\" value=\"retry\">Retry</button> \
+             <button name=\"action\" value=\"run-now\">Run now</button> \
+             <button name=\"action\" value=\"cancel\">Cancel</button> \
+             <button name=\"action\" value=\"delete\" class=\"danger\">Delete</button></div>",
+        );
+    }
+    b.push_str(
+        "<table id=\"jobs\"><thead><tr><th></th><th>id</th><th>queue</th><th>kind</th><th>state</th>\
+         <th class=\"num\">attempts</th><th>run at</th><th>last error</th></tr></thead><tbody>",
+    );
+    if rows.is_empty() {
+        b.push_str("<tr><td colspan=\"8\">no jobs match</td></tr>");
+    }
+    for j in &rows {
+        let _ = write!(
+            b,
+            "<tr><td><input type=\"checkbox\" name=\"id\" value=\"{id}\" aria-label=\"select job {id}\"></td>\
+             <td><a href=\"{}\">{id}</a></td><td>{}</td><td>{}</td><td>{}</td>\
+             <td class=\"num\">{}/{}</td><td>{}</td><td class=\"err\" title=\"{err}\">{err}</td></tr>",
+            esc(&app.link(&format!("/jobs/{}", j.id))),
+            esc(&j.queue),
+            esc(&j.kind),
+            badge(j.state.as_str()),
+            j.attempts,
+            j.max_attempts,
+            when(&j.run_at),
+            id = j.id,
+            err = esc(j.last_error.as_deref().unwrap_or("")),
+        );
+    }
+    b.push_str("</tbody></table></form><div class=\"pager\">");
+    let base = q.to_query();
+    if filter.before.is_some() {
+        let _ = write!(
+            b,
+            "<a href=\"{}\">← newest</a>",
+            esc(&app.link(&format!("/jobs?{base}")))
+        );
+    }
+    if rows.len() as u32 == PAGE_SIZE
+        && let Some(last) = rows.last()
+    {
+        let sep = if base.is_empty() { "" } else { "&" };
+        let _ = write!(
+            b,
+            "<a href=\"{}\" id=\"older\">older →</a>",
+            esc(&app.link(&format!("/jobs?{base}{sep}before={}", last.id)))
+        );
+    }
+    b.push_str("</div>");
+    page(&app, "Jobs", q.notice.as_deref(), &b)
+}
+
+pub(super) async fn job(
+    State(app): State<App>,
+    Extension(csrf): Extension<CsrfToken>,
+    Path(id): Path<u64>,
+    Query(n): Query<Notice>,
+) -> Response {
+    let j = match app.jobs.get(id).await {
+        Ok(j) => j,
+        Err(e) => return failure(&app, &e),
+    };
+    let mut b = String::new();
+    let link = |action: &str| app.link(&format!("/jobs/{id}/{action}"));
+    b.push_str("<div class=\"actions\">");
+    let state = j.state.as_str();
+    if matches!(state, "done" | "dead" | "cancelled" | "retry") {
+        b.push_str(&button(&app, &csrf, &link("retry"), "Retry"));
+    }
+    if matches!(state, "queued" | "retry") {
+        b.push_str(&button(&app, &csrf, &link("run-now"), "Run now"));
+    }
+    if matches!(state, "queued" | "retry" | "running") {
+        b.push_str(&button(&app, &csrf, &link("cancel"), "Cancel"));
+    }
+    if state != "running" {
+        b.push_str(&button(&app, &csrf, &link("delete"), "Delete"));
+    }
+    b.push_str("</div><dl class=\"fields\">");
+    let mut field = |k: &str, v: String| {
+        let _ = write!(b, "<dt>{k}</dt><dd>{v}</dd>");
+    };
+    field("state", badge(state));
+    field("queue", esc(&j.queue));
+    field("kind", esc(&j.kind));
+    field("priority", j.priority.to_string());
+    field("attempts", format!("{} of {}", j.attempts, j.max_attempts));
+    field(
+        "timeout",
+        j.timeout_secs.map_or("-".into(), |t| format!("{t} s")),
+    );
+    field("created", when(&j.created_at));
+    field("run at", when(&j.run_at));
+    field("claimed", when_opt(&j.claimed_at));
+    field("started", when_opt(&j.started_at));
+    field("finished", when_opt(&j.finished_at));
+    let claimant = match &j.claim {
+        None => "-".to_string(),
+        Some(token) => {
+            let registered = admin::processes(&app.pool)
+                .await
+                .ok()
+                .and_then(|ps| ps.into_iter().find(|p| p.token == *token));
+            match registered {
+                Some(p) => format!(
+                    "{} <small>(pid {} on {}, jobq {}, last heartbeat {})</small>",
+                    esc(token),
+                    p.pid,
+                    esc(&p.host),
+                    esc(&p.version),
+                    when(&p.heartbeat_at)
+                ),
+                None => format!(
+                    "{} <small class=\"warn\">(not registered: gone, or about to be reaped)</small>",
+                    esc(token)
+                ),
+            }
+        }
+    };
+    field("claimant", claimant);
+    b.push_str("</dl><h2>Payload</h2>");
+    let pretty = serde_json::from_str::<serde_json::Value>(&j.payload)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or_else(|_| j.payload.clone());
+    let _ = write!(b, "<pre id=\"payload\">{}</pre>", esc(&pretty));
+    if let Some(err) = &j.last_error {
+        let _ = write!(
+            b,
+            "<h2>Last error</h2><pre id=\"last-error\">{}</pre>",
+            esc(err)
+        );
+    }
+    page(&app, &format!("Job {id}"), n.notice.as_deref(), &b)
+}
+
+pub(super) async fn schedules(
+    State(app): State<App>,
+    Extension(csrf): Extension<CsrfToken>,
+    Query(n): Query<Notice>,
+) -> Response {
+    let list = match app.schedules.list().await {
+        Ok(l) => l,
+        Err(e) => return failure(&app, &e),
+    };
+    let mut b = String::from(
+        "<table id=\"schedules\"><thead><tr><th>name</th><th>kind</th><th>spec</th><th>zone</th>\
+         <th>state</th><th>next run</th><th>last run</th><th class=\"num\">runs</th>\
+         <th class=\"num\">failures</th><th></th></tr></thead><tbody>",
+    );
+    if list.is_empty() {
+        b.push_str("<tr><td colspan=\"10\">no schedules</td></tr>");
+    }
+    for s in &list {
+        let name = &s.def.name;
+        let _ = write!(
+            b,
+            "<tr data-schedule=\"{}\"><td><a href=\"{}\">{}</a></td><td>{}</td><td><code>{}</code></td>\
+             <td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{} <small>({} in a row)</small></td><td>",
+            esc(name),
+            esc(&app.link(&format!("/schedules/{}", query_value(name)))),
+            esc(name),
+            esc(&s.def.kind),
+            esc(&s.def.spec),
+            esc(&s.def.time_zone),
+            badge(s.state.as_str()),
+            when_opt(&s.next_run_at),
+            when_opt(&s.last_run_at),
+            s.total_runs,
+            s.total_failures,
+            s.consecutive_failures,
+        );
+        b.push_str(&schedule_buttons(&app, &csrf, name, s.state.as_str()));
+        b.push_str("</td></tr>");
+    }
+    b.push_str("</tbody></table>");
+    page(&app, "Schedules", n.notice.as_deref(), &b)
+}
+
+fn schedule_buttons(app: &App, csrf: &CsrfToken, name: &str, state: &str) -> String {
+    let link = |action: &str| app.link(&format!("/schedules/{}/{action}", query_value(name)));
+    let mut b = String::new();
+    match state {
+        "active" => b.push_str(&button(app, csrf, &link("pause"), "Pause")),
+        "paused" | "broken" => b.push_str(&button(app, csrf, &link("resume"), "Resume")),
+        _ => {}
+    }
+    if state != "aborted" {
+        b.push_str(&button(app, csrf, &link("run-now"), "Run now"));
+    }
+    b
+}
+
+pub(super) async fn schedule(
+    State(app): State<App>,
+    Extension(csrf): Extension<CsrfToken>,
+    Path(name): Path<String>,
+    Query(n): Query<Notice>,
+) -> Response {
+    let s = match app.schedules.get(&name).await {
+        Ok(s) => s,
+        Err(e) => return failure(&app, &e),
+    };
+    let (next, runs) = tokio::join!(app.schedules.next(&name, 5), app.schedules.runs(&name, 50));
+    let mut b = format!(
+        "<div class=\"actions\">{}</div><dl class=\"fields\">",
+        schedule_buttons(&app, &csrf, &name, s.state.as_str())
+    );
+    let mut field = |k: &str, v: String| {
+        let _ = write!(b, "<dt>{k}</dt><dd>{v}</dd>");
+    };
+    field("state", badge(s.state.as_str()));
+    field("kind", esc(&s.def.kind));
+    field("spec", format!("<code>{}</code>", esc(&s.def.spec)));
+    field("time zone", esc(&s.def.time_zone));
+    field("queue", esc(&s.def.queue));
+    field("overlap", esc(s.def.overlap.as_str()));
+    field("on error", esc(s.def.on_error.as_str()));
+    field("misfire", esc(s.def.misfire.as_str()));
+    field("next run", when_opt(&s.next_run_at));
+    field("last run", when_opt(&s.last_run_at));
+    field(
+        "runs",
+        format!(
+            "{} made, {} failed ({} in a row), {} skipped",
+            s.total_runs, s.total_failures, s.consecutive_failures, s.skipped_runs
+        ),
+    );
+    if let Some(e) = &s.last_error {
+        field(
+            "last error",
+            format!("<span class=\"warn\">{}</span>", esc(e)),
+        );
+    }
+    b.push_str("</dl><h2>Next runs</h2><ul id=\"next\">");
+    match next {
+        Ok(times) if times.is_empty() => b.push_str("<li>none planned</li>"),
+        Ok(times) => {
+            for t in times {
+                let _ = write!(b, "<li>{}</li>", when(&t));
+            }
+        }
+        Err(e) => {
+            let _ = write!(b, "<li class=\"warn\">{}</li>", esc(&e.to_string()));
+        }
+    }
+    b.push_str(
+        "</ul><h2>Runs</h2><table id=\"runs\"><thead><tr><th>planned</th><th>cause</th><th>job</th>\
+         <th>state</th><th>started</th><th>finished</th><th>error</th></tr></thead><tbody>",
+    );
+    match runs {
+        Ok(runs) => {
+            if runs.is_empty() {
+                b.push_str("<tr><td colspan=\"7\">no runs yet</td></tr>");
+            }
+            for r in runs {
+                let job = r.job_id.map_or("-".into(), |id| {
+                    format!(
+                        "<a href=\"{}\">{id}</a>",
+                        esc(&app.link(&format!("/jobs/{id}")))
+                    )
+                });
+                let _ = write!(
+                    b,
+                    "<tr><td>{}</td><td>{}</td><td>{job}</td><td>{}</td><td>{}</td><td>{}</td>\
+                     <td class=\"err\">{}</td></tr>",
+                    when(&r.planned_at),
+                    esc(r.cause.as_str()),
+                    r.job_state.map_or("-".into(), |s| badge(s.as_str())),
+                    when_opt(&r.started_at),
+                    when_opt(&r.finished_at),
+                    esc(r.error.as_deref().unwrap_or("")),
+                );
+            }
+        }
+        Err(e) => {
+            let _ = write!(
+                b,
+                "<tr><td colspan=\"7\" class=\"warn\">{}</td></tr>",
+                esc(&e.to_string())
+            );
+        }
+    }
+    b.push_str("</tbody></table>");
+    page(&app, &format!("Schedule {name}"), n.notice.as_deref(), &b)
+}
+
+pub(super) async fn processes(State(app): State<App>) -> Response {
+    let (procs, running) = match tokio::try_join!(
+        admin::processes(&app.pool),
+        crate::db::reap::running_claims(&app.pool)
+    ) {
+        Ok(x) => x,
+        Err(e) => return failure(&app, &e),
+    };
+    let mut b = String::from(
+        "<table id=\"processes\"><thead><tr><th>role</th><th>host</th><th class=\"num\">pid</th>\
+         <th>version</th><th>queues</th><th>started</th><th>heartbeat</th>\
+         <th class=\"num\">running jobs</th><th>token</th></tr></thead><tbody>",
+    );
+    if procs.is_empty() {
+        b.push_str("<tr><td colspan=\"9\">no processes registered</td></tr>");
+    }
+    for p in &procs {
+        let jobs = running
+            .iter()
+            .find(|(t, _, _)| *t == p.token)
+            .map_or(0, |(_, n, _)| *n);
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td class=\"num\">{jobs}</td><td><small>{}</small></td></tr>",
+            esc(&p.role),
+            esc(&p.host),
+            p.pid,
+            esc(&p.version),
+            esc(&p.queues),
+            when(&p.started_at),
+            when(&p.heartbeat_at),
+            esc(&p.token),
+        );
+    }
+    b.push_str("</tbody></table>");
+    page(&app, "Processes", None, &b)
+}
+
+pub(super) async fn audit(State(app): State<App>) -> Response {
+    let entries = match crate::db::audit::recent(&app.pool, 200).await {
+        Ok(e) => e,
+        Err(e) => return failure(&app, &e),
+    };
+    let mut b = String::from(
+        "<table id=\"audit\"><thead><tr><th>when</th><th>who</th><th>action</th><th>target</th>\
+         <th class=\"num\">rows</th></tr></thead><tbody>",
+    );
+    if entries.is_empty() {
+        b.push_str("<tr><td colspan=\"5\">nothing changed through the dashboard yet</td></tr>");
+    }
+    for e in &entries {
+        let _ = write!(
+            b,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>",
+            when(&e.at),
+            esc(&e.actor),
+            esc(&e.action),
+            esc(&e.target),
+            e.affected
+        );
+    }
+    b.push_str("</tbody></table>");
+    page(&app, "Audit trail", None, &b)
+}

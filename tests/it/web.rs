@@ -1,0 +1,464 @@
+//! The dashboard's pages and API, through the real router on a real database: what each page shows,
+//! the actions and their audit entries, and every refusal (credentials, CSRF, cross-site, read-only,
+//! bad input).
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use jobq::web::{Credentials, WebConfig, router};
+use tower::ServiceExt;
+
+use crate::common::TestDb;
+
+struct Resp {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    body: String,
+}
+
+async fn send(app: &Router, req: Request<Body>) -> Resp {
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = axum::body::to_bytes(resp.into_body(), 10 << 20)
+        .await
+        .unwrap();
+    Resp {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&bytes).into_owned(),
+    }
+}
+
+async fn get(app: &Router, uri: &str) -> Resp {
+    send(app, Request::get(uri).body(Body::empty()).unwrap()).await
+}
+
+/// The CSRF cookie a first page view hands out.
+async fn csrf(app: &Router, home: &str) -> String {
+    let r = get(app, home).await;
+    let cookie = r.headers[header::SET_COOKIE].to_str().unwrap();
+    let token = cookie
+        .strip_prefix("jobq_csrf=")
+        .and_then(|c| c.split(';').next())
+        .unwrap();
+    token.to_string()
+}
+
+/// A form POST as a browser on the dashboard's own page sends it.
+fn form_post(uri: &str, token: &str, body: &str) -> Request<Body> {
+    Request::post(uri)
+        .header(header::COOKIE, format!("jobq_csrf={token}"))
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header("sec-fetch-site", "same-origin")
+        .body(Body::from(format!("csrf={token}&{body}")))
+        .unwrap()
+}
+
+async fn state(db: &TestDb, id: u64) -> String {
+    db.scalar(&format!(
+        "SELECT CAST(state AS CHAR) FROM job_queue WHERE id = {id}"
+    ))
+    .await
+}
+
+fn app(db: &TestDb, cfg: WebConfig) -> Router {
+    router(db.pool.clone(), cfg).unwrap()
+}
+
+async fn seeded() -> TestDb {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO job_queue (kind, payload) SELECT 'resize', JSON_OBJECT('id', seq) \
+         FROM seq_1_to_120",
+    )
+    .await;
+    db.exec(
+        "UPDATE job_queue SET state = 'dead', attempts = 3, finished_at = NOW(6), \
+         last_error = 'boom <script>alert(1)</script>' WHERE id <= 5",
+    )
+    .await;
+    db.exec(
+        "UPDATE job_queue SET state = 'done', finished_at = NOW(6) - INTERVAL 2 MINUTE \
+         WHERE id BETWEEN 6 AND 60",
+    )
+    .await;
+    db
+}
+
+#[tokio::test]
+async fn every_page_renders_what_the_database_holds_escaped() {
+    let db = seeded().await;
+    let app = app(&db, WebConfig::default());
+
+    let overview = get(&app, "/").await;
+    assert_eq!(overview.status, StatusCode::OK);
+    assert!(
+        overview.body.contains("<b id=\"due\">60</b>"),
+        "{}",
+        overview.body
+    );
+    assert!(overview.body.contains("55 done, 0 dead") || overview.body.contains("peak 55/min"));
+    let csp = overview.headers[header::CONTENT_SECURITY_POLICY]
+        .to_str()
+        .unwrap();
+    assert!(csp.contains("default-src 'none'"), "{csp}");
+
+    let dead = get(&app, "/jobs?state=dead&queue=&kind=&error=").await;
+    assert_eq!(dead.status, StatusCode::OK);
+    assert_eq!(
+        dead.body.matches("type=\"checkbox\" name=\"id\"").count(),
+        5,
+        "{}",
+        dead.body
+    );
+    assert!(
+        !dead.body.contains("<script>alert"),
+        "error text must be escaped"
+    );
+    assert!(dead.body.contains("&lt;script&gt;alert(1)"));
+
+    let by_error = get(&app, "/jobs?error=%3Cscript").await;
+    assert_eq!(
+        by_error
+            .body
+            .matches("type=\"checkbox\" name=\"id\"")
+            .count(),
+        5
+    );
+    let literal_percent = get(&app, "/jobs?error=%25").await;
+    assert_eq!(
+        literal_percent
+            .body
+            .matches("type=\"checkbox\" name=\"id\"")
+            .count(),
+        0,
+        "% is not a wildcard"
+    );
+
+    let job = get(&app, "/jobs/3").await;
+    assert_eq!(job.status, StatusCode::OK);
+    assert!(
+        job.body.contains("&quot;id&quot;: 3"),
+        "payload pretty-printed: {}",
+        job.body
+    );
+    assert!(job.body.contains("data-action=\"retry\""));
+
+    for page in ["/schedules", "/processes", "/audit"] {
+        let r = get(&app, page).await;
+        assert_eq!(r.status, StatusCode::OK, "{page}");
+    }
+    let css = get(&app, "/assets/app.css").await;
+    assert!(
+        css.headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("text/css")
+    );
+}
+
+#[tokio::test]
+async fn the_jobs_list_pages_by_id_and_the_api_says_where_the_next_page_starts() {
+    let db = seeded().await;
+    let app = app(&db, WebConfig::default());
+    let first = get(&app, "/jobs").await;
+    assert_eq!(
+        first.body.matches("type=\"checkbox\" name=\"id\"").count(),
+        50
+    );
+    assert!(first.body.contains("before=71"), "older link after id 71");
+    let third = get(&app, "/jobs?before=21").await;
+    assert_eq!(
+        third.body.matches("type=\"checkbox\" name=\"id\"").count(),
+        20
+    );
+    assert!(
+        !third.body.contains("id=\"older\""),
+        "no older page after the last"
+    );
+
+    let api = get(&app, "/api/jobs?state=dead&limit=2").await;
+    let v: serde_json::Value = serde_json::from_str(&api.body).unwrap();
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 2);
+    assert_eq!(v["jobs"][0]["id"], 5);
+    assert_eq!(v["jobs"][0]["payload"]["id"], 5, "payload embedded as JSON");
+    assert_eq!(v["next_before"], 4);
+    let rest = get(&app, "/api/jobs?state=dead&limit=10&before=4").await;
+    let v: serde_json::Value = serde_json::from_str(&rest.body).unwrap();
+    assert_eq!(v["jobs"].as_array().unwrap().len(), 3);
+    assert!(v["next_before"].is_null());
+
+    let stats: serde_json::Value =
+        serde_json::from_str(&get(&app, "/api/stats").await.body).unwrap();
+    assert_eq!(stats["last_hour"].as_array().unwrap().len(), 60);
+    let done_last_hour: i64 = stats["last_hour"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["done"].as_i64().unwrap())
+        .sum();
+    assert_eq!(done_last_hour, 55);
+}
+
+#[tokio::test]
+async fn bad_input_gets_a_status_and_a_message_naming_it() {
+    let db = seeded().await;
+    let app = app(&db, WebConfig::default());
+    let r = get(&app, "/jobs?state=bogus").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.body.contains("bogus"), "{}", r.body);
+    let r = get(&app, "/jobs?before=x1").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.body.contains("x1"));
+    assert_eq!(
+        get(&app, "/jobs/999999").await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(get(&app, "/nowhere").await.status, StatusCode::NOT_FOUND);
+    let r = get(&app, "/api/jobs/999999").await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert!(v["error"].as_str().unwrap().contains("999999"));
+    assert_eq!(
+        get(&app, "/api/schedules/nope").await.status,
+        StatusCode::NOT_FOUND
+    );
+    let jump = get(&app, "/jobs?id=%2342").await;
+    assert_eq!(jump.status, StatusCode::SEE_OTHER);
+    assert_eq!(jump.headers[header::LOCATION], "/jobs/42");
+    assert!(
+        router(
+            db.pool.clone(),
+            WebConfig {
+                prefix: "jobq/".into(),
+                ..Default::default()
+            }
+        )
+        .is_err()
+    );
+}
+
+#[tokio::test]
+async fn changes_need_the_csrf_token_and_a_same_site_browser_and_are_audited() {
+    let db = seeded().await;
+    let app = app(&db, WebConfig::default());
+    let token = csrf(&app, "/").await;
+
+    // No token, a wrong one, a token without its cookie: refused, nothing changed.
+    let bare = Request::post("/jobs/1/retry").body(Body::empty()).unwrap();
+    assert_eq!(send(&app, bare).await.status, StatusCode::FORBIDDEN);
+    let wrong = form_post("/jobs/1/retry", &token, "").into_parts();
+    let mut req = Request::from_parts(wrong.0, Body::from("csrf=00000000000000000000000000000000"));
+    req.headers_mut()
+        .insert("sec-fetch-site", "same-origin".parse().unwrap());
+    assert_eq!(send(&app, req).await.status, StatusCode::FORBIDDEN);
+    let mut cross = form_post("/jobs/1/retry", &token, "");
+    cross
+        .headers_mut()
+        .insert("sec-fetch-site", "cross-site".parse().unwrap());
+    assert_eq!(send(&app, cross).await.status, StatusCode::FORBIDDEN);
+    assert_eq!(state(&db, 1).await, "dead");
+
+    // With it: done, redirected with a notice, audited.
+    let r = send(&app, form_post("/jobs/1/retry", &token, "")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert!(
+        r.headers[header::LOCATION]
+            .to_str()
+            .unwrap()
+            .starts_with("/jobs/1?notice=")
+    );
+    assert_eq!(state(&db, 1).await, "queued");
+    let audit: (String, String, String, u64) = sqlx::query_as(
+        "SELECT CAST(actor AS CHAR), CAST(action AS CHAR), CAST(target AS CHAR), affected \
+         FROM jobq_audit ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(audit, ("local".into(), "job.retry".into(), "1".into(), 1));
+
+    // A refused change (retrying a queued job) is a 409 page that says why, and is not audited.
+    let r = send(&app, form_post("/jobs/1/retry", &token, "")).await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    assert!(r.body.contains("already waiting"), "{}", r.body);
+    assert_eq!(db.scalar::<i64>("SELECT COUNT(*) FROM jobq_audit").await, 1);
+
+    // Delete asks first.
+    let r = send(&app, form_post("/jobs/2/delete", &token, "")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.body.contains("Delete job 2?"));
+    assert_eq!(
+        db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE id = 2")
+            .await,
+        1
+    );
+    let r = send(&app, form_post("/jobs/2/delete", &token, "confirm=yes")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE id = 2")
+            .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_bulk_action_on_a_selection_is_confirmed_then_done_row_by_row() {
+    let db = seeded().await;
+    let app = app(&db, WebConfig::default());
+    let token = csrf(&app, "/jobs").await;
+    // Jobs 3 and 4 are dead (retryable); job 100 is queued (refused for retry).
+    let pick = "id=3&id=4&id=100&action=retry";
+    let r = send(&app, form_post("/jobs/bulk", &token, pick)).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.body.contains("Retry 3 jobs?"), "{}", r.body);
+    assert_eq!(
+        db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'dead'")
+            .await,
+        5
+    );
+    let r = send(
+        &app,
+        form_post("/jobs/bulk", &token, &format!("{pick}&confirm=yes")),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let notice = r.headers[header::LOCATION].to_str().unwrap().to_string();
+    assert!(notice.contains("2+of+3"), "{notice}");
+    assert!(notice.contains("1+refused"), "{notice}");
+    assert_eq!(
+        db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'dead'")
+            .await,
+        3
+    );
+    let audit: (String, String, u64) = sqlx::query_as(
+        "SELECT CAST(action AS CHAR), CAST(target AS CHAR), affected FROM jobq_audit \
+             ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(audit, ("jobs.retry".into(), "3,4,100".into(), 2));
+}
+
+#[tokio::test]
+async fn read_only_shows_no_buttons_and_refuses_every_change() {
+    let db = seeded().await;
+    let app = app(
+        &db,
+        WebConfig {
+            read_only: true,
+            ..Default::default()
+        },
+    );
+    let page = get(&app, "/jobs/1").await;
+    assert!(page.body.contains("read-only"));
+    assert!(!page.body.contains("data-action=\"retry\""));
+    let token = csrf(&app, "/").await;
+    let r = send(&app, form_post("/jobs/1/retry", &token, "")).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert!(r.body.contains("read-only"));
+    assert_eq!(state(&db, 1).await, "dead");
+}
+
+#[tokio::test]
+async fn credentials_are_required_when_set_and_a_bearer_token_needs_no_csrf() {
+    let db = seeded().await;
+    jobq::Schedules::new(db.pool.clone())
+        .create(&jobq::ScheduleDef::new("nightly", "report", "0 3 * * *"))
+        .await
+        .unwrap();
+    let app = app(
+        &db,
+        WebConfig {
+            credentials: Credentials {
+                basic: Some(("ops".into(), "s3cret".into())),
+                token: Some("t0ken".into()),
+            },
+            ..Default::default()
+        },
+    );
+    let r = get(&app, "/").await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED);
+    assert!(
+        r.headers[header::WWW_AUTHENTICATE]
+            .to_str()
+            .unwrap()
+            .starts_with("Basic")
+    );
+    let basic = |pw: &str| {
+        use base64::Engine;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("ops:{pw}"))
+        )
+    };
+    let wrong = Request::get("/")
+        .header(header::AUTHORIZATION, basic("nope"))
+        .body(Body::empty());
+    assert_eq!(
+        send(&app, wrong.unwrap()).await.status,
+        StatusCode::UNAUTHORIZED
+    );
+    let right = Request::get("/")
+        .header(header::AUTHORIZATION, basic("s3cret"))
+        .body(Body::empty());
+    assert_eq!(send(&app, right.unwrap()).await.status, StatusCode::OK);
+
+    // Basic auth is sent by browsers on their own, so a POST with it still needs the CSRF token.
+    let post = Request::post("/api/schedules/nightly/pause")
+        .header(header::AUTHORIZATION, basic("s3cret"))
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&app, post).await.status, StatusCode::FORBIDDEN);
+    // A bearer token is not: scripts use it without a cookie.
+    let post = Request::post("/api/schedules/nightly/pause")
+        .header(header::AUTHORIZATION, "Bearer t0ken")
+        .body(Body::empty())
+        .unwrap();
+    let r = send(&app, post).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(
+        db.scalar::<String>(
+            "SELECT CAST(state AS CHAR) FROM jobq_schedules WHERE name = 'nightly'"
+        )
+        .await,
+        "paused"
+    );
+    let actor: String = db
+        .scalar("SELECT CAST(actor AS CHAR) FROM jobq_audit")
+        .await;
+    assert_eq!(actor, "token");
+    let post = Request::post("/api/jobs/1/explode")
+        .header(header::AUTHORIZATION, "Bearer t0ken")
+        .body(Body::empty())
+        .unwrap();
+    let r = send(&app, post).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.body.contains("explode"));
+}
+
+#[tokio::test]
+async fn under_a_prefix_every_link_and_the_cookie_carry_it() {
+    let db = seeded().await;
+    let app = app(
+        &db,
+        WebConfig {
+            prefix: "/ops/jobq".into(),
+            ..Default::default()
+        },
+    );
+    let r = get(&app, "/ops/jobq").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.body.contains("href=\"/ops/jobq\""), "home link");
+    let slash = get(&app, "/ops/jobq/").await;
+    assert_eq!(slash.status, StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(slash.headers[header::LOCATION], "/ops/jobq");
+    assert!(r.body.contains("href=\"/ops/jobq/jobs\""));
+    assert!(r.body.contains("href=\"/ops/jobq/assets/app.css\""));
+    let cookie = r.headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(cookie.contains("Path=/ops/jobq"), "{cookie}");
+    assert_eq!(get(&app, "/jobs").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(get(&app, "/ops/jobq/jobs/1").await.status, StatusCode::OK);
+}
