@@ -7,7 +7,8 @@
 #   scripts/test.sh worker_         extra arguments go to the test binaries of
 #                                   `cargo test --all-targets` (here: a filter)
 #
-# Environment: JOBQ_TEST_THREADS (default 4) test threads; JOBQ_DATABASE_URL /
+# Environment: JOBQ_TEST_THREADS (default 4) test threads; JOBQ_CHROMIUM (a Chromium
+# binary; else scripts/ensure-chromium.sh finds or installs one); JOBQ_DATABASE_URL /
 # JOBQ_DB_PORT are honoured by scripts/ensure-mariadb.sh.
 set -euo pipefail
 
@@ -35,6 +36,12 @@ url=$(scripts/ensure-mariadb.sh)
 export JOBQ_TEST_DATABASE_URL="$url"
 # Never print a password into CI logs.
 echo "JOBQ_TEST_DATABASE_URL=$(sed -E 's#(://[^:/@]*:)[^@/]*@#\1***@#' <<<"$url")"
+
+step "scripts/ensure-chromium.sh"
+# The dashboard's end-to-end test drives headless Chromium (tests/it/browser.rs).
+JOBQ_CHROMIUM=$(scripts/ensure-chromium.sh)
+export JOBQ_CHROMIUM
+echo "JOBQ_CHROMIUM=$JOBQ_CHROMIUM"
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check

@@ -15,6 +15,7 @@ use super::html::{badge, button, csrf_field, error_page, esc, page, query_value,
 use crate::db::admin::{self, JobFilter};
 use crate::error::Error;
 use crate::job::{JobId, State as JobState};
+use crate::schedule::ScheduleState;
 
 /// Rows per page of the jobs list.
 pub(super) const PAGE_SIZE: u32 = 50;
@@ -328,19 +329,20 @@ pub(super) async fn job(
     let mut b = String::new();
     let link = |action: &str| app.link(&format!("/jobs/{id}/{action}"));
     b.push_str("<div class=\"actions\">");
-    let state = j.state.as_str();
-    if matches!(state, "done" | "dead" | "cancelled" | "retry") {
+    use JobState::{Cancelled, Dead, Done, Queued, Retry, Running};
+    if matches!(j.state, Done | Dead | Cancelled | Retry) {
         b.push_str(&button(&app, &csrf, &link("retry"), "Retry"));
     }
-    if matches!(state, "queued" | "retry") {
+    if matches!(j.state, Queued | Retry) {
         b.push_str(&button(&app, &csrf, &link("run-now"), "Run now"));
     }
-    if matches!(state, "queued" | "retry" | "running") {
+    if matches!(j.state, Queued | Retry | Running) {
         b.push_str(&button(&app, &csrf, &link("cancel"), "Cancel"));
     }
-    if state != "running" {
+    if j.state != Running {
         b.push_str(&button(&app, &csrf, &link("delete"), "Delete"));
     }
+    let state = j.state.as_str();
     b.push_str("</div><dl class=\"fields\">");
     let mut field = |k: &str, v: String| {
         let _ = write!(b, "<dt>{k}</dt><dd>{v}</dd>");
@@ -435,24 +437,25 @@ pub(super) async fn schedules(
             s.total_failures,
             s.consecutive_failures,
         );
-        b.push_str(&schedule_buttons(&app, &csrf, name, s.state.as_str()));
+        b.push_str(&schedule_buttons(&app, &csrf, name, s.state));
         b.push_str("</td></tr>");
     }
     b.push_str("</tbody></table>");
     page(&app, "Schedules", n.notice.as_deref(), &b)
 }
 
-fn schedule_buttons(app: &App, csrf: &CsrfToken, name: &str, state: &str) -> String {
+fn schedule_buttons(app: &App, csrf: &CsrfToken, name: &str, state: ScheduleState) -> String {
     let link = |action: &str| app.link(&format!("/schedules/{}/{action}", query_value(name)));
     let mut b = String::new();
     match state {
-        "active" => b.push_str(&button(app, csrf, &link("pause"), "Pause")),
-        "paused" | "broken" => b.push_str(&button(app, csrf, &link("resume"), "Resume")),
-        _ => {}
+        ScheduleState::Enabled => b.push_str(&button(app, csrf, &link("pause"), "Pause")),
+        ScheduleState::Paused | ScheduleState::Broken => {
+            b.push_str(&button(app, csrf, &link("resume"), "Resume"));
+        }
+        ScheduleState::Finished => {}
     }
-    if state != "aborted" {
-        b.push_str(&button(app, csrf, &link("run-now"), "Run now"));
-    }
+    // Run now works in every state (see `Schedules::run_now`).
+    b.push_str(&button(app, csrf, &link("run-now"), "Run now"));
     b
 }
 
@@ -469,7 +472,7 @@ pub(super) async fn schedule(
     let (next, runs) = tokio::join!(app.schedules.next(&name, 5), app.schedules.runs(&name, 50));
     let mut b = format!(
         "<div class=\"actions\">{}</div><dl class=\"fields\">",
-        schedule_buttons(&app, &csrf, &name, s.state.as_str())
+        schedule_buttons(&app, &csrf, &name, s.state)
     );
     let mut field = |k: &str, v: String| {
         let _ = write!(b, "<dt>{k}</dt><dd>{v}</dd>");

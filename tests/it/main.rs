@@ -47,3 +47,6 @@ mod output;
 mod metrics;
 // The dashboard: pages, API, actions, CSRF, credentials, read-only, prefix.
 mod web;
+// The dashboard in headless Chromium (a small DevTools-protocol client of our own).
+mod browser;
+mod web_browser;
