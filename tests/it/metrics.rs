@@ -86,15 +86,25 @@ async fn a_worker_serves_its_counters_and_health() {
         },
     )
     .await;
-    let (status, body) = get(&addr, "/metrics").await;
-    assert_eq!(status, 200);
-    for want in [
+    let wanted = [
         r#"jobq_jobs_finished_total{queue="default",kind="k",outcome="done"} 3"#,
         r#"jobq_jobs_claimed_total{queue="default",kind="k"} 3"#,
         "jobq_jobs_running 0",
         r#"jobq_job_duration_seconds_count{queue="default",kind="k"} 3"#,
         "# HELP jobq_jobs_finished_total",
-    ] {
+    ];
+    // The counters move just after the finish commits: the rows can read done a moment before.
+    let mut body = String::new();
+    for _ in 0..50 {
+        let (status, text) = get(&addr, "/metrics").await;
+        assert_eq!(status, 200);
+        body = text;
+        if wanted.iter().all(|w| body.contains(w)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for want in wanted {
         assert!(body.contains(want), "{want:?} not in:\n{body}");
     }
     assert_eq!(get(&addr, "/healthz").await.0, 200);
