@@ -86,6 +86,16 @@ impl Jobs {
         admin::last_hour(&self.pool).await
     }
 
+    /// Jobs per state, each counted up to 100,000 (`capped` past it): cheap however long the history.
+    pub async fn state_counts(&self) -> Result<Vec<crate::StateCount>> {
+        admin::state_counts(&self.pool).await
+    }
+
+    /// Waiting, due and running jobs per queue: the cost follows the backlog, not the history.
+    pub async fn queue_summaries(&self) -> Result<Vec<crate::QueueSummary>> {
+        admin::queue_summaries(&self.pool).await
+    }
+
     /// The newest `limit` entries of the dashboard's audit trail, newest first.
     pub async fn audit_trail(&self, limit: u32) -> Result<Vec<crate::db::audit::AuditEntry>> {
         crate::db::audit::recent(&self.pool, limit).await

@@ -36,8 +36,10 @@
 //!   once; [`keep_alive`]
 //!   restarts an in-process service that fails.
 //! * **Looking at the queue**: [`Jobs`] gets, lists ([`JobFilter`], [`JobRecord`], [`State`]),
-//!   retries, cancels ([`CancelOutcome`]) and prunes jobs, and reads [`Stats`] ([`QueueCount`],
-//!   [`QueueLag`], [`KindLag`], [`ProcessRow`], [`Unserved`]).
+//!   retries, cancels ([`CancelOutcome`]), deletes and prunes jobs, and reads [`Stats`] ([`QueueCount`],
+//!   [`QueueLag`], [`KindLag`], [`ProcessRow`], [`Unserved`]) or the cheap figures the dashboard shows
+//!   ([`StateCount`], [`QueueSummary`], [`MinuteCount`]; its audit trail: [`AuditEntry`]).
+//! * **The dashboard**: [`web::router`] serves pages and a JSON API over all of it ([`web::WebConfig`]).
 //! * **Errors**: [`Error`] (with [`ConnectFailure`]) and [`Result`]; [`is_transient`] classifies a
 //!   driver error the way jobq's own retries do.
 //! * **Metrics**: recorded through the `metrics` facade (see [`describe_metrics`]); no exporter is
@@ -115,10 +117,10 @@ pub use supervisor::{
     SUPERVISOR_PID_ENV, Supervisor, SupervisorConfig, SupervisorReport, keep_alive,
 };
 // Looking at the queue.
-pub use db::admin::MinuteCount;
 pub use db::admin::{
     CancelOutcome, JobFilter, KindLag, ProcessRow, QueueCount, QueueLag, Stats, Unserved,
 };
+pub use db::admin::{MinuteCount, QueueSummary, StateCount};
 pub use db::audit::AuditEntry;
 pub use duration::human_age;
 pub use jobs::Jobs;

@@ -33,12 +33,8 @@ fn ok<T: serde::Serialize>(r: crate::Result<T>) -> Response {
     }
 }
 
-pub(super) async fn stats(State(app): State<App>) -> Response {
-    ok(async {
-        let (stats, last_hour) = tokio::try_join!(app.jobs.stats(), app.jobs.last_hour())?;
-        Ok(json!({ "stats": stats, "last_hour": last_hour }))
-    }
-    .await)
+pub(super) async fn overview(State(app): State<App>) -> Response {
+    ok(super::pages::gather(&app).await)
 }
 
 /// The jobs list's filters, plus `limit` (default 50, at most 500).

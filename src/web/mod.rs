@@ -19,6 +19,7 @@ mod actions;
 mod api;
 mod guard;
 mod html;
+mod minutes;
 mod pages;
 
 use std::sync::Arc;
@@ -77,6 +78,7 @@ struct App {
     jobs: Jobs,
     schedules: Schedules,
     cfg: Arc<WebConfig>,
+    minutes: minutes::MinuteCache,
 }
 
 impl App {
@@ -101,6 +103,7 @@ pub fn router(pool: MySqlPool, cfg: WebConfig) -> crate::Result<Router> {
         schedules: Schedules::new(pool.clone()),
         pool,
         cfg: Arc::new(cfg),
+        minutes: minutes::MinuteCache::default(),
     };
     let routes = Router::new()
         .route("/", get(pages::overview))
@@ -114,7 +117,7 @@ pub fn router(pool: MySqlPool, cfg: WebConfig) -> crate::Result<Router> {
         .route("/processes", get(pages::processes))
         .route("/audit", get(pages::audit))
         .route("/assets/app.css", get(html::stylesheet))
-        .route("/api/stats", get(api::stats))
+        .route("/api/overview", get(api::overview))
         .route("/api/jobs", get(api::jobs))
         .route("/api/jobs/{id}", get(api::job))
         .route("/api/jobs/{id}/{action}", post(api::job_action))

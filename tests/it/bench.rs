@@ -42,6 +42,7 @@ async fn smoke_bench_runs_and_every_job_finishes_exactly_once() {
         "idle",
         "footprint",
         "enqueue",
+        "web",
     ] {
         assert!(
             checks.iter().any(|c| c["section"] == section),
@@ -58,6 +59,13 @@ async fn smoke_bench_runs_and_every_job_finishes_exactly_once() {
     assert_eq!(report["drain"]["winner"]["ok"], true);
     assert!(report["footprint"]["peak_rss_mb"].as_f64().unwrap() > 0.0);
     assert!(!report["targets"].as_array().unwrap().is_empty());
+    assert!(
+        report["web"]["pages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["p50_ms"].as_f64().unwrap() > 0.0)
+    );
 
     // The scratch database is gone.
     let database = report["database"].as_str().expect("database name");

@@ -156,7 +156,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Sections to run (comma-separated): raw,drain,steady,big,idle,footprint,enqueue. Default all.
+    /// Sections to run (comma-separated): raw,drain,steady,big,idle,footprint,enqueue,web. Default all.
     #[arg(long, value_delimiter = ',')]
     pub sections: Vec<String>,
 

@@ -27,11 +27,13 @@ pub enum Section {
     Footprint,
     /// Enqueue rates.
     Enqueue,
+    /// Dashboard response times with a long history.
+    Web,
 }
 
 impl Section {
     /// Every section, in run order.
-    pub const ALL: [Section; 7] = [
+    pub const ALL: [Section; 8] = [
         Section::Raw,
         Section::Drain,
         Section::Steady,
@@ -39,6 +41,7 @@ impl Section {
         Section::Idle,
         Section::Footprint,
         Section::Enqueue,
+        Section::Web,
     ];
 
     /// The name used by `--sections`.
@@ -51,6 +54,7 @@ impl Section {
             Section::Idle => "idle",
             Section::Footprint => "footprint",
             Section::Enqueue => "enqueue",
+            Section::Web => "web",
         }
     }
 }
@@ -166,6 +170,10 @@ pub struct BenchConfig {
     pub enqueue_single: u64,
     /// Rows inserted 1,000 at a time, per enqueue measurement.
     pub enqueue_multi: u64,
+    /// Rows in job_queue while the dashboard is timed.
+    pub web_rows: u64,
+    /// Timed views of each dashboard page (after a first, untimed-for-the-median one).
+    pub web_views: u32,
     /// Rates to measure in the steady-state section instead of searching for the sustainable rate.
     pub steady_rates: Vec<f64>,
     /// Worker settings of the steady-state and big-table sections; by default the drain's winner (or
@@ -224,6 +232,8 @@ impl BenchConfig {
             footprint_jobs: 20_000,
             enqueue_single: 2_000,
             enqueue_multi: 50_000,
+            web_rows: 1_000_000,
+            web_views: 20,
             rounds: 5,
             steady_rates: Vec::new(),
             settings_override: None,
@@ -263,6 +273,8 @@ impl BenchConfig {
             footprint_jobs: 1_000,
             enqueue_single: 100,
             enqueue_multi: 2_000,
+            web_rows: 10_000,
+            web_views: 5,
             rounds: 1,
             quick: true,
             ..Self::full(url)
@@ -282,6 +294,8 @@ impl BenchConfig {
             footprint_jobs: 300,
             enqueue_single: 50,
             enqueue_multi: 1_000,
+            web_rows: 2_000,
+            web_views: 2,
             idle_window: Duration::from_secs(1),
             steady_window: Duration::from_millis(300),
             steady_max_doublings: 0,

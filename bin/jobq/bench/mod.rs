@@ -15,6 +15,7 @@
 //! * `idle`: statements per second of one idle forever worker, and INSERT-to-start time of an idle queue.
 //! * `footprint`: peak RSS of a real `jobq worker` process while it drains.
 //! * `enqueue`: rows/s of the library's enqueue and enqueue_many against plain SQL.
+//! * `web`: the dashboard's response times with a million rows in job_queue.
 //!
 //! The benchmark is not a test of speed: only its correctness checks (every job finished exactly once)
 //! decide whether a run is good. Speed is compared with targets and reported.
@@ -29,6 +30,7 @@ mod idle;
 mod raw;
 mod report;
 mod steady;
+mod web;
 mod wire;
 
 use std::collections::BTreeMap;
@@ -400,6 +402,9 @@ async fn run_sections(mut ctx: Ctx, name: &str) -> BResult<BenchReport> {
     }
     if ctx.cfg.runs(Section::Enqueue) {
         report.enqueue = Some(enqueue::run(&ctx).await?);
+    }
+    if ctx.cfg.runs(Section::Web) {
+        report.web = Some(web::run(&ctx).await?);
     }
     report.load.end = cpu::loadavg();
     report.elapsed_secs = started.elapsed().as_secs_f64();

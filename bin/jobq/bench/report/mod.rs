@@ -56,6 +56,8 @@ pub struct BenchReport {
     pub footprint: Option<FootprintReport>,
     /// Enqueue rates.
     pub enqueue: Option<EnqueueReport>,
+    /// Dashboard response times.
+    pub web: Option<WebReport>,
     /// Targets next to the measured values.
     pub targets: Vec<Target>,
     /// Correctness checks; a run is good only if all pass.
@@ -489,6 +491,34 @@ pub struct EnqueueReport {
     pub sql_multi: f64,
 }
 
+/// Dashboard response times with a long history.
+#[derive(Debug, Clone, Serialize)]
+pub struct WebReport {
+    /// Rows in job_queue while timed.
+    pub rows: u64,
+    /// How long loading them took.
+    pub load_secs: f64,
+    /// Each page timed.
+    pub pages: Vec<WebPage>,
+}
+
+/// One dashboard page's response times, connect to last byte, ms.
+#[derive(Debug, Clone, Serialize)]
+pub struct WebPage {
+    /// What it is.
+    pub name: String,
+    /// Its path.
+    pub path: String,
+    /// The first view (the overview's counts the whole hour for its chart then).
+    pub first_ms: f64,
+    /// Median of the timed views.
+    pub p50_ms: f64,
+    /// 95th percentile of the timed views.
+    pub p95_ms: f64,
+    /// Timed views.
+    pub views: u32,
+}
+
 impl BenchReport {
     pub(crate) fn new(
         cfg: &BenchConfig,
@@ -517,6 +547,7 @@ impl BenchReport {
             idle: None,
             footprint: None,
             enqueue: None,
+            web: None,
             targets: Vec::new(),
             checks: Vec::new(),
         }

@@ -4,7 +4,8 @@ use std::fmt::Write as _;
 
 use super::{
     BenchReport, BigReport, Check, DrainReport, DrainRun, EnqueueReport, FootprintReport,
-    HeadToHead, IdleReport, OTHER_CORES_THRESHOLD, RawCell, RawReport, SteadyReport, rates,
+    HeadToHead, IdleReport, OTHER_CORES_THRESHOLD, RawCell, RawReport, SteadyReport, WebReport,
+    rates,
 };
 use crate::bench::cpu::CpuUse;
 use crate::bench::wire::Commands;
@@ -91,6 +92,9 @@ pub fn render_text(r: &BenchReport) -> String {
     }
     if let Some(e) = &r.enqueue {
         enqueue_section(&mut o, e);
+    }
+    if let Some(w) = &r.web {
+        web_section(&mut o, w);
     }
     verdict(&mut o, r);
     o
@@ -445,6 +449,27 @@ fn enqueue_section(o: &mut String, e: &EnqueueReport) {
         e.sql_multi,
         e.library_multi / e.sql_multi * 100.0
     );
+}
+
+/// 8. Dashboard response times.
+fn web_section(o: &mut String, w: &WebReport) {
+    let _ = writeln!(
+        o,
+        "\n8. DASHBOARD with {} rows in job_queue (loaded in {:.1} s); ms from connect to last byte",
+        w.rows, w.load_secs
+    );
+    let _ = writeln!(
+        o,
+        "   {:<28} {:>9} {:>9} {:>9}  path",
+        "page", "first", "p50", "p95"
+    );
+    for p in &w.pages {
+        let _ = writeln!(
+            o,
+            "   {:<28} {:>9.1} {:>9.1} {:>9.1}  {}",
+            p.name, p.first_ms, p.p50_ms, p.p95_ms, p.path
+        );
+    }
 }
 
 /// The targets and the correctness checks.
