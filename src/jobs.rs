@@ -47,6 +47,11 @@ impl Jobs {
         admin::list_jobs(&self.pool, filter).await
     }
 
+    /// The ids of the jobs matching `filter` (at most `filter.limit`), newest first.
+    pub async fn matching_ids(&self, filter: &JobFilter) -> Result<Vec<JobId>> {
+        admin::matching_ids(&self.pool, filter).await
+    }
+
     /// Makes a done, dead, cancelled or waiting job runnable now with a fresh attempt budget (the
     /// attempts used so far are noted at the head of `last_error`).
     ///

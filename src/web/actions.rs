@@ -11,13 +11,17 @@ use axum::response::{IntoResponse, Redirect, Response};
 use super::App;
 use super::guard::{Actor, CsrfToken, form_field};
 use super::html::{csrf_field, esc, page, query_value};
-use super::pages::failure;
+use super::pages::{JobsQuery, failure};
 use crate::db::admin::CancelOutcome;
 use crate::error::{Error, Result};
 use crate::job::JobId;
 
-/// Most jobs one bulk action takes (two pages of the list).
+/// Most jobs one bulk action on a selection takes.
 pub(super) const MAX_BULK: usize = 1000;
+
+/// Most jobs one bulk action on a filter takes: each is changed on its own (the same statement, checks
+/// and outcome as a single action), about a millisecond apiece.
+pub(super) const MAX_FILTER_BULK: u32 = 10_000;
 
 /// What can be done to a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -185,7 +189,9 @@ pub(super) async fn job_form(
     }
 }
 
-/// `POST /jobs/bulk`: the selected jobs (`id` fields) and an `action`, after a confirmation.
+/// `POST /jobs/bulk`: an `action` on the selected jobs (`id` fields), or with `scope=filter` on every
+/// job matching the filter fields (`state`, `queue`, `kind`, `error`), after a confirmation. The
+/// filter is read again when confirmed: it acts on what matches then.
 pub(super) async fn bulk_form(
     State(app): State<App>,
     Extension(actor): Extension<Actor>,
@@ -197,6 +203,10 @@ pub(super) async fn bulk_form(
         Some(Err(e)) => return failure(&app, &e),
         None => return failure(&app, &Error::InvalidArgument("no action chosen".into())),
     };
+    let confirmed = form_field(&body, "confirm").as_deref() == Some("yes");
+    if form_field(&body, "scope").as_deref() == Some("filter") {
+        return bulk_filter(&app, &actor, &csrf, action, &body, confirmed).await;
+    }
     let ids: Vec<JobId> = url::form_urlencoded::parse(&body)
         .filter(|(k, _)| k == "id")
         .filter_map(|(_, v)| v.parse::<u64>().ok().map(JobId::from))
@@ -213,14 +223,11 @@ pub(super) async fn bulk_form(
             )),
         );
     }
-    if form_field(&body, "confirm").as_deref() != Some("yes") {
+    if !confirmed {
         let hidden: String = ids
             .iter()
             .map(|id| format!("<input type=\"hidden\" name=\"id\" value=\"{id}\">"))
-            .chain(std::iter::once(format!(
-                "<input type=\"hidden\" name=\"action\" value=\"{}\">",
-                action.as_str()
-            )))
+            .chain(std::iter::once(hidden_field("action", action.as_str())))
             .collect();
         let listed: Vec<String> = ids.iter().take(20).map(ToString::to_string).collect();
         let more = if ids.len() > 20 { ", …" } else { "" };
@@ -247,11 +254,106 @@ pub(super) async fn bulk_form(
         done,
     )
     .await;
-    let mut msg = format!("{}: {done} of {} jobs", action.as_str(), ids.len());
+    back(&app, "/jobs", &summary(action, done, ids.len(), &refused))
+}
+
+/// The bulk action on every job matching the form's filter fields.
+async fn bulk_filter(
+    app: &App,
+    actor: &Actor,
+    csrf: &CsrfToken,
+    action: JobAction,
+    body: &Bytes,
+    confirmed: bool,
+) -> Response {
+    let query = JobsQuery {
+        state: form_field(body, "state"),
+        queue: form_field(body, "queue"),
+        kind: form_field(body, "kind"),
+        error: form_field(body, "error"),
+        ..JobsQuery::default()
+    };
+    let described = query.describe();
+    let ids = match query.filter(MAX_FILTER_BULK + 1) {
+        Ok(f) => app.jobs.matching_ids(&f).await,
+        Err(e) => Err(e),
+    };
+    let ids = match ids {
+        Ok(ids) => ids,
+        Err(e) => return failure(app, &e),
+    };
+    if ids.len() > MAX_FILTER_BULK as usize {
+        return failure(
+            app,
+            &Error::InvalidArgument(format!(
+                "more than {MAX_FILTER_BULK} jobs match {described}; narrow the filter"
+            )),
+        );
+    }
+    if ids.is_empty() {
+        return back(
+            app,
+            &format!("/jobs?{}", query.to_query()),
+            "no jobs match the filter",
+        );
+    }
+    if !confirmed {
+        let hidden: String = [
+            ("scope", "filter".to_string()),
+            ("action", action.as_str().to_string()),
+            ("state", query.state.clone().unwrap_or_default()),
+            ("queue", query.queue.clone().unwrap_or_default()),
+            ("kind", query.kind.clone().unwrap_or_default()),
+            ("error", query.error.clone().unwrap_or_default()),
+        ]
+        .iter()
+        .map(|(k, v)| hidden_field(k, v))
+        .collect();
+        return confirm(
+            app,
+            csrf,
+            &format!(
+                "{} all {} jobs matching {described}?",
+                capitalised(action.as_str()),
+                ids.len()
+            ),
+            "Every job matching the filter when you confirm is changed, one by one; jobs whose state \
+             does not allow it are left as they are.",
+            &app.link("/jobs/bulk"),
+            &hidden,
+        );
+    }
+    let (done, refused) = apply_many(app, action, &ids).await;
+    audit(
+        app,
+        actor,
+        &format!("jobs.{}", action.as_str()),
+        &format!("filter {described}"),
+        done,
+    )
+    .await;
+    back(
+        app,
+        &format!("/jobs?{}", query.to_query()),
+        &summary(action, done, ids.len(), &refused),
+    )
+}
+
+/// `retry: 2 of 3 jobs; 1 refused, first: …`.
+fn summary(action: JobAction, done: u64, of: usize, refused: &[String]) -> String {
+    let mut msg = format!("{}: {done} of {of} jobs", action.as_str());
     if let Some(first) = refused.first() {
         let _ = write!(msg, "; {} refused, first: {first}", refused.len());
     }
-    back(&app, "/jobs", &msg)
+    msg
+}
+
+fn hidden_field(name: &str, value: &str) -> String {
+    format!(
+        "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
+        esc(name),
+        esc(value)
+    )
 }
 
 /// Does `action` to each of `ids`: how many were changed, and the refusals in words.
@@ -295,7 +397,8 @@ pub(super) async fn schedule_form(
 
 /// A 303 to `path` (under the prefix) showing `notice`.
 fn back(app: &App, path: &str, notice: &str) -> Response {
-    Redirect::to(&app.link(&format!("{path}?notice={}", query_value(notice)))).into_response()
+    let sep = if path.contains('?') { '&' } else { '?' };
+    Redirect::to(&app.link(&format!("{path}{sep}notice={}", query_value(notice)))).into_response()
 }
 
 /// A page asking to confirm: posts `hidden` fields and `confirm=yes` to `action`.

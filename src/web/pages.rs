@@ -187,7 +187,7 @@ pub(super) struct JobsQuery {
     /// Jump to this job.
     pub(super) id: Option<String>,
     pub(super) before: Option<String>,
-    notice: Option<String>,
+    pub(super) notice: Option<String>,
 }
 
 fn some(s: &Option<String>) -> Option<String> {
@@ -219,8 +219,27 @@ impl JobsQuery {
         })
     }
 
+    /// The filter in words, for confirmations and the audit trail: `state=dead queue=mail`, or
+    /// `everything`.
+    pub(super) fn describe(&self) -> String {
+        let parts: Vec<String> = [
+            ("state", &self.state),
+            ("queue", &self.queue),
+            ("kind", &self.kind),
+            ("error", &self.error),
+        ]
+        .iter()
+        .filter_map(|(k, v)| some(v).map(|v| format!("{k}={v:?}")))
+        .collect();
+        if parts.is_empty() {
+            "everything".into()
+        } else {
+            parts.join(" ")
+        }
+    }
+
     /// The query string of the same filter (without paging), for links.
-    fn to_query(&self) -> String {
+    pub(super) fn to_query(&self) -> String {
         [
             ("state", &self.state),
             ("queue", &self.queue),
@@ -321,7 +340,37 @@ pub(super) async fn jobs(
             err = esc(j.last_error.as_deref().unwrap_or("")),
         );
     }
-    b.push_str("</tbody></table></form><div class=\"pager\">");
+    b.push_str("</tbody></table></form>");
+    if !app.cfg.read_only && !rows.is_empty() {
+        let _ = write!(
+            b,
+            "<form method=\"post\" action=\"{}\" id=\"bulk-filter\" class=\"actions\">{}\
+             <input type=\"hidden\" name=\"scope\" value=\"filter\">",
+            esc(&app.link("/jobs/bulk")),
+            csrf_field(&csrf)
+        );
+        for (k, v) in [
+            ("state", &q.state),
+            ("queue", &q.queue),
+            ("kind", &q.kind),
+            ("error", &q.error),
+        ] {
+            let _ = write!(
+                b,
+                "<input type=\"hidden\" name=\"{k}\" value=\"{}\">",
+                esc(&some(v).unwrap_or_default())
+            );
+        }
+        let _ = write!(
+            b,
+            "Every job matching {}: \
+             <button name=\"action\" value=\"retry\">Retry all</button> \
+             <button name=\"action\" value=\"cancel\">Cancel all</button> \
+             <button name=\"action\" value=\"delete\" class=\"danger\">Delete all</button></form>",
+            esc(&q.describe())
+        );
+    }
+    b.push_str("<div class=\"pager\">");
     let base = q.to_query();
     if filter.before.is_some() {
         let _ = write!(

@@ -119,6 +119,17 @@ impl Browser {
     }
 
     fn send(&mut self, session: Option<&str>, method: &str, params: Value) -> Value {
+        self.try_send(session, method, params)
+            .unwrap_or_else(|e| panic!("{method}: {e}"))
+    }
+
+    /// A call; its error (`{"code": …, "message": …}`) as `Err`.
+    fn try_send(
+        &mut self,
+        session: Option<&str>,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, Value> {
         self.next_id += 1;
         let id = self.next_id;
         let mut msg = json!({ "id": id, "method": method, "params": params });
@@ -133,8 +144,10 @@ impl Browser {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.replies.recv_timeout(left) {
                 Ok(v) if v["id"] == json!(id) => {
-                    assert!(v.get("error").is_none(), "{method}: {}", v["error"]);
-                    return v["result"].clone();
+                    return match v.get("error") {
+                        Some(e) => Err(e.clone()),
+                        None => Ok(v["result"].clone()),
+                    };
                 }
                 Ok(_) => {} // an event, or another call's late reply
                 Err(RecvTimeoutError::Timeout) => {
@@ -165,11 +178,18 @@ impl Browser {
         r["result"]["value"].clone()
     }
 
-    /// Waits until `expr` is true in the page.
+    /// Waits until `expr` is true in the page. A page that is being replaced cannot answer; that
+    /// counts as not yet.
     pub fn wait_for(&mut self, what: &str, expr: &str) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
-            if self.eval(&format!("!!({expr})")) == json!(true) {
+            let session = self.session.clone();
+            let r = self.try_send(
+                Some(&session),
+                "Runtime.evaluate",
+                json!({ "expression": format!("!!({expr})"), "returnByValue": true }),
+            );
+            if r.is_ok_and(|r| r["result"]["value"] == json!(true)) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -178,10 +198,11 @@ impl Browser {
         panic!("timed out waiting for {what} ({expr}); page: {page}");
     }
 
-    /// Runs `action` (a navigation: a click, a form submit) and waits for the new page to load.
+    /// Runs `action` (a navigation: a click, a form submit) and waits for the new page to load. The
+    /// action runs from a timer, so the evaluation returns before the page it runs in goes away.
     pub fn navigate_by(&mut self, action: &str) {
         self.eval("window.__jobq_old_page = true");
-        self.eval(action);
+        self.eval(&format!("setTimeout(() => {{ {action} }}, 0)"));
         self.wait_for(
             "the next page",
             "!window.__jobq_old_page && document.readyState === 'complete'",

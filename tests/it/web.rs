@@ -502,3 +502,74 @@ async fn under_a_prefix_every_link_and_the_cookie_carry_it() {
     assert_eq!(get(&app, "/jobs").await.status, StatusCode::NOT_FOUND);
     assert_eq!(get(&app, "/ops/jobq/jobs/1").await.status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn a_bulk_action_on_a_filter_confirms_the_count_and_acts_on_what_matches_then() {
+    let db = seeded().await;
+    let app = app(&db, WebConfig::default());
+    let token = csrf(&app, "/jobs?state=dead").await;
+    let page = get(&app, "/jobs?state=dead").await;
+    assert!(page.body.contains("id=\"bulk-filter\""));
+    assert!(
+        page.body
+            .contains("Every job matching state=&quot;dead&quot;")
+    );
+
+    let ask = "scope=filter&action=retry&state=dead&queue=&kind=&error=boom";
+    let r = send(&app, form_post("/jobs/bulk", &token, ask)).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(
+        r.body
+            .contains("Retry all 5 jobs matching state=&quot;dead&quot; error=&quot;boom&quot;?"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'dead'")
+            .await,
+        5
+    );
+    // Between the question and the answer one more job dies: the filter is read again.
+    db.exec("UPDATE job_queue SET state = 'dead', last_error = 'boom' WHERE id = 100")
+        .await;
+    let r = send(
+        &app,
+        form_post("/jobs/bulk", &token, &format!("{ask}&confirm=yes")),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    let to = r.headers[header::LOCATION].to_str().unwrap().to_string();
+    assert!(
+        to.starts_with("/jobs?state=dead&error=boom&notice="),
+        "{to}"
+    );
+    assert!(to.contains("6+of+6"), "{to}");
+    assert_eq!(
+        db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'dead'")
+            .await,
+        0
+    );
+    let audit: (String, String, u64) = sqlx::query_as(
+        "SELECT CAST(action AS CHAR), CAST(target AS CHAR), affected FROM jobq_audit",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        audit,
+        (
+            "jobs.retry".into(),
+            "filter state=\"dead\" error=\"boom\"".into(),
+            6
+        )
+    );
+    // Nothing matches now: nothing to confirm.
+    let r = send(&app, form_post("/jobs/bulk", &token, ask)).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert!(
+        r.headers[header::LOCATION]
+            .to_str()
+            .unwrap()
+            .contains("no+jobs+match")
+    );
+}
