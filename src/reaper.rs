@@ -290,19 +290,42 @@ impl Reaper {
     }
 
     /// Reads the queue gauges every process would otherwise read for itself: due jobs and the oldest
-    /// one's wait per queue (a walk over due rows only), and processes per role.
+    /// one's wait per queue, waiting and running jobs per queue (walks over waiting and running rows
+    /// only), jobs per state (each counted up to 100,000), processes per role, schedules per state, the
+    /// longest-running job, and InnoDB's history list length when this user may read it.
     async fn read_gauges(&self) -> Result<()> {
-        let lag = crate::db::admin::lag(&self.pool).await?;
-        let processes = crate::db::admin::processes(&self.pool).await?;
+        use crate::db::admin;
+        let (lag, queues, processes, states, schedules, oldest_running) = tokio::try_join!(
+            admin::lag(&self.pool),
+            admin::queue_summaries(&self.pool),
+            admin::processes(&self.pool),
+            admin::state_counts(&self.pool),
+            admin::schedules_by_state(&self.pool),
+            admin::oldest_running_secs(&self.pool),
+        )?;
         let mut roles: std::collections::BTreeMap<String, i64> = Default::default();
         for p in &processes {
             *roles.entry(p.role.clone()).or_default() += 1;
         }
-        let due: Vec<(String, i64, f64)> = lag
-            .into_iter()
-            .map(|l| (l.queue, l.due, l.oldest_due_secs))
-            .collect();
-        crate::telemetry::queue_gauges(&due, &roles.into_iter().collect::<Vec<_>>());
+        let gauges = crate::telemetry::DbGauges {
+            due: lag
+                .into_iter()
+                .map(|l| (l.queue, l.due, l.oldest_due_secs))
+                .collect(),
+            queues: queues
+                .into_iter()
+                .map(|q| (q.queue, q.waiting, q.running))
+                .collect(),
+            processes: roles.into_iter().collect(),
+            states: states
+                .into_iter()
+                .map(|s| (s.state.as_str(), s.count))
+                .collect(),
+            schedules,
+            oldest_running_secs: oldest_running,
+            history_length: admin::history_length(&self.pool).await,
+        };
+        crate::telemetry::db_gauges(&gauges);
         Ok(())
     }
 

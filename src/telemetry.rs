@@ -102,6 +102,54 @@ pub fn describe_metrics() {
         "jobq_processes",
         "Registered jobq processes, by role (read by a reaper)."
     );
+    describe_counter!(
+        "jobq_job_timeouts_total",
+        "Attempts stopped at their timeout, by queue and kind (each is also counted as retry or dead)."
+    );
+    describe_histogram!(
+        "jobq_claim_rows",
+        "Rows one claim took (0 for an empty claim)."
+    );
+    describe_histogram!(
+        "jobq_finish_duration_seconds",
+        Unit::Seconds,
+        "Time one batched finish of done jobs took (one transaction)."
+    );
+    describe_histogram!(
+        "jobq_finish_rows",
+        "Done jobs recorded by one batched finish."
+    );
+    describe_histogram!(
+        "jobq_schedule_lateness_seconds",
+        Unit::Seconds,
+        "How late a schedule's run was created after its planned time."
+    );
+    describe_gauge!(
+        "jobq_jobs",
+        "Jobs by state, each counted up to 100,000 (read by a reaper)."
+    );
+    describe_gauge!(
+        "jobq_queue_waiting_jobs",
+        "Queued and retry jobs, due or not, by queue (read by a reaper)."
+    );
+    describe_gauge!(
+        "jobq_queue_running_jobs",
+        "Running jobs by queue (read by a reaper)."
+    );
+    describe_gauge!(
+        "jobq_oldest_running_age_seconds",
+        Unit::Seconds,
+        "How long the longest-running job has run (read by a reaper; 0 when none runs)."
+    );
+    describe_gauge!(
+        "jobq_schedules",
+        "Schedules by state: enabled, paused, broken, finished (read by a reaper)."
+    );
+    describe_gauge!(
+        "jobq_innodb_history_length",
+        "InnoDB's history list length (undo not yet purged), which slows claims as it grows (read by \
+         a reaper when its user may read information_schema.INNODB_METRICS)."
+    );
 }
 
 /// A statement failed in a way worth retrying (`kind`: deadlock, lock_wait, read_only, connection)
@@ -154,6 +202,24 @@ pub(crate) fn claimed(asked: usize, got: usize, took: Duration) {
     };
     counter!("jobq_claims_total", "result" => result).increment(1);
     histogram!("jobq_claim_duration_seconds").record(took.as_secs_f64());
+    histogram!("jobq_claim_rows").record(got as f64);
+}
+
+/// An attempt was stopped at its timeout.
+pub(crate) fn job_timed_out(queue: &str, kind: &str) {
+    counter!("jobq_job_timeouts_total", "queue" => queue.to_string(), "kind" => kind_label(kind))
+        .increment(1);
+}
+
+/// A batched finish recorded `rows` done jobs in `took`.
+pub(crate) fn finished_batch(rows: usize, took: Duration) {
+    histogram!("jobq_finish_duration_seconds").record(took.as_secs_f64());
+    histogram!("jobq_finish_rows").record(rows as f64);
+}
+
+/// A schedule's run was created `late` after its planned time.
+pub(crate) fn schedule_lateness(late: Duration) {
+    histogram!("jobq_schedule_lateness_seconds").record(late.as_secs_f64());
 }
 
 /// A dead claimant's rows were released by `by` (reaper, supervisor): `requeued` made runnable again,
@@ -174,30 +240,62 @@ pub(crate) fn schedule_job(cause: &'static str) {
     counter!("jobq_schedule_jobs_total", "cause" => cause).increment(1);
 }
 
-/// What a reaper read from the database: due jobs and the oldest one's wait per queue, and processes
-/// per role. Queues and roles that are gone are set to zero.
-pub(crate) fn queue_gauges(due: &[(String, i64, f64)], processes: &[(String, i64)]) {
-    static SEEN: OnceLock<Mutex<HashSet<(String, bool)>>> = OnceLock::new();
+/// What a reaper read from the database, as gauges. Labels seen before and missing now are set to zero,
+/// so a queue that emptied does not keep its last value.
+#[derive(Debug, Default)]
+pub(crate) struct DbGauges {
+    /// Per queue: due jobs and the oldest one's wait.
+    pub(crate) due: Vec<(String, i64, f64)>,
+    /// Per queue: waiting (queued and retry) and running jobs.
+    pub(crate) queues: Vec<(String, i64, i64)>,
+    /// Registered processes per role.
+    pub(crate) processes: Vec<(String, i64)>,
+    /// Jobs per state, capped.
+    pub(crate) states: Vec<(&'static str, i64)>,
+    /// Schedules per state.
+    pub(crate) schedules: Vec<(String, i64)>,
+    /// The longest-running job's run time so far.
+    pub(crate) oldest_running_secs: f64,
+    /// InnoDB's history list length, when readable.
+    pub(crate) history_length: Option<i64>,
+}
+
+/// A gauge with one label: its name, its label's name, the label's value.
+type LabelledGauge = (&'static str, &'static str, String);
+
+pub(crate) fn db_gauges(g: &DbGauges) {
+    static SEEN: OnceLock<Mutex<HashSet<LabelledGauge>>> = OnceLock::new();
     let mut seen = SEEN
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    for (queue, is_queue) in seen.iter() {
-        if *is_queue {
-            gauge!("jobq_queue_due_jobs", "queue" => queue.clone()).set(0.0);
-            gauge!("jobq_queue_oldest_due_age_seconds", "queue" => queue.clone()).set(0.0);
-        } else {
-            gauge!("jobq_processes", "role" => queue.clone()).set(0.0);
-        }
+    for (name, label, value) in seen.iter() {
+        gauge!(*name, *label => value.clone()).set(0.0);
     }
-    for (queue, n, oldest) in due {
-        gauge!("jobq_queue_due_jobs", "queue" => queue.clone()).set(*n as f64);
-        gauge!("jobq_queue_oldest_due_age_seconds", "queue" => queue.clone()).set(*oldest);
-        seen.insert((queue.clone(), true));
+    let mut set = |name: &'static str, label: &'static str, value: &str, v: f64| {
+        gauge!(name, label => value.to_string()).set(v);
+        seen.insert((name, label, value.to_string()));
+    };
+    for (queue, n, oldest) in &g.due {
+        set("jobq_queue_due_jobs", "queue", queue, *n as f64);
+        set("jobq_queue_oldest_due_age_seconds", "queue", queue, *oldest);
     }
-    for (role, n) in processes {
-        gauge!("jobq_processes", "role" => role.clone()).set(*n as f64);
-        seen.insert((role.clone(), false));
+    for (queue, waiting, running) in &g.queues {
+        set("jobq_queue_waiting_jobs", "queue", queue, *waiting as f64);
+        set("jobq_queue_running_jobs", "queue", queue, *running as f64);
+    }
+    for (role, n) in &g.processes {
+        set("jobq_processes", "role", role, *n as f64);
+    }
+    for (state, n) in &g.states {
+        set("jobq_jobs", "state", state, *n as f64);
+    }
+    for (state, n) in &g.schedules {
+        set("jobq_schedules", "state", state, *n as f64);
+    }
+    gauge!("jobq_oldest_running_age_seconds").set(g.oldest_running_secs);
+    if let Some(h) = g.history_length {
+        gauge!("jobq_innodb_history_length").set(h as f64);
     }
 }
 

@@ -12,7 +12,7 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use jobq::CancellationToken;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use sqlx::MySqlPool;
 use tracing::info;
 
@@ -21,6 +21,11 @@ use tracing::info;
 const BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
     300.0, 600.0,
+];
+
+/// Buckets of the row-count histograms (rows per claim, per batched finish): up to the largest batch.
+const ROW_BUCKETS: &[f64] = &[
+    0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 2000.0, 5000.0,
 ];
 
 /// How often histograms are folded into what `/metrics` renders.
@@ -41,6 +46,8 @@ pub async fn serve(
 ) -> Result<SocketAddr> {
     let handle = PrometheusBuilder::new()
         .set_buckets(BUCKETS)
+        .context("metrics buckets")?
+        .set_buckets_for_metric(Matcher::Suffix("_rows".into()), ROW_BUCKETS)
         .context("metrics buckets")?
         .install_recorder()
         .context("installing the metrics recorder")?;

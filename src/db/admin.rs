@@ -371,6 +371,43 @@ pub(crate) async fn queue_summaries(pool: &MySqlPool) -> Result<Vec<QueueSummary
     Ok(out)
 }
 
+/// Schedules per state (a small table).
+pub(crate) async fn schedules_by_state(pool: &MySqlPool) -> Result<Vec<(String, i64)>> {
+    let rows: Vec<(Vec<u8>, i64)> =
+        sqlx::query_as("SELECT CAST(state AS BINARY), COUNT(*) FROM jobq_schedules GROUP BY state")
+            .fetch_all(pool)
+            .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(s, n)| (String::from_utf8_lossy(&s).into_owned(), n))
+        .collect())
+}
+
+/// How long the longest-running job has run, in seconds (0 when none runs). Reads the running stretch
+/// of the `finished` index.
+pub(crate) async fn oldest_running_secs(pool: &MySqlPool) -> Result<f64> {
+    let us: Option<i64> = sqlx::query_scalar(
+        "SELECT TIMESTAMPDIFF(MICROSECOND, MIN(COALESCE(started_at, claimed_at)), NOW(6)) \
+         FROM job_queue FORCE INDEX (finished) WHERE state = 'running'",
+    )
+    .fetch_one(pool)
+    .await?;
+    Ok(us.unwrap_or(0).max(0) as f64 / 1e6)
+}
+
+/// InnoDB's history list length, or None when this user may not read INNODB_METRICS (it needs the
+/// PROCESS privilege on MariaDB and MySQL) or the server has no such counter.
+pub(crate) async fn history_length(pool: &MySqlPool) -> Option<i64> {
+    sqlx::query_scalar(
+        "SELECT CAST(`COUNT` AS SIGNED) FROM information_schema.INNODB_METRICS \
+         WHERE NAME = 'trx_rseg_history_len'",
+    )
+    .fetch_optional(pool)
+    .await
+    .ok()
+    .flatten()
+}
+
 /// Done and dead jobs per minute (minutes since the epoch, by the database clock) from minute `from` on,
 /// and the current minute. Reads the `finished` index only.
 pub(crate) async fn finished_by_minute(

@@ -60,6 +60,9 @@ pub(super) async fn run_job(
         let started = Instant::now();
         let ended = run_handler(&shared, &job, &entry, &fence).await;
         telemetry::job_ran(&job.queue, &job.kind, started.elapsed());
+        if matches!(ended, Ended::TimedOut(_)) {
+            telemetry::job_timed_out(&job.queue, &job.kind);
+        }
         telemetry::running(-1.0);
         entry.recording();
         decide(&shared, &job, ended, entry.cancel_request.is_cancelled())

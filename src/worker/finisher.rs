@@ -154,9 +154,15 @@ async fn patiently(
 ) -> Result<Vec<bool>> {
     let mut patience = super::Patience::new(hard_stop);
     loop {
+        let sent = std::time::Instant::now();
         match finish_done_batch(conn, token, items).await {
             Err(e) if patience.wait_after(&e, "finished jobs").await => {}
-            other => return other,
+            other => {
+                if other.is_ok() {
+                    crate::telemetry::finished_batch(items.len(), sent.elapsed());
+                }
+                return other;
+            }
         }
     }
 }

@@ -69,21 +69,22 @@ fn stop(mut child: Child) {
 async fn a_worker_serves_its_counters_and_health() {
     let db = TestDb::new().await;
     db.insert_jobs("k", 3).await;
+    db.exec("INSERT INTO job_queue (kind, timeout_secs, max_attempts) VALUES ('slow', 1, 1)")
+        .await;
     let dir = scratch_dir();
-    let config = write_config(&dir, "[handlers.k]\ncommand = [\"true\"]\n");
+    let config = write_config(
+        &dir,
+        "[handlers.k]\ncommand = [\"true\"]\n[handlers.slow]\ncommand = [\"sleep\", \"30\"]\n",
+    );
     let (child, addr) = start(
         &db.url,
         &["worker", "--forever", "--config", config.to_str().unwrap()],
     )
     .await;
     wait_until(
-        "the three jobs are done",
+        "the three jobs are done and the slow one dead",
         Duration::from_secs(30),
-        || async {
-            db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
-                .await
-                == 3
-        },
+        || async { db.states().await == "dead=1 done=3" },
     )
     .await;
     let wanted = [
@@ -92,6 +93,11 @@ async fn a_worker_serves_its_counters_and_health() {
         "jobq_jobs_running 0",
         r#"jobq_job_duration_seconds_count{queue="default",kind="k"} 3"#,
         "# HELP jobq_jobs_finished_total",
+        r#"jobq_job_timeouts_total{queue="default",kind="slow"} 1"#,
+        r#"jobq_jobs_finished_total{queue="default",kind="slow",outcome="dead"} 1"#,
+        "jobq_finish_duration_seconds_count",
+        r#"jobq_finish_rows_bucket{le="1"}"#,
+        r#"jobq_claim_rows_bucket{le="0"}"#,
     ];
     // The counters move just after the finish commits: the rows can read done a moment before.
     let mut body = String::new();
@@ -137,6 +143,11 @@ async fn a_reaper_reports_the_queue_and_readiness_follows_the_schema() {
         body.contains("jobq_database_up 1")
             && body.contains(r#"jobq_queue_due_jobs{queue="default"} 4"#)
             && body.contains(r#"jobq_processes{role="reaper"} 1"#)
+            && body.contains(r#"jobq_jobs{state="queued"} 4"#)
+            && body.contains(r#"jobq_jobs{state="done"} 0"#)
+            && body.contains(r#"jobq_queue_waiting_jobs{queue="default"} 4"#)
+            && body.contains(r#"jobq_queue_running_jobs{queue="default"} 0"#)
+            && body.contains("jobq_oldest_running_age_seconds 0")
             && body.contains(r#"jobq_queue_oldest_due_age_seconds{queue="default"}"#),
         "{body}"
     );

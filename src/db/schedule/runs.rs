@@ -79,13 +79,15 @@ pub(crate) async fn advance(pool: &MySqlPool, a: &Advance<'_>) -> Result<Option<
         let mut created = Vec::new();
         for f in a.fire {
             if insert_run(&mut tx, a.id, f).await?.is_some() {
-                created.push(f.cause);
+                created.push((f.cause, f.planned_at));
             }
         }
         tx.commit().await?;
         // Counted once committed: a transaction retried after a deadlock is counted once.
-        for cause in &created {
+        let now = chrono::Utc::now();
+        for (cause, planned_at) in &created {
             crate::telemetry::schedule_job(cause.as_str());
+            crate::telemetry::schedule_lateness((now - *planned_at).to_std().unwrap_or_default());
         }
         Ok(Some(created.len() as u64))
     })
