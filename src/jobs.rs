@@ -42,6 +42,12 @@ impl Jobs {
         admin::get_job(&self.pool, id.into()).await
     }
 
+    /// The recorded attempts of job `id` that did not end done, oldest first (a done attempt is the job
+    /// row itself: its `started_at` and `finished_at`).
+    pub async fn attempts(&self, id: impl Into<JobId>) -> Result<Vec<crate::AttemptRecord>> {
+        crate::db::attempts::of_job(&self.pool, id.into()).await
+    }
+
     /// Jobs matching `filter`, newest first.
     pub async fn list(&self, filter: &JobFilter) -> Result<Vec<JobRecord>> {
         admin::list_jobs(&self.pool, filter).await

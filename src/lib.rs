@@ -38,7 +38,8 @@
 //! * **Looking at the queue**: [`Jobs`] gets, lists ([`JobFilter`], [`JobRecord`], [`State`]),
 //!   retries, cancels ([`CancelOutcome`]), deletes and prunes jobs, and reads [`Stats`] ([`QueueCount`],
 //!   [`QueueLag`], [`KindLag`], [`ProcessRow`], [`Unserved`]) or the cheap figures the dashboard shows
-//!   ([`StateCount`], [`QueueSummary`], [`MinuteCount`]; its audit trail: [`AuditEntry`]).
+//!   ([`StateCount`], [`QueueSummary`], [`MinuteCount`]; its audit trail: [`AuditEntry`]), and a
+//!   job's attempts ([`AttemptRecord`]).
 //! * **The dashboard**: [`web::router`] serves pages and a JSON API over all of it ([`web::WebConfig`]).
 //! * **Errors**: [`Error`] (with [`ConnectFailure`]) and [`Result`]; [`is_transient`] classifies a
 //!   driver error the way jobq's own retries do.
@@ -121,6 +122,7 @@ pub use db::admin::{
     CancelOutcome, JobFilter, KindLag, ProcessRow, QueueCount, QueueLag, Stats, Unserved,
 };
 pub use db::admin::{MinuteCount, QueueSummary, StateCount};
+pub use db::attempts::AttemptRecord;
 pub use db::audit::AuditEntry;
 pub use duration::human_age;
 pub use jobs::Jobs;

@@ -199,13 +199,20 @@ pub(crate) async fn run_job_now(pool: &MySqlPool, id: JobId) -> Result<bool> {
 /// # Errors
 /// [`Error::JobNotFound`], or [`Error::JobState`] for a running job.
 pub(crate) async fn delete_job(pool: &MySqlPool, id: JobId) -> Result<()> {
+    let mut tx = pool.begin().await?;
     let done = sqlx::query("DELETE FROM job_queue WHERE id = ? AND state <> 'running'")
         .bind(id)
-        .execute(pool)
+        .execute(&mut *tx)
         .await?;
     if done.rows_affected() == 1 {
+        sqlx::query("DELETE FROM jobq_attempts WHERE job_id = ?")
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
         return Ok(());
     }
+    tx.rollback().await?;
     let job = get_job(pool, id).await?;
     Err(Error::JobState {
         id,

@@ -68,7 +68,34 @@ pub async fn finish(
     finish: &Finish,
 ) -> Result<bool> {
     let stmt = Statement::of(finish);
-    retry_transient("finish", TRIES, || stmt.run(pool, id, token, attempt)).await
+    let Some(outcome) = attempt_outcome(finish) else {
+        return retry_transient("finish", TRIES, || stmt.run(pool, id, token, attempt)).await;
+    };
+    // An attempt that did not end done is recorded with the change, in one transaction.
+    retry_transient("finish", TRIES, || async {
+        let mut tx = pool.begin().await?;
+        if !stmt.run(&mut *tx, id, token, attempt).await? {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        crate::db::attempts::record(&mut tx, &[id], outcome, token, stmt.text.as_deref()).await?;
+        tx.commit().await?;
+        Ok(true)
+    })
+    .await
+}
+
+/// How a finish's attempt is recorded in `jobq_attempts` (an SQL expression over the changed row), or
+/// None when it is not: done (the job row holds it) and release (it never started and does not count).
+fn attempt_outcome(finish: &Finish) -> Option<&'static str> {
+    match finish {
+        Finish::Done | Finish::Release => None,
+        // A cancel requested while it ran turns the retry into a cancel.
+        Finish::Retry { .. } => Some("IF(state = 'cancelled', 'cancelled', 'retry')"),
+        Finish::Dead { .. } => Some("'dead'"),
+        Finish::Cancelled { .. } => Some("'cancelled'"),
+        Finish::Interrupted { .. } => Some("'interrupted'"),
+    }
 }
 
 /// One fenced finish: the UPDATE and what it binds before the fence.

@@ -71,6 +71,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0008_audit.sql",
         sql: include_str!("../../migrations/0008_audit.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_attempts.sql",
+        sql: include_str!("../../migrations/0009_attempts.sql"),
+    },
 ];
 
 /// The schema version this build needs.

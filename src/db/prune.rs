@@ -37,6 +37,24 @@ pub(crate) async fn prune_finished(pool: &MySqlPool, retention: Duration) -> Res
             }
         }
     }
+    // Attempts go with their jobs: those that ended before the retention (a job still waiting for a
+    // retry after that long keeps its row, not its oldest attempts).
+    loop {
+        let n = retry_transient("prune attempts", 5, || async {
+            sqlx::query(
+                "DELETE FROM jobq_attempts WHERE ended_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?",
+            )
+            .bind((secs * 1e6) as i64)
+            .bind(PRUNE_BATCH)
+            .execute(pool)
+            .await
+            .map(|r| r.rows_affected())
+        })
+        .await?;
+        if n < u64::from(PRUNE_BATCH) {
+            break;
+        }
+    }
     loop {
         let n = retry_transient("prune runs", 5, || async {
             sqlx::query(

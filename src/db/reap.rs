@@ -215,6 +215,9 @@ async fn reset_once(
     }
     q.push(")");
     q.build().execute(&mut *tx).await?;
+    let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
+    let why = crate::db::finish::truncate_error(reason);
+    crate::db::attempts::record(&mut tx, &ids, "'released'", claim, Some(&why)).await?;
     tx.commit().await?;
     Ok(jobs)
 }

@@ -57,8 +57,17 @@ pub(super) async fn jobs(State(app): State<App>, Query(q): Query<ApiJobsQuery>) 
     .await)
 }
 
+/// A job's fields, and its recorded attempts beside them in `attempt_history` (as `jobq jobs show
+/// --json`).
 pub(super) async fn job(State(app): State<App>, Path(id): Path<u64>) -> Response {
-    ok(app.jobs.get(id).await)
+    ok(async {
+        let (job, attempts) = tokio::try_join!(app.jobs.get(id), app.jobs.attempts(id))?;
+        let mut v = serde_json::to_value(&job).map_err(Error::Payload)?;
+        // `attempts` is the count; the records sit beside it.
+        v["attempt_history"] = serde_json::to_value(&attempts).map_err(Error::Payload)?;
+        Ok(v)
+    }
+    .await)
 }
 
 pub(super) async fn job_action(

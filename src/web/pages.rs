@@ -399,8 +399,8 @@ pub(super) async fn job(
     Path(id): Path<u64>,
     Query(n): Query<Notice>,
 ) -> Response {
-    let j = match app.jobs.get(id).await {
-        Ok(j) => j,
+    let (j, attempts) = match tokio::try_join!(app.jobs.get(id), app.jobs.attempts(id)) {
+        Ok(x) => x,
         Err(e) => return failure(&app, &e),
     };
     let mut b = String::new();
@@ -474,7 +474,52 @@ pub(super) async fn job(
             esc(err)
         );
     }
+    b.push_str(&attempts_table(&j, &attempts));
     page(&app, &format!("Job {id}"), n.notice.as_deref(), &b)
+}
+
+/// Every attempt: the recorded ones that did not end done, then the one the row holds now (running, or
+/// done).
+fn attempts_table(j: &crate::JobRecord, attempts: &[crate::AttemptRecord]) -> String {
+    let mut b = String::from(
+        "<h2>Attempts</h2><table id=\"attempts\"><thead><tr><th class=\"num\">#</th><th>outcome</th>\
+         <th>started</th><th>ended</th><th>claimant</th><th>error</th></tr></thead><tbody>",
+    );
+    for a in attempts {
+        let _ = write!(
+            b,
+            "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td><td><small>{}</small></td>\
+             <td class=\"err\" title=\"{err}\">{err}</td></tr>",
+            a.attempt,
+            badge(&a.outcome),
+            when_opt(&a.started_at),
+            when(&a.ended_at),
+            esc(a.claim.as_deref().unwrap_or("-")),
+            err = esc(a.error.as_deref().unwrap_or("")),
+        );
+    }
+    let current = match j.state {
+        JobState::Running => Some(("running", "-".to_string())),
+        JobState::Done => Some(("done", when_opt(&j.finished_at))),
+        _ => None,
+    };
+    let none = attempts.is_empty() && current.is_none();
+    if let Some((outcome, ended)) = current {
+        let _ = write!(
+            b,
+            "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{ended}</td><td><small>{}</small></td>\
+             <td></td></tr>",
+            j.attempts,
+            badge(outcome),
+            when_opt(&j.started_at),
+            esc(j.claim.as_deref().unwrap_or("-")),
+        );
+    }
+    if none {
+        b.push_str("<tr><td colspan=\"6\">no attempt recorded</td></tr>");
+    }
+    b.push_str("</tbody></table>");
+    b
 }
 
 pub(super) async fn schedules(

@@ -410,8 +410,16 @@ async fn jobs_commands_cancel_retry_show_and_list() {
     let out = run_jobq(Some(&db.url), &["jobs", "retry", &ids]);
     assert_fails(&out, &["already waiting"]);
 
+    db.exec(&format!(
+        "INSERT INTO jobq_attempts (job_id, attempt, outcome, claim, error) \
+         VALUES ({id}, 1, 'retry', 'h:1:2:3-4:00ff', 'smtp said no')"
+    ))
+    .await;
     let show = assert_ok(&run_jobq(Some(&db.url), &["jobs", "show", &ids]));
     assert!(show.contains(&format!("id:           {id}")), "{show}");
+    assert!(show.contains("#1   retry"), "{show}");
+    assert!(show.contains("by h:1:2:3-4:00ff"), "{show}");
+    assert!(show.contains("smtp said no"), "{show}");
     assert!(show.contains("state:        queued"), "{show}");
     assert!(show.contains("mail.send"), "{show}");
     assert!(show.contains("\"ada\""), "{show}");

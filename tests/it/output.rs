@@ -40,6 +40,7 @@ async fn reporting_commands_print_json_with_the_documented_fields() {
     assert_eq!(job["queue"], "default");
     assert_eq!(job["payload"]["image"], 7, "the payload is embedded JSON");
     assert_eq!(job["attempts"], 0);
+    assert_eq!(job["attempt_history"], Value::Array(vec![]));
     assert!(job["run_at"].as_str().unwrap().ends_with('Z'), "{job}");
 
     let list = json(&db, &["jobs", "list", "--state", "queued", "--json"]);

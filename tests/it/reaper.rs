@@ -210,6 +210,15 @@ async fn a_job_that_kills_its_worker_every_time_ends_dead() {
     assert_eq!((job.state, job.attempts), (jobq::State::Dead, 2));
     assert!(job.last_error.unwrap().contains(&ghost(201)));
     assert!(job.finished_at.is_some());
+    let attempts = jobq::Jobs::new(db.pool.clone()).attempts(1).await.unwrap();
+    let seen: Vec<(u16, &str, String)> = attempts
+        .iter()
+        .map(|a| (a.attempt, a.outcome.as_str(), a.claim.clone().unwrap()))
+        .collect();
+    assert_eq!(
+        seen,
+        [(1, "released", ghost(200)), (2, "released", ghost(201))]
+    );
 }
 
 #[tokio::test]
@@ -261,6 +270,12 @@ async fn the_reaper_binary_runs_once_and_prunes() {
         .await
         .unwrap();
     db.age_ghost_claims().await;
+    // An attempt that ended long ago goes with the old jobs; a recent one stays.
+    db.exec(
+        "INSERT INTO jobq_attempts (job_id, attempt, outcome, ended_at) \
+         VALUES (1, 1, 'retry', NOW(6) - INTERVAL 30 DAY), (2, 1, 'retry', NOW(6))",
+    )
+    .await;
     let out = jobq(Some(&db.url), &["reaper", "--once"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -273,6 +288,16 @@ async fn the_reaper_binary_runs_once_and_prunes() {
         "{stdout}"
     );
     assert_eq!(db.states().await, "queued=2");
+    let kept: Vec<(u64, Vec<u8>)> =
+        sqlx::query_as("SELECT job_id, outcome FROM jobq_attempts ORDER BY id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    let kept: Vec<(u64, String)> = kept
+        .into_iter()
+        .map(|(j, o)| (j, String::from_utf8(o).unwrap()))
+        .collect();
+    assert_eq!(kept, [(2, "retry".into()), (2, "released".into())]);
 }
 
 /// The reaper warns about due jobs that have waited past `unserved_after` with no live worker to claim

@@ -136,8 +136,24 @@ async fn every_page_renders_what_the_database_holds_escaped() {
         "% is not a wildcard"
     );
 
+    db.exec(
+        "INSERT INTO jobq_attempts (job_id, attempt, outcome, claim, started_at, error) \
+         VALUES (3, 1, 'retry', 'h:1:2:3-4:00ff', NOW(6), 'first <b>failure</b>')",
+    )
+    .await;
     let job = get(&app, "/jobs/3").await;
     assert_eq!(job.status, StatusCode::OK);
+    assert!(job.body.contains("id=\"attempts\""));
+    assert!(
+        job.body.contains("first &lt;b&gt;failure&lt;/b&gt;"),
+        "{}",
+        job.body
+    );
+    assert!(job.body.contains("h:1:2:3-4:00ff"));
+    let api: serde_json::Value =
+        serde_json::from_str(&get(&app, "/api/jobs/3").await.body).unwrap();
+    assert_eq!(api["attempts"], 3);
+    assert_eq!(api["attempt_history"][0]["outcome"], "retry");
     assert!(
         job.body.contains("&quot;id&quot;: 3"),
         "payload pretty-printed: {}",

@@ -92,6 +92,25 @@ async fn a_job_that_keeps_failing_is_dead_after_max_attempts_with_its_last_error
     assert_eq!(job.attempts, 3);
     assert_eq!(job.last_error.as_deref(), Some("failure #3"));
     assert!(job.finished_at.is_some());
+    // Every attempt is on record, with its error, its claimant and its start.
+    let attempts = jobq::Jobs::new(db.pool.clone()).attempts(1).await.unwrap();
+    let seen: Vec<(u16, &str, Option<&str>)> = attempts
+        .iter()
+        .map(|a| (a.attempt, a.outcome.as_str(), a.error.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (1, "retry", Some("failure #1")),
+            (2, "retry", Some("failure #2")),
+            (3, "dead", Some("failure #3"))
+        ]
+    );
+    assert!(
+        attempts
+            .iter()
+            .all(|a| a.claim.is_some() && a.started_at.is_some())
+    );
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! `jobq jobs list|show|retry|run-now|cancel`.
 
 use anyhow::Result;
-use jobq::{CancelOutcome, JobFilter, JobRecord, Jobs};
+use jobq::{AttemptRecord, CancelOutcome, JobFilter, JobRecord, Jobs};
 
 use super::Env;
 use crate::args::JobsCommand;
@@ -27,10 +27,22 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
         }
         JobsCommand::Show { id, format } => {
             let job = jobs.get(id).await?;
+            let attempts = jobs.attempts(id).await?;
             if format.json {
-                crate::out::json(&job)?;
+                /// The job's fields, and its recorded attempts beside them (`attempts` is the count).
+                #[derive(serde::Serialize)]
+                struct Shown<'a> {
+                    #[serde(flatten)]
+                    job: &'a JobRecord,
+                    attempt_history: &'a [AttemptRecord],
+                }
+                crate::out::json(&Shown {
+                    job: &job,
+                    attempt_history: &attempts,
+                })?;
             } else {
                 print_one(&job)?;
+                print_attempts(&attempts)?;
             }
         }
         JobsCommand::Retry { id } => {
@@ -88,6 +100,31 @@ fn print_list(jobs: &[JobRecord]) -> Result<()> {
     }
     if jobs.is_empty() {
         outln!("(no jobs)")?;
+    }
+    Ok(())
+}
+
+/// The attempts that did not end done, one line each, after the job's fields.
+fn print_attempts(attempts: &[AttemptRecord]) -> Result<()> {
+    if attempts.is_empty() {
+        return Ok(());
+    }
+    outln!("attempts that did not end done:")?;
+    for a in attempts {
+        let started = a.started_at.map_or("-".to_string(), |t| {
+            t.format("%Y-%m-%d %H:%M:%S%.3f").to_string()
+        });
+        outln!(
+            "  #{:<3} {:<11} started {}  ended {}  by {}",
+            a.attempt,
+            a.outcome,
+            started,
+            a.ended_at.format("%Y-%m-%d %H:%M:%S%.3f"),
+            clean(a.claim.as_deref().unwrap_or("-"), false)
+        )?;
+        if let Some(e) = &a.error {
+            outln!("       {}", clean(e, true).replace('\n', "\n       "))?;
+        }
     }
     Ok(())
 }
