@@ -32,7 +32,7 @@
 //!   in tests) tells the time.
 //! * **Keeping workers alive**: a [`Reaper`] ([`ReaperConfig`], [`ReapReport`]) makes the rows of
 //!   dead claimants runnable again; a [`Supervisor`] ([`SupervisorConfig`], [`SupervisorReport`])
-//!   keeps N worker processes alive ([`SUPERVISOR_PID_ENV`]) and releases a dead child's rows at
+//!   keeps N worker processes alive ([`SUPERVISOR_PID_ENV`], [`SUPERVISOR_SLOT_ENV`]) and releases a dead child's rows at
 //!   once; [`keep_alive`]
 //!   restarts an in-process service that fails.
 //! * **Looking at the queue**: [`Jobs`] gets, lists ([`JobFilter`], [`JobRecord`], [`State`]),
@@ -115,7 +115,8 @@ pub use scheduler::{
 // Keeping workers alive.
 pub use reaper::{ReapReport, Reaper, ReaperConfig};
 pub use supervisor::{
-    SUPERVISOR_PID_ENV, Supervisor, SupervisorConfig, SupervisorReport, keep_alive,
+    SUPERVISOR_PID_ENV, SUPERVISOR_SLOT_ENV, Supervisor, SupervisorConfig, SupervisorReport,
+    keep_alive,
 };
 // Looking at the queue.
 pub use db::admin::{

@@ -35,6 +35,10 @@ use crate::token::ProcessIdentity;
 /// The environment variable naming a worker's supervisor.
 pub const SUPERVISOR_PID_ENV: &str = "JOBQ_SUPERVISOR_PID";
 
+/// The environment variable holding a worker's slot (0 to N-1): stable across restarts, so a child's
+/// figures can be labelled by it (`jobq supervise --metrics-addr`) without a new series per pid.
+pub const SUPERVISOR_SLOT_ENV: &str = "JOBQ_SUPERVISOR_SLOT";
+
 /// Supervisor settings.
 #[derive(Debug, Clone)]
 pub struct SupervisorConfig {
@@ -348,6 +352,7 @@ impl Supervisor {
         cmd.args(&self.cfg.args)
             .envs(self.cfg.env.iter().map(|(k, v)| (k, v)))
             .env(SUPERVISOR_PID_ENV, std::process::id().to_string())
+            .env(SUPERVISOR_SLOT_ENV, slot.to_string())
             .stdin(std::process::Stdio::null());
         let mut child = cmd.spawn().map_err(|e| Error::Io {
             context: format!("starting {}", self.cfg.program.display()),

@@ -9,6 +9,7 @@ mod cmd;
 mod metrics;
 mod out;
 mod process;
+mod scrape;
 #[path = "../jobq-exec-shim/shim.rs"]
 mod shim;
 

@@ -3,6 +3,7 @@
 //! one HTTP listener. The library records through the `metrics` facade; this installs the recorder.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -44,6 +45,17 @@ pub async fn serve(
     pool: MySqlPool,
     shutdown: CancellationToken,
 ) -> Result<SocketAddr> {
+    serve_with_children(addr, pool, shutdown, None).await
+}
+
+/// [`serve`], with the figures of the supervised workers that announce themselves in `children` merged
+/// into `/metrics` (see [`crate::scrape`]).
+pub async fn serve_with_children(
+    addr: SocketAddr,
+    pool: MySqlPool,
+    shutdown: CancellationToken,
+    children: Option<PathBuf>,
+) -> Result<SocketAddr> {
     let handle = PrometheusBuilder::new()
         .set_buckets(BUCKETS)
         .context("metrics buckets")?
@@ -60,7 +72,11 @@ pub async fn serve(
         .route("/metrics", get(render))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
-        .with_state((handle.clone(), pool));
+        .with_state(Shared {
+            handle: handle.clone(),
+            pool,
+            children,
+        });
     let upkeep = shutdown.clone();
     tokio::spawn(async move {
         while !sleep_or_stop(UPKEEP_EVERY, &upkeep).await {
@@ -77,19 +93,33 @@ pub async fn serve(
         }
     });
     info!(addr = %bound, "metrics on http://{bound}/metrics");
+    if let Err(e) = crate::scrape::announce(bound) {
+        tracing::warn!(error = %e, "could not tell the supervisor where this worker's metrics are");
+    }
     Ok(bound)
 }
 
-async fn render(State((handle, _)): State<(PrometheusHandle, MySqlPool)>) -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        handle.render(),
-    )
+/// What the handlers share.
+#[derive(Clone)]
+struct Shared {
+    handle: PrometheusHandle,
+    pool: MySqlPool,
+    /// Where supervised workers announce their metrics listeners.
+    children: Option<PathBuf>,
+}
+
+async fn render(State(s): State<Shared>) -> impl IntoResponse {
+    let own = s.handle.render();
+    let text = match &s.children {
+        Some(dir) => crate::scrape::merge(&own, &crate::scrape::children(dir).await),
+        None => own,
+    };
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
 /// 200 when the database answers and the schema is what this build needs; 503 with the reason if not.
-async fn ready(State((_, pool)): State<(PrometheusHandle, MySqlPool)>) -> impl IntoResponse {
-    match tokio::time::timeout(READY_TIMEOUT, jobq::ensure_migrated(&pool)).await {
+async fn ready(State(s): State<Shared>) -> impl IntoResponse {
+    match tokio::time::timeout(READY_TIMEOUT, jobq::ensure_migrated(&s.pool)).await {
         Ok(Ok(())) => (StatusCode::OK, "ready\n".to_string()),
         Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {e}\n")),
         Err(_) => (

@@ -555,6 +555,8 @@ pub struct ProcessRow {
     pub host: String,
     /// Process id.
     pub pid: u32,
+    /// Its database session (`CONNECTION_ID()` of its anchor session), as of its last heartbeat.
+    pub connection_id: u64,
     /// Queues it serves (workers).
     pub queues: String,
     /// Kinds it has handlers for (workers of schema 7 and later; `None` when not known).
@@ -594,6 +596,7 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for ProcessRow {
             role: text(row, "role")?,
             host: text(row, "host")?,
             pid: row.try_get("pid")?,
+            connection_id: row.try_get("connection_id")?,
             queues: text(row, "queues")?,
             kinds: row
                 .try_get::<Option<Vec<u8>>, _>("kinds")?
@@ -644,8 +647,8 @@ pub(crate) async fn due_by_kind(pool: &MySqlPool) -> Result<Vec<KindLag>> {
 /// Registered processes.
 pub(crate) async fn processes(pool: &MySqlPool) -> Result<Vec<ProcessRow>> {
     Ok(sqlx::query_as(
-        "SELECT token, role, host, pid, queues, kinds, version, started_at, heartbeat_at \
-         FROM jobq_processes ORDER BY role, started_at",
+        "SELECT token, role, host, pid, connection_id, queues, kinds, version, started_at, \
+         heartbeat_at FROM jobq_processes ORDER BY role, started_at",
     )
     .fetch_all(pool)
     .await?)
@@ -755,6 +758,7 @@ mod tests {
             role: "worker".into(),
             host: "h".into(),
             pid: 1,
+            connection_id: 9,
             queues: queues.into(),
             kinds: kinds.map(Into::into),
             version: "v".into(),

@@ -685,11 +685,11 @@ pub(super) async fn processes(State(app): State<App>) -> Response {
     };
     let mut b = String::from(
         "<table id=\"processes\"><thead><tr><th>role</th><th>host</th><th class=\"num\">pid</th>\
-         <th>version</th><th>queues</th><th>started</th><th>heartbeat</th>\
-         <th class=\"num\">running jobs</th><th>token</th></tr></thead><tbody>",
+         <th class=\"num\">connection</th><th>version</th><th>queues</th><th>started</th>\
+         <th>heartbeat</th><th class=\"num\">running jobs</th><th>token</th></tr></thead><tbody>",
     );
     if procs.is_empty() {
-        b.push_str("<tr><td colspan=\"9\">no processes registered</td></tr>");
+        b.push_str("<tr><td colspan=\"10\">no processes registered</td></tr>");
     }
     for p in &procs {
         let jobs = running
@@ -698,11 +698,12 @@ pub(super) async fn processes(State(app): State<App>) -> Response {
             .map_or(0, |(_, n, _)| *n);
         let _ = write!(
             b,
-            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
-             <td>{}</td><td class=\"num\">{jobs}</td><td><small>{}</small></td></tr>",
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td>\
+             <td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{jobs}</td><td><small>{}</small></td></tr>",
             esc(&p.role),
             esc(&p.host),
             p.pid,
+            p.connection_id,
             esc(&p.version),
             esc(&p.queues),
             when(&p.started_at),

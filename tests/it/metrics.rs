@@ -165,3 +165,51 @@ async fn a_reaper_reports_the_queue_and_readiness_follows_the_schema() {
     assert!(body.contains("not migrated"), "{body}");
     stop(child);
 }
+
+/// `supervise --metrics-addr`: one endpoint with the supervisor's figures and each worker's, labelled
+/// by slot, every family declared once.
+#[tokio::test]
+async fn a_supervisor_serves_its_workers_figures_on_one_endpoint() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 6).await;
+    let dir = scratch_dir();
+    let config = write_config(&dir, "[handlers.k]\ncommand = [\"true\"]\n");
+    let (child, addr) = start(
+        &db.url,
+        &["supervise", "-n", "2", "--config", config.to_str().unwrap()],
+    )
+    .await;
+    wait_until("the six jobs are done", Duration::from_secs(30), || async {
+        db.states().await == "done=6"
+    })
+    .await;
+    let claimed = |body: &str| -> u64 {
+        body.lines()
+            .filter(|l| l.starts_with("jobq_jobs_claimed_total{slot="))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let mut body = String::new();
+    for _ in 0..50 {
+        body = get(&addr, "/metrics").await.1;
+        if claimed(&body) == 6
+            && body.contains("jobq_claims_total{slot=\"0\",")
+            && body.contains("jobq_claims_total{slot=\"1\",")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(claimed(&body), 6, "{body}");
+    // Both workers claimed (one may have found the queue empty): both are in the one scrape.
+    assert!(body.contains("jobq_claims_total{slot=\"0\","), "{body}");
+    assert!(body.contains("jobq_claims_total{slot=\"1\","), "{body}");
+    assert_eq!(
+        body.matches("# TYPE jobq_jobs_claimed_total counter")
+            .count(),
+        1,
+        "{body}"
+    );
+    stop(child);
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -28,20 +28,52 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
     let pool = env.service_pool(4)?;
     let mut cfg = supervisor_config(env, &args)?;
     cfg.shutdown_grace = worker_cfg.shutdown_grace + Duration::from_secs(5);
+    // With --metrics-addr, each child serves its own figures on a free loopback port and says where in
+    // this directory; the supervisor's endpoint merges them (bin/jobq/scrape.rs).
+    let metrics_dir = match args.metrics.metrics_addr {
+        Some(_) => Some(children_metrics_dir(&mut cfg)?),
+        None => None,
+    };
     let supervisor = Supervisor::new(pool.clone(), cfg)?;
 
     let shutdown = crate::process::on_signals()?;
     if let Some(addr) = args.metrics.metrics_addr {
-        crate::metrics::serve(addr, pool.clone(), shutdown.clone()).await?;
+        crate::metrics::serve_with_children(
+            addr,
+            pool.clone(),
+            shutdown.clone(),
+            metrics_dir.clone(),
+        )
+        .await?;
     }
     let reload = reload_on_sighup(env.config_path.clone(), args.opts.clone())?;
     let services = start_services(env, &args, &pool, &shutdown)?;
-    supervisor.run(shutdown, reload).await?;
+    let result = supervisor.run(shutdown, reload).await;
     for s in services {
         let _ = s.await;
     }
+    if let Some(dir) = &metrics_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+    result?;
     pool.close().await;
     Ok(())
+}
+
+/// A fresh directory for the children's metrics addresses, and the flags and environment that make
+/// each child serve and announce its figures there.
+fn children_metrics_dir(cfg: &mut SupervisorConfig) -> Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("jobq-supervise-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("creating {} for the workers' metrics", dir.display()))?;
+    cfg.args.push("--metrics-addr".into());
+    cfg.args.push("127.0.0.1:0".into());
+    cfg.env.push((
+        crate::scrape::METRICS_DIR_ENV.into(),
+        dir.to_string_lossy().into_owned(),
+    ));
+    Ok(dir)
 }
 
 /// The children: this binary as `worker --forever` with the supervisor's worker flags and config file,
