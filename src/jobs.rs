@@ -10,6 +10,49 @@ use crate::db::admin::{self, CancelOutcome, JobFilter, Stats};
 use crate::error::Result;
 use crate::job::{JobId, JobRecord};
 
+/// What can be done to one job, by name: what `jobq jobs bulk` and the dashboard's buttons take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobAction {
+    /// [`Jobs::retry`].
+    Retry,
+    /// [`Jobs::cancel`].
+    Cancel,
+    /// [`Jobs::run_now`].
+    RunNow,
+    /// [`Jobs::delete`].
+    Delete,
+}
+
+impl JobAction {
+    /// Its name: `retry`, `cancel`, `run-now`, `delete`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Cancel => "cancel",
+            Self::RunNow => "run-now",
+            Self::Delete => "delete",
+        }
+    }
+}
+
+impl std::str::FromStr for JobAction {
+    type Err = crate::Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "retry" => Self::Retry,
+            "cancel" => Self::Cancel,
+            "run-now" => Self::RunNow,
+            "delete" => Self::Delete,
+            other => {
+                return Err(crate::Error::InvalidArgument(format!(
+                    "unknown job action {other:?} (retry, cancel, run-now, delete)"
+                )));
+            }
+        })
+    }
+}
+
 /// Operations on the jobs of one database. Cheap to clone (it holds the pool).
 ///
 /// ```no_run
@@ -110,6 +153,37 @@ impl Jobs {
     /// The newest `limit` entries of the dashboard's audit trail, newest first.
     pub async fn audit_trail(&self, limit: u32) -> Result<Vec<crate::db::audit::AuditEntry>> {
         crate::db::audit::recent(&self.pool, limit).await
+    }
+
+    /// Does `action` to job `id` and says what happened, in words ("job 7 will run again").
+    ///
+    /// # Errors
+    /// Those of the action's own method.
+    pub async fn apply(&self, action: JobAction, id: impl Into<JobId>) -> Result<String> {
+        let id = id.into();
+        Ok(match action {
+            JobAction::Retry => {
+                self.retry(id).await?;
+                format!("job {id} will run again")
+            }
+            JobAction::Cancel => match self.cancel(id).await? {
+                CancelOutcome::Cancelled => format!("job {id} cancelled"),
+                CancelOutcome::Requested => {
+                    format!("job {id} is running: its worker was asked to stop it")
+                }
+            },
+            JobAction::RunNow => {
+                if self.run_now(id).await? {
+                    format!("job {id} is due now")
+                } else {
+                    format!("job {id} was already due")
+                }
+            }
+            JobAction::Delete => {
+                self.delete(id).await?;
+                format!("job {id} deleted")
+            }
+        })
     }
 
     /// Counts per queue and state, due jobs and their wait, and the registered processes.

@@ -126,7 +126,7 @@ pub use db::admin::{MinuteCount, QueueSummary, StateCount};
 pub use db::attempts::AttemptRecord;
 pub use db::audit::AuditEntry;
 pub use duration::human_age;
-pub use jobs::Jobs;
+pub use jobs::{JobAction, Jobs};
 // Errors.
 pub use db::errno::is_transient;
 pub use error::{ConnectFailure, Error, Result};

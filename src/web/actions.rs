@@ -12,9 +12,9 @@ use super::App;
 use super::guard::{Actor, CsrfToken, form_field};
 use super::html::{csrf_field, esc, page, query_value};
 use super::pages::{JobsQuery, failure};
-use crate::db::admin::CancelOutcome;
 use crate::error::{Error, Result};
 use crate::job::JobId;
+use crate::jobs::JobAction;
 
 /// Most jobs one bulk action on a selection takes.
 pub(super) const MAX_BULK: usize = 1000;
@@ -22,67 +22,6 @@ pub(super) const MAX_BULK: usize = 1000;
 /// Most jobs one bulk action on a filter takes: each is changed on its own (the same statement, checks
 /// and outcome as a single action), about a millisecond apiece.
 pub(super) const MAX_FILTER_BULK: u32 = 10_000;
-
-/// What can be done to a job.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum JobAction {
-    Retry,
-    Cancel,
-    RunNow,
-    Delete,
-}
-
-impl JobAction {
-    pub(super) fn parse(s: &str) -> Result<Self> {
-        Ok(match s {
-            "retry" => Self::Retry,
-            "cancel" => Self::Cancel,
-            "run-now" => Self::RunNow,
-            "delete" => Self::Delete,
-            other => {
-                return Err(Error::InvalidArgument(format!(
-                    "unknown job action {other:?} (retry, cancel, run-now, delete)"
-                )));
-            }
-        })
-    }
-
-    pub(super) fn as_str(self) -> &'static str {
-        match self {
-            Self::Retry => "retry",
-            Self::Cancel => "cancel",
-            Self::RunNow => "run-now",
-            Self::Delete => "delete",
-        }
-    }
-}
-
-/// Does `action` to job `id`; returns what happened, in words.
-pub(super) async fn apply_job(app: &App, action: JobAction, id: JobId) -> Result<String> {
-    Ok(match action {
-        JobAction::Retry => {
-            app.jobs.retry(id).await?;
-            format!("job {id} will run again")
-        }
-        JobAction::Cancel => match app.jobs.cancel(id).await? {
-            CancelOutcome::Cancelled => format!("job {id} cancelled"),
-            CancelOutcome::Requested => {
-                format!("job {id} is running: its worker was asked to stop it")
-            }
-        },
-        JobAction::RunNow => {
-            if app.jobs.run_now(id).await? {
-                format!("job {id} is due now")
-            } else {
-                format!("job {id} was already due")
-            }
-        }
-        JobAction::Delete => {
-            app.jobs.delete(id).await?;
-            format!("job {id} deleted")
-        }
-    })
-}
 
 /// What can be done to a schedule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,7 +92,7 @@ pub(super) async fn job_form(
     Path((id, action)): Path<(u64, String)>,
     body: Bytes,
 ) -> Response {
-    let action = match JobAction::parse(&action) {
+    let action = match action.parse::<JobAction>() {
         Ok(a) => a,
         Err(e) => return failure(&app, &e),
     };
@@ -168,7 +107,7 @@ pub(super) async fn job_form(
             "",
         );
     }
-    match apply_job(&app, action, id).await {
+    match app.jobs.apply(action, id).await {
         Ok(msg) => {
             audit(
                 &app,
@@ -198,7 +137,10 @@ pub(super) async fn bulk_form(
     Extension(csrf): Extension<CsrfToken>,
     body: Bytes,
 ) -> Response {
-    let action = match form_field(&body, "action").as_deref().map(JobAction::parse) {
+    let action = match form_field(&body, "action")
+        .as_deref()
+        .map(str::parse::<JobAction>)
+    {
         Some(Ok(a)) => a,
         Some(Err(e)) => return failure(&app, &e),
         None => return failure(&app, &Error::InvalidArgument("no action chosen".into())),
@@ -361,7 +303,7 @@ pub(super) async fn apply_many(app: &App, action: JobAction, ids: &[JobId]) -> (
     let mut done = 0;
     let mut refused = Vec::new();
     for id in ids {
-        match apply_job(app, action, *id).await {
+        match app.jobs.apply(action, *id).await {
             Ok(_) => done += 1,
             Err(e) => refused.push(e.to_string()),
         }

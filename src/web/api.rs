@@ -8,12 +8,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use super::App;
-use super::actions::{self, JobAction, ScheduleAction};
+use super::actions::{self, ScheduleAction};
 use super::guard::Actor;
 use super::pages::{JobsQuery, PAGE_SIZE, status_of};
 use crate::db::admin;
 use crate::error::Error;
 use crate::job::JobId;
+use crate::jobs::JobAction;
 
 /// Most jobs one `GET /api/jobs` returns.
 const MAX_LIMIT: u32 = 500;
@@ -76,9 +77,9 @@ pub(super) async fn job_action(
     Path((id, action)): Path<(u64, String)>,
 ) -> Response {
     ok(async {
-        let action = JobAction::parse(&action)?;
+        let action = action.parse::<JobAction>()?;
         let id = JobId::from(id);
-        let message = actions::apply_job(&app, action, id).await?;
+        let message = app.jobs.apply(action, id).await?;
         actions::audit(
             &app,
             &actor,

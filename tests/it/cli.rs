@@ -1220,3 +1220,45 @@ fn help_states_the_librarys_defaults() {
         assert!(flat.contains(&want), "{want:?} not in:\n{scheduler}");
     }
 }
+
+#[tokio::test]
+async fn jobs_bulk_counts_without_yes_acts_with_it_and_says_what_it_refused() {
+    let db = TestDb::new().await;
+    db.insert_jobs("mail", 6).await;
+    db.exec(
+        "UPDATE job_queue SET state = 'dead', attempts = 20, last_error = 'smtp 550' WHERE id <= 3",
+    )
+    .await;
+    db.exec("UPDATE job_queue SET last_error = 'smtp 550' WHERE id = 4")
+        .await;
+
+    let dry = assert_ok(&run_jobq(
+        Some(&db.url),
+        &["jobs", "bulk", "retry", "--error", "smtp"],
+    ));
+    assert!(
+        dry.contains("4 job(s) match; run again with --yes"),
+        "{dry}"
+    );
+    assert_eq!(db.states().await, "dead=3 queued=3");
+
+    let out = assert_ok(&run_jobq(
+        Some(&db.url),
+        &["jobs", "bulk", "retry", "--error", "smtp", "--yes"],
+    ));
+    assert!(out.contains("retry: 3 of 4 job(s)"), "{out}");
+    assert!(out.contains("1 refused; the first: job 4"), "{out}");
+    assert_eq!(db.states().await, "queued=6");
+
+    let out = run_jobq(
+        Some(&db.url),
+        &[
+            "jobs", "bulk", "delete", "--state", "queued", "--limit", "5", "--yes",
+        ],
+    );
+    assert_fails(&out, &["more than 5 jobs match"]);
+    assert_eq!(db.states().await, "queued=6");
+    let out = run_jobq(Some(&db.url), &["jobs", "bulk", "explode"]);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("explode"));
+}

@@ -394,6 +394,34 @@ pub enum JobsCommand {
         /// Job id.
         id: u64,
     },
+    /// Retry, cancel, run now or delete every job matching a filter (at most --limit), one by one. Without
+    /// --yes it only says how many jobs match.
+    Bulk(BulkArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BulkArgs {
+    /// What to do: retry, cancel, run-now, delete.
+    #[arg(value_parser = clap::value_parser!(jobq::JobAction))]
+    pub action: jobq::JobAction,
+    /// Only this state: queued, running, done, retry, dead, cancelled.
+    #[arg(long, short = 's', value_parser = clap::value_parser!(jobq::State))]
+    pub state: Option<jobq::State>,
+    /// Only this queue.
+    #[arg(long)]
+    pub queue: Option<String>,
+    /// Only this kind.
+    #[arg(long, short = 'k')]
+    pub kind: Option<String>,
+    /// Only jobs whose last error contains this text.
+    #[arg(long)]
+    pub error: Option<String>,
+    /// Refuse when more jobs than this match (narrow the filter, or raise it).
+    #[arg(long, default_value_t = 10_000)]
+    pub limit: u32,
+    /// Do it; without it the command only counts the jobs that match.
+    #[arg(long)]
+    pub yes: bool,
 }
 
 #[derive(Debug, Args)]

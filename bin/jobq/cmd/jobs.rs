@@ -1,10 +1,10 @@
-//! `jobq jobs list|show|retry|run-now|cancel`.
+//! `jobq jobs list|show|retry|run-now|cancel|bulk`.
 
-use anyhow::Result;
+use anyhow::{Context, Result, bail};
 use jobq::{AttemptRecord, CancelOutcome, JobFilter, JobRecord, Jobs};
 
 use super::Env;
-use crate::args::JobsCommand;
+use crate::args::{BulkArgs, JobsCommand};
 use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
@@ -56,12 +56,70 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
                 outln!("job {id} was already due")?;
             }
         }
+        JobsCommand::Bulk(a) => bulk(&jobs, a).await?,
         JobsCommand::Cancel { id } => match jobs.cancel(id).await? {
             CancelOutcome::Cancelled => outln!("job {id} is cancelled")?,
             CancelOutcome::Requested => outln!(
                 "job {id} is running: its worker was asked to stop it; it will end cancelled"
             )?,
         },
+    }
+    Ok(())
+}
+
+/// `jobq jobs bulk`: counts the matching jobs, and with `--yes` does the action to each, with a progress
+/// bar on a terminal.
+async fn bulk(jobs: &Jobs, a: BulkArgs) -> Result<()> {
+    let filter = JobFilter {
+        state: a.state,
+        queue: a.queue.clone(),
+        kind: a.kind.clone(),
+        error_contains: a.error.clone(),
+        limit: a.limit.saturating_add(1),
+        ..JobFilter::default()
+    };
+    let ids = jobs.matching_ids(&filter).await?;
+    if ids.len() > a.limit as usize {
+        bail!(
+            "more than {} jobs match; narrow the filter or raise --limit",
+            a.limit
+        );
+    }
+    let verb = a.action.as_str();
+    if !a.yes {
+        outln!(
+            "{} job(s) match; run again with --yes to {verb} them",
+            ids.len()
+        )?;
+        return Ok(());
+    }
+    let bar = indicatif::ProgressBar::new(ids.len() as u64).with_style(
+        indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(verb.to_string());
+    let (mut done, mut refused) = (0u64, Vec::new());
+    for id in &ids {
+        match jobs.apply(a.action, *id).await {
+            Ok(_) => done += 1,
+            Err(jobq::Error::Db(e)) => {
+                bar.abandon();
+                return Err(jobq::Error::Db(e))
+                    .with_context(|| format!("{verb}: stopped after {done} job(s)"));
+            }
+            Err(e) => refused.push(e.to_string()),
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    outln!("{verb}: {done} of {} job(s)", ids.len())?;
+    if let Some(first) = refused.first() {
+        outln!(
+            "{} refused; the first: {}",
+            refused.len(),
+            clean(first, false)
+        )?;
     }
     Ok(())
 }
