@@ -92,8 +92,29 @@ pub(crate) enum Verdict {
     Alive,
     /// Its session is gone but it may still be running its jobs: wait until its fence has passed.
     Suspect(String),
-    /// Gone: reset its rows.
-    Dead(String),
+    /// Gone: reset its rows. Why, as a bounded label and in words.
+    Dead(Cause, String),
+}
+
+/// Why a claimant was judged gone: the `reason` label of `jobq_released_jobs_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// Its process is gone from this host (or its pid was reused).
+    Process,
+    /// No heartbeat within its lease.
+    Lease,
+    /// Its database session is gone and its fence bound has passed.
+    Session,
+}
+
+impl Cause {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::Process => "process_gone",
+            Self::Lease => "lease_expired",
+            Self::Session => "session_gone",
+        }
+    }
 }
 
 /// The lease a claimant is judged by: never shorter than three of its heartbeats or its fence plus the
@@ -116,20 +137,28 @@ fn secs(d: Duration) -> String {
 /// Decides about one claimant.
 pub(crate) fn judge(f: &Facts, t: &Thresholds) -> Verdict {
     match f.process {
-        Some(ProcessState::Dead) => return Verdict::Dead("its process is gone".into()),
+        Some(ProcessState::Dead) => {
+            return Verdict::Dead(Cause::Process, "its process is gone".into());
+        }
         Some(ProcessState::Reused) => {
-            return Verdict::Dead("its pid now belongs to another process".into());
+            return Verdict::Dead(
+                Cause::Process,
+                "its pid now belongs to another process".into(),
+            );
         }
         Some(ProcessState::Alive) | None => {}
     }
     if let Some(reg) = &f.registered {
         let lease = lease_for(reg, t);
         if reg.heartbeat_age > lease {
-            return Verdict::Dead(format!(
-                "no heartbeat for {} (lease {})",
-                secs(reg.heartbeat_age),
-                secs(lease)
-            ));
+            return Verdict::Dead(
+                Cause::Lease,
+                format!(
+                    "no heartbeat for {} (lease {})",
+                    secs(reg.heartbeat_age),
+                    secs(lease)
+                ),
+            );
         }
     }
     if f.lock_held || (f.same_server && f.connection_listed) {
@@ -156,11 +185,14 @@ pub(crate) fn judge(f: &Facts, t: &Thresholds) -> Verdict {
         None => (f.newest_claim_age.unwrap_or_default(), t.lease, "claim"),
     };
     if age > wait {
-        Verdict::Dead(format!(
-            "its database session is gone and its last {what} is {} old (it stops its own jobs after {})",
-            secs(age),
-            secs(wait.saturating_sub(MARGIN))
-        ))
+        Verdict::Dead(
+            Cause::Session,
+            format!(
+                "its database session is gone and its last {what} is {} old (it stops its own jobs after {})",
+                secs(age),
+                secs(wait.saturating_sub(MARGIN))
+            ),
+        )
     } else {
         Verdict::Suspect(format!(
             "its database session is gone; waiting until its last {what} is {} old",
@@ -278,7 +310,7 @@ mod tests {
                 registered: Some(reg(0)),
                 ..no_session(alive_facts())
             };
-            assert!(matches!(judge(&f, &t()), Verdict::Dead(_)), "{p:?}");
+            assert!(matches!(judge(&f, &t()), Verdict::Dead(..)), "{p:?}");
         }
     }
 
@@ -288,7 +320,7 @@ mod tests {
             registered: Some(reg(61)),
             ..alive_facts()
         };
-        assert!(matches!(judge(&f, &t()), Verdict::Dead(r) if r.contains("lease")));
+        assert!(matches!(judge(&f, &t()), Verdict::Dead(_, r) if r.contains("lease")));
     }
 
     #[test]
@@ -308,7 +340,7 @@ mod tests {
             registered: Some(reg(13)),
             ..no_session(alive_facts())
         };
-        assert!(matches!(judge(&f, &t()), Verdict::Dead(r) if r.contains("session is gone")));
+        assert!(matches!(judge(&f, &t()), Verdict::Dead(_, r) if r.contains("session is gone")));
         // Either witness keeps it alive.
         let f = Facts {
             lock_held: false,
@@ -337,7 +369,7 @@ mod tests {
             }),
             ..no_session(alive_facts())
         };
-        assert!(matches!(judge(&f, &t()), Verdict::Dead(_)));
+        assert!(matches!(judge(&f, &t()), Verdict::Dead(..)));
     }
 
     #[test]
@@ -386,7 +418,7 @@ mod tests {
             newest_claim_age: Some(Duration::from_secs(61)),
             ..no_session(alive_facts())
         };
-        assert!(matches!(judge(&f, &t()), Verdict::Dead(_)));
+        assert!(matches!(judge(&f, &t()), Verdict::Dead(..)));
     }
 
     #[test]

@@ -184,6 +184,7 @@ pub(crate) async fn release_claimant(
     token: &str,
     reason: &str,
     by: &str,
+    cause: &'static str,
 ) -> Result<Vec<reap::ResetJob>> {
     let why = format!("claimant {token} died ({reason}); released by its {by}; its attempt counts");
     let jobs = reap::reset_claim(pool, token, &why).await?;
@@ -193,7 +194,7 @@ pub(crate) async fn release_claimant(
     }
     reap::forget(pool, token).await?;
     let requeued = jobs.iter().filter(|j| j.state == "queued").count() as u64;
-    crate::telemetry::released(by, requeued, jobs.len() as u64 - requeued);
+    crate::telemetry::released(by, cause, requeued, jobs.len() as u64 - requeued);
     Ok(jobs)
 }
 
@@ -238,9 +239,11 @@ impl Reaper {
     pub async fn run_once(&self) -> Result<ReapReport> {
         let mut report = ReapReport::default();
         let dead = self.find_dead().await?;
-        for (token, reason) in dead {
+        for (token, cause, reason) in dead {
             report.dead_claimants += 1;
-            for job in release_claimant(&self.pool, &token, &reason, "reaper").await? {
+            for job in
+                release_claimant(&self.pool, &token, &reason, "reaper", cause.label()).await?
+            {
                 if job.state == "queued" {
                     report.requeued += 1;
                 } else {
@@ -358,12 +361,12 @@ impl Reaper {
     }
 
     /// Claimants judged dead, with the reason.
-    async fn find_dead(&self) -> Result<Vec<(String, String)>> {
+    async fn find_dead(&self) -> Result<Vec<(String, crate::liveness::Cause, String)>> {
         let verdicts = self.judge_all().await?;
         Ok(verdicts
             .into_iter()
             .filter_map(|(t, v)| match v {
-                Verdict::Dead(r) => Some((t, r)),
+                Verdict::Dead(cause, r) => Some((t, cause, r)),
                 Verdict::Suspect(r) => {
                     debug!(claim = %t, reason = %r, "claimant suspect; waiting out its fence");
                     None

@@ -383,7 +383,15 @@ impl Supervisor {
             warn!(pid, error = %e, "could not remove the dead worker's registry row; the reaper will");
         }
         for claim in claims {
-            match crate::reaper::release_claimant(&self.pool, &claim, why, "supervisor").await {
+            match crate::reaper::release_claimant(
+                &self.pool,
+                &claim,
+                why,
+                "supervisor",
+                "worker_exited",
+            )
+            .await
+            {
                 Ok(jobs) => n += jobs.len() as u64,
                 Err(e) => warn!(pid, error = %e, "could not release claims; the reaper will"),
             }

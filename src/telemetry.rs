@@ -70,7 +70,8 @@ pub fn describe_metrics() {
     );
     describe_counter!(
         "jobq_released_jobs_total",
-        "Rows of dead claimants made runnable again (requeued) or ended, by who released them."
+        "Rows of dead claimants made runnable again (requeued) or ended, by who released them (reaper, \
+         supervisor) and why (process_gone, lease_expired, session_gone, worker_exited)."
     );
     describe_counter!(
         "jobq_db_retries_total",
@@ -222,12 +223,14 @@ pub(crate) fn schedule_lateness(late: Duration) {
     histogram!("jobq_schedule_lateness_seconds").record(late.as_secs_f64());
 }
 
-/// A dead claimant's rows were released by `by` (reaper, supervisor): `requeued` made runnable again,
-/// `ended` ended for good (their last attempt, or a cancel).
-pub(crate) fn released(by: &str, requeued: u64, ended: u64) {
-    counter!("jobq_released_jobs_total", "by" => by.to_string(), "now" => "requeued")
-        .increment(requeued);
-    counter!("jobq_released_jobs_total", "by" => by.to_string(), "now" => "ended").increment(ended);
+/// A dead claimant's rows were released by `by` (reaper, supervisor) for `reason` (process_gone,
+/// lease_expired, session_gone, worker_exited): `requeued` made runnable again, `ended` ended for good
+/// (their last attempt, or a cancel).
+pub(crate) fn released(by: &str, reason: &'static str, requeued: u64, ended: u64) {
+    for (now, n) in [("requeued", requeued), ("ended", ended)] {
+        counter!("jobq_released_jobs_total", "by" => by.to_string(), "reason" => reason, "now" => now)
+            .increment(n);
+    }
 }
 
 /// `n` finished jobs were pruned.
