@@ -11,7 +11,13 @@ pub async fn run(env: &Env, args: MigrateArgs) -> Result<()> {
         outln!("created database for {}", jobq::redact_url(&env.url))?;
     }
     let pool = env.pool(2).await?;
-    let report = jobq::migrate(&pool).await.context("migration failed")?;
+    // A migration that alters a big job_queue can take minutes; a spinner on a terminal says it is at
+    // work (the server reports no progress for DDL). Nothing is drawn when stderr is not a terminal.
+    let spinner = indicatif::ProgressBar::new_spinner().with_message("migrating");
+    spinner.enable_steady_tick(std::time::Duration::from_millis(120));
+    let report = jobq::migrate(&pool).await;
+    spinner.finish_and_clear();
+    let report = report.context("migration failed")?;
     if report.applied.is_empty() {
         outln!("schema is up to date (version {})", report.version)?;
     } else {
