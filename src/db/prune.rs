@@ -39,38 +39,38 @@ pub(crate) async fn prune_finished(pool: &MySqlPool, retention: Duration) -> Res
     }
     // Attempts go with their jobs: those that ended before the retention (a job still waiting for a
     // retry after that long keeps its row, not its oldest attempts).
-    loop {
-        let n = retry_transient("prune attempts", 5, || async {
-            sqlx::query(
-                "DELETE FROM jobq_attempts WHERE ended_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?",
-            )
-            .bind((secs * 1e6) as i64)
-            .bind(PRUNE_BATCH)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
-        })
-        .await?;
-        if n < u64::from(PRUNE_BATCH) {
-            break;
-        }
-    }
-    loop {
-        let n = retry_transient("prune runs", 5, || async {
-            sqlx::query(
-                "DELETE FROM jobq_schedule_runs WHERE finished_at < NOW(6) - INTERVAL ? MICROSECOND \
-                 AND outcome IS NOT NULL LIMIT ?",
-            )
-            .bind((secs * 1e6) as i64)
-            .bind(PRUNE_BATCH)
-            .execute(pool)
-            .await
-            .map(|r| r.rows_affected())
-        })
-        .await?;
-        if n < u64::from(PRUNE_BATCH) {
-            break;
-        }
-    }
+    delete_older(
+        pool,
+        "prune attempts",
+        "DELETE FROM jobq_attempts WHERE ended_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?",
+        secs,
+    )
+    .await?;
+    delete_older(
+        pool,
+        "prune runs",
+        "DELETE FROM jobq_schedule_runs WHERE finished_at < NOW(6) - INTERVAL ? MICROSECOND \
+         AND outcome IS NOT NULL LIMIT ?",
+        secs,
+    )
+    .await?;
     Ok(total)
+}
+
+/// Runs `sql` (binding the age in microseconds and [`PRUNE_BATCH`]) until it deletes less than a batch.
+async fn delete_older(pool: &MySqlPool, what: &str, sql: &str, secs: f64) -> Result<()> {
+    loop {
+        let n = retry_transient(what, 5, || async {
+            sqlx::query(sql)
+                .bind((secs * 1e6) as i64)
+                .bind(PRUNE_BATCH)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })
+        .await?;
+        if n < u64::from(PRUNE_BATCH) {
+            return Ok(());
+        }
+    }
 }

@@ -485,3 +485,33 @@ impl Drop for PrivateServer {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Starts `jobq ARGS` with stderr piped and returns it with the first word after `marker` in its log
+/// (where it listens: `"metrics on http://"`, `"dashboard on "`). Its stderr keeps being drained, so a
+/// chatty process never blocks on a full pipe.
+pub async fn spawn_listening(url: &str, args: &[&str], marker: &'static str) -> (Child, String) {
+    let mut child = jobq(Some(url), args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let found = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(stderr).lines();
+        let found = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.split(marker)
+                    .nth(1)
+                    .map(|rest| rest.split_whitespace().next().unwrap_or("").to_string())
+            })
+            .unwrap_or_else(|| panic!("the process never logged {marker:?}"));
+        std::thread::spawn(move || for _ in lines {});
+        found
+    })
+    .await
+    .unwrap();
+    (child, found)
+}

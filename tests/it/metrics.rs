@@ -1,12 +1,12 @@
 //! `--metrics-addr`: the binary serves what the library records in Prometheus's text format, and health
 //! and readiness beside it.
 
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::common::{TestDb, jobq, scratch_dir, wait_until, write_config};
+use crate::common::{TestDb, scratch_dir, spawn_listening, wait_until, write_config};
 
 /// `GET path` on `addr`: the status code and the body.
 async fn get(addr: &str, path: &str) -> (u16, String) {
@@ -30,30 +30,8 @@ async fn get(addr: &str, path: &str) -> (u16, String) {
 async fn start(url: &str, args: &[&str]) -> (Child, String) {
     let mut all = args.to_vec();
     all.extend(["--metrics-addr", "127.0.0.1:0"]);
-    let mut child = jobq(Some(url), &all)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let addr = tokio::task::spawn_blocking(move || {
-        use std::io::BufRead;
-        let mut lines = std::io::BufReader::new(stderr).lines();
-        let addr = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| {
-                l.split("metrics on http://")
-                    .nth(1)
-                    .map(|rest| rest.split('/').next().unwrap().to_string())
-            })
-            .expect("the process logs where it serves metrics");
-        // Keep draining stderr so the child never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
-        addr
-    })
-    .await
-    .unwrap();
+    let (child, found) = spawn_listening(url, &all, "metrics on http://").await;
+    let addr = found.split('/').next().unwrap().to_string();
     (child, addr)
 }
 

@@ -2,42 +2,17 @@
 //! filters the jobs, retries a dead job and pauses a schedule, and saves a screenshot of each page
 //! under `target/screenshots/`.
 
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use crate::browser::{Browser, screenshot_dir};
-use crate::common::{TestDb, jobq, scratch_dir, wait_output};
+use crate::common::{TestDb, scratch_dir, spawn_listening, wait_output};
 
 /// Starts `jobq web --bind 127.0.0.1:0` and returns it with the base URL it logged.
 async fn start_web(url: &str) -> (Child, String) {
-    let mut child = jobq(Some(url), &["web", "--bind", "127.0.0.1:0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let base = tokio::task::spawn_blocking(move || {
-        use std::io::BufRead;
-        let mut lines = std::io::BufReader::new(stderr).lines();
-        let base = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .find_map(|l| {
-                l.split("dashboard on ").nth(1).map(|rest| {
-                    rest.split_whitespace()
-                        .next()
-                        .unwrap()
-                        .trim_end_matches('/')
-                        .to_string()
-                })
-            })
-            .expect("jobq web logs where it listens");
-        std::thread::spawn(move || for _ in lines {});
-        base
-    })
-    .await
-    .unwrap();
-    (child, base)
+    let (child, base) =
+        spawn_listening(url, &["web", "--bind", "127.0.0.1:0"], "dashboard on ").await;
+    (child, base.trim_end_matches('/').to_string())
 }
 
 async fn state(db: &TestDb, id: u64) -> String {

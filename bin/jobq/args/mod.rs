@@ -404,15 +404,8 @@ pub struct BulkArgs {
     /// What to do: retry, cancel, run-now, delete.
     #[arg(value_parser = clap::value_parser!(jobq::JobAction))]
     pub action: jobq::JobAction,
-    /// Only this state: queued, running, done, retry, dead, cancelled.
-    #[arg(long, short = 's', value_parser = clap::value_parser!(jobq::State))]
-    pub state: Option<jobq::State>,
-    /// Only this queue.
-    #[arg(long)]
-    pub queue: Option<String>,
-    /// Only this kind.
-    #[arg(long, short = 'k')]
-    pub kind: Option<String>,
+    #[command(flatten)]
+    pub filter: JobFilterArgs,
     /// Only jobs whose last error contains this text.
     #[arg(long)]
     pub error: Option<String>,
@@ -424,10 +417,9 @@ pub struct BulkArgs {
     pub yes: bool,
 }
 
+/// The filters `jobs list` and `jobs bulk` share.
 #[derive(Debug, Args)]
-pub struct ListArgs {
-    #[command(flatten)]
-    pub format: Format,
+pub struct JobFilterArgs {
     /// Only this state: queued, running, done, retry, dead, cancelled.
     #[arg(long, short = 's', value_parser = clap::value_parser!(jobq::State))]
     pub state: Option<jobq::State>,
@@ -437,6 +429,14 @@ pub struct ListArgs {
     /// Only this kind.
     #[arg(long, short = 'k')]
     pub kind: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub format: Format,
+    #[command(flatten)]
+    pub filter: JobFilterArgs,
     /// At most this many.
     #[arg(long, short = 'n', default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: u32,

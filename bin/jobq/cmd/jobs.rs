@@ -12,9 +12,9 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
     match cmd {
         JobsCommand::List(a) => {
             let filter = JobFilter {
-                state: a.state,
-                queue: a.queue,
-                kind: a.kind,
+                state: a.filter.state,
+                queue: a.filter.queue,
+                kind: a.filter.kind,
                 limit: a.limit,
                 ..JobFilter::default()
             };
@@ -71,9 +71,9 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
 /// bar on a terminal.
 async fn bulk(jobs: &Jobs, a: BulkArgs) -> Result<()> {
     let filter = JobFilter {
-        state: a.state,
-        queue: a.queue.clone(),
-        kind: a.kind.clone(),
+        state: a.filter.state,
+        queue: a.filter.queue.clone(),
+        kind: a.filter.kind.clone(),
         error_contains: a.error.clone(),
         limit: a.limit.saturating_add(1),
         ..JobFilter::default()
