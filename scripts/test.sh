@@ -8,7 +8,8 @@
 #                                   `cargo test --all-targets` (here: a filter)
 #
 # Environment: JOBQ_TEST_THREADS (default 4) test threads; JOBQ_CHROMIUM (a Chromium
-# binary; else scripts/ensure-chromium.sh finds or installs one); JOBQ_DATABASE_URL /
+# binary; else scripts/ensure-chromium.sh finds or installs one); JOBQ_GALERA_URLS (three node URLs,
+# comma-separated; else scripts/galera.sh starts a cluster); JOBQ_DATABASE_URL /
 # JOBQ_DB_PORT are honoured by scripts/ensure-mariadb.sh.
 set -euo pipefail
 
@@ -43,6 +44,25 @@ JOBQ_CHROMIUM=$(scripts/ensure-chromium.sh)
 export JOBQ_CHROMIUM
 echo "JOBQ_CHROMIUM=$JOBQ_CHROMIUM"
 
+step "scripts/galera.sh start"
+# The cluster tests (tests/it/galera.rs) run when a 3-node Galera cluster can start here; they say
+# SKIPPED when it cannot. A cluster this script started is stopped again at the end (its data is kept,
+# so the next run starts it in seconds); one that was already running is left running.
+galera_started=""
+if [[ -z "${JOBQ_GALERA_URLS:-}" ]]; then
+    scripts/galera.sh running || galera_started=1
+    if urls=$(scripts/galera.sh start); then
+        JOBQ_GALERA_URLS=$(paste -sd, <<<"$urls")
+        export JOBQ_GALERA_URLS
+        echo "JOBQ_GALERA_URLS=$JOBQ_GALERA_URLS"
+    else
+        galera_started=""
+        echo "no Galera cluster could start here (see the messages above): the cluster tests will be skipped"
+    fi
+fi
+stop_galera() { [[ -n "$galera_started" ]] && scripts/galera.sh stop || true; }
+trap stop_galera EXIT
+
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
@@ -55,7 +75,7 @@ RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
 
 # Keep the test output to add up the counts at the end (see below).
 results=$(mktemp)
-trap 'rm -f "$results"' EXIT
+trap 'rm -f "$results"; stop_galera' EXIT
 
 step "cargo test --all-targets -- --test-threads=${JOBQ_TEST_THREADS:-4}${*:+ $*}"
 cargo test --all-targets -- --test-threads="${JOBQ_TEST_THREADS:-4}" "$@" 2>&1 | tee -a "$results"

@@ -230,6 +230,14 @@ impl Error {
             _ => false,
         }
     }
+
+    /// A transaction that lost a race: a deadlock, a lock wait that timed out, or (on a Galera cluster)
+    /// a certification conflict with another node, which the server reports as a deadlock. Expected
+    /// under contention; the statement is simply tried again.
+    pub(crate) fn is_conflict(&self) -> bool {
+        use crate::db::errno::{DEADLOCK, LOCK_WAIT_TIMEOUT, number};
+        matches!(self, Error::Db(e) if matches!(number(e), Some(DEADLOCK | LOCK_WAIT_TIMEOUT)))
+    }
 }
 
 #[cfg(test)]

@@ -83,8 +83,14 @@ pub(super) async fn fetch_loop(
             After::RetryIn(wait) => {
                 drop((gate, permits));
                 shared.counters.claim_errors.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = &result {
-                    warn!(error = %e, retry_in = ?wait, "claim failed");
+                match &result {
+                    // Lost races are counted (jobq_db_retries_total) rather than logged: on a Galera
+                    // cluster, claimers on different nodes lose them as a matter of course.
+                    Err(e) if e.is_conflict() => {
+                        debug!(error = %e, retry_in = ?wait, "claim lost a race; trying again");
+                    }
+                    Err(e) => warn!(error = %e, retry_in = ?wait, "claim failed"),
+                    Ok(_) => {}
                 }
                 if sleep_or_stop(wait, shutdown).await {
                     return Ok(());

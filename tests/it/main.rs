@@ -50,3 +50,5 @@ mod web;
 // The dashboard in headless Chromium (a small DevTools-protocol client of our own).
 mod browser;
 mod web_browser;
+// A 3-node Galera cluster (scripts/galera.sh): processes spread over the nodes.
+mod galera;

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# A 3-node MariaDB Galera cluster on 127.0.0.1, for jobq's cluster tests, beside (never instead of) the
+# server scripts/ensure-mariadb.sh looks after on 3306.
+#
+#   scripts/galera.sh start     install what is missing (galera-4, rsync), start the three nodes, wait
+#                               until each is in a Primary component of 3; print the three URLs, one a
+#                               line, on stdout (every other message goes to stderr)
+#   scripts/galera.sh urls      print the URLs of a running cluster
+#   scripts/galera.sh stop      stop the nodes (data kept; `start` brings the same cluster back)
+#   scripts/galera.sh destroy   stop the nodes and delete their data
+#   scripts/galera.sh status    each node's port, pid and cluster size
+#   scripts/galera.sh running   exit 0 when all three nodes run, 1 otherwise
+#
+# Environment:
+#   JOBQ_GALERA_DIR    where the nodes live (default: /tmp/jobq-galera)
+#   JOBQ_GALERA_PORT   client port of node 1; nodes 2 and 3 take the next two (default 4306)
+#   JOBQ_GALERA_START_TIMEOUT   seconds to wait for the cluster (default 90)
+#
+# Each node: its own datadir, a 64 MiB buffer pool, rsync SST, Galera replication on 127.0.0.1 ports
+# 14567+n (IST 14577+n, SST 14587+n). root logs in over TCP without a password, like the test server.
+set -euo pipefail
+
+DIR="${JOBQ_GALERA_DIR:-/tmp/jobq-galera}"
+BASE="${JOBQ_GALERA_PORT:-4306}"
+TIMEOUT="${JOBQ_GALERA_START_TIMEOUT:-90}"
+NODES=(1 2 3)
+
+log() { printf 'galera: %s\n' "$*" >&2; }
+die() {
+    log "ERROR: $*"
+    exit 1
+}
+
+[[ "$BASE" =~ ^[0-9]+$ ]] || die "JOBQ_GALERA_PORT must be a port number, got '$BASE'"
+port() { echo $((BASE + $1 - 1)); }
+node_dir() { echo "$DIR/node$1"; }
+url() { echo "mysql://root@127.0.0.1:$(port "$1")/test"; }
+client() { mariadb --protocol=tcp -h 127.0.0.1 -P "$(port "$1")" -u root -N -B -e "$2" 2>/dev/null; }
+pid_of() { cat "$(node_dir "$1")/mariadbd.pid" 2>/dev/null || true; }
+alive() {
+    local pid
+    pid=$(pid_of "$1")
+    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null
+}
+
+install_missing() {
+    local need=()
+    [[ -e /usr/lib/galera/libgalera_smm.so ]] || need+=(galera-4)
+    command -v rsync >/dev/null || need+=(rsync)
+    command -v mariadbd >/dev/null || need+=(mariadb-server)
+    ((${#need[@]} == 0)) && return 0
+    command -v apt-get >/dev/null || die "missing ${need[*]} and no apt-get to install them"
+    [[ $(id -u) -eq 0 ]] || die "missing ${need[*]}; installing needs root"
+    log "installing ${need[*]} (apt-get)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q --no-install-recommends "${need[@]}" >&2 ||
+        { apt-get update -q >&2 && apt-get install -y -q --no-install-recommends "${need[@]}" >&2; }
+}
+
+write_config() {
+    local n=$1 d members
+    d=$(node_dir "$n")
+    members="127.0.0.1:$((14567 + 1)),127.0.0.1:$((14567 + 2)),127.0.0.1:$((14567 + 3))"
+    # As root the nodes run as mysql (mariadbd refuses root); otherwise as whoever runs this.
+    local user_line=""
+    [[ $(id -u) -eq 0 ]] && user_line="user=mysql"
+    cat >"$d/my.cnf" <<CNF
+[mariadbd]
+$user_line
+datadir=$d/data
+socket=$d/mariadbd.sock
+pid-file=$d/mariadbd.pid
+log-error=$d/error.log
+port=$(port "$n")
+bind-address=127.0.0.1
+skip-name-resolve
+innodb_buffer_pool_size=64M
+innodb_log_file_size=32M
+max_connections=300
+binlog_format=ROW
+default_storage_engine=InnoDB
+innodb_autoinc_lock_mode=2
+wsrep_on=ON
+wsrep_provider=/usr/lib/galera/libgalera_smm.so
+wsrep_cluster_name=jobq_test
+wsrep_node_name=node$n
+wsrep_node_address=127.0.0.1:$((14567 + n))
+wsrep_cluster_address=gcomm://$members
+wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$((14567 + n));ist.recv_addr=127.0.0.1:$((14577 + n));gcache.size=64M"
+wsrep_sst_method=rsync
+wsrep_sst_receive_address=127.0.0.1:$((14587 + n))
+CNF
+}
+
+init_node() {
+    local n=$1 d
+    d=$(node_dir "$n")
+    mkdir -p "$d"
+    write_config "$n"
+    own() { [[ $(id -u) -ne 0 ]] || chown -R mysql:mysql "$d"; }
+    if [[ ! -d "$d/data/mysql" ]]; then
+        mkdir -p "$d/data"
+        own
+        mariadb-install-db --defaults-file="$d/my.cnf" --auth-root-authentication-method=normal \
+            --skip-test-db >"$d/install.log" 2>&1 || die "mariadb-install-db failed for node $n: see $d/install.log"
+    fi
+    own
+}
+
+start_node() {
+    local n=$1 d extra=()
+    d=$(node_dir "$n")
+    alive "$n" && return 0
+    [[ "$n" == 1 && "${BOOTSTRAP:-}" == 1 ]] && extra+=(--wsrep-new-cluster)
+    # A cluster whose nodes were all killed: node 1 bootstraps again from its own data.
+    if [[ "${extra[*]:-}" == --wsrep-new-cluster && -f "$d/data/grastate.dat" ]]; then
+        sed -i 's/^safe_to_bootstrap: 0/safe_to_bootstrap: 1/' "$d/data/grastate.dat"
+    fi
+    (setsid mariadbd --defaults-file="$d/my.cnf" "${extra[@]}" </dev/null >>"$d/stdout.log" 2>&1 &)
+}
+
+wait_ready() {
+    local n=$1 deadline=$((SECONDS + TIMEOUT)) size ready
+    while ((SECONDS < deadline)); do
+        size=$(client "$n" "SHOW STATUS LIKE 'wsrep_cluster_size'" | awk '{print $2}') || true
+        ready=$(client "$n" "SHOW STATUS LIKE 'wsrep_ready'" | awk '{print $2}') || true
+        [[ "$size" == 3 && "$ready" == ON ]] && return 0
+        sleep 0.5
+    done
+    die "node $n did not join a cluster of 3 within ${TIMEOUT}s (size=${size:-?}, ready=${ready:-?}); see $(node_dir "$n")/error.log"
+}
+
+cmd_start() {
+    command -v mariadb >/dev/null || install_missing
+    install_missing
+    for n in "${NODES[@]}"; do init_node "$n"; done
+    if ! alive 1 && ! alive 2 && ! alive 3; then
+        log "bootstrapping node 1 on port $(port 1)"
+        BOOTSTRAP=1 start_node 1
+        local deadline=$((SECONDS + TIMEOUT))
+        until client 1 "SELECT 1" >/dev/null; do
+            ((SECONDS < deadline)) || die "node 1 did not start; see $(node_dir 1)/error.log"
+            alive 1 || sleep 0.5
+            sleep 0.3
+        done
+    fi
+    for n in "${NODES[@]}"; do start_node "$n"; done
+    for n in "${NODES[@]}"; do wait_ready "$n"; done
+    client 1 "CREATE DATABASE IF NOT EXISTS test" >/dev/null
+    log "cluster of 3 ready on ports $(port 1), $(port 2), $(port 3)"
+    cmd_urls
+}
+
+cmd_urls() {
+    for n in "${NODES[@]}"; do url "$n"; done
+}
+
+cmd_stop() {
+    for n in "${NODES[@]}"; do
+        local pid
+        pid=$(pid_of "$n")
+        [[ -n "$pid" ]] && kill "$pid" 2>/dev/null || true
+    done
+    for n in "${NODES[@]}"; do
+        local i=0
+        while alive "$n" && ((i < 100)); do sleep 0.2; i=$((i + 1)); done
+        alive "$n" && kill -9 "$(pid_of "$n")" 2>/dev/null || true
+    done
+    log "stopped"
+}
+
+cmd_destroy() {
+    cmd_stop
+    rm -rf "$DIR"
+    log "destroyed $DIR"
+}
+
+cmd_status() {
+    for n in "${NODES[@]}"; do
+        local size
+        size=$(client "$n" "SHOW STATUS LIKE 'wsrep_cluster_size'" | awk '{print $2}') || true
+        printf 'node%s port %s pid %s cluster_size %s\n' "$n" "$(port "$n")" "$(pid_of "$n")" "${size:--}"
+    done
+}
+
+case "${1:-}" in
+running) alive 1 && alive 2 && alive 3 ;;
+start) cmd_start ;;
+urls) cmd_urls ;;
+stop) cmd_stop ;;
+destroy) cmd_destroy ;;
+status) cmd_status ;;
+*) die "usage: scripts/galera.sh start|urls|stop|destroy|status|running" ;;
+esac
