@@ -225,6 +225,16 @@ impl Reaper {
             return Ok(());
         };
         info!(interval = ?self.cfg.interval, lease = ?self.cfg.lease, "reaper started");
+        match reap::galera_cluster_size(&self.pool).await {
+            Ok(Some(nodes)) => info!(
+                nodes,
+                "Galera cluster: locks, sessions and connection ids are this node's own, so claimants \
+                 connected to other nodes are judged by their replicated heartbeats and fence bounds (and \
+                 on this host by their pid)"
+            ),
+            Ok(None) => {}
+            Err(e) => debug!(error = %e, "could not tell whether the server is a Galera node"),
+        }
         run_every("reaper", self.cfg.interval, &shutdown, || self.run_once()).await;
         registration.close(&self.pool).await;
         info!("reaper stopped");

@@ -105,6 +105,18 @@ pub(crate) async fn server_state(pool: &MySqlPool) -> Result<(u64, i64, Duration
     ))
 }
 
+/// The number of nodes in the Galera cluster the server belongs to, or None for a server that is not
+/// one (no wsrep provider; MariaDB reports a size of 0 then, MySQL has no such variable).
+pub(crate) async fn galera_cluster_size(pool: &MySqlPool) -> Result<Option<u32>> {
+    let row: Option<(String, String)> =
+        sqlx::query_as("SHOW GLOBAL STATUS LIKE 'wsrep_cluster_size'")
+            .fetch_optional(pool)
+            .await?;
+    Ok(row
+        .and_then(|(_, v)| v.parse::<u32>().ok())
+        .filter(|n| *n > 0))
+}
+
 /// For each lock name, whether some session holds it.
 pub(crate) async fn locks_held(pool: &MySqlPool, names: &[String]) -> Result<Vec<bool>> {
     let mut held = Vec::with_capacity(names.len());
