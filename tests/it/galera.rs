@@ -237,3 +237,76 @@ async fn a_reaper_on_another_node_leaves_a_live_workers_job_alone() {
         "the reaper says what it trusts:\n{log}"
     );
 }
+
+/// Schedulers on the three nodes tick together: each planned time still gets exactly one run and one
+/// job, and the ticks that lose to another node's certification are retried, not failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 3)]
+async fn schedulers_on_three_nodes_make_exactly_one_job_per_planned_time() {
+    use chrono::TimeZone;
+    use jobq::{
+        Clock, ManualClock, Misfire, OnError, Overlap, ScheduleDef, Scheduler, SchedulerConfig,
+    };
+    let Some(db) = ClusterDb::new("galera::schedulers_on_three_nodes").await else {
+        return;
+    };
+    let t0 = chrono::Utc.with_ymd_and_hms(2030, 1, 1, 0, 0, 0).unwrap();
+    let clock = ManualClock::new(t0);
+    let mut racers = Vec::new();
+    for url in &db.urls {
+        let pool = jobq::connect(&ConnectConfig::new(url).max_connections(2))
+            .await
+            .unwrap();
+        let cfg = SchedulerConfig {
+            clock: Clock::Manual(clock.clone()),
+            ..SchedulerConfig::default()
+        };
+        racers.push(std::sync::Arc::new(Scheduler::new(pool, cfg).unwrap()));
+    }
+    let schedules = racers[0].schedules();
+    let specs = [("every-1s", "every 1s"), ("cron-2s", "*/2 * * * * *")];
+    for (name, spec) in specs {
+        let def = ScheduleDef::new(name, "race", spec).policies(
+            Overlap::Allow,
+            OnError::Retry,
+            Misfire::All,
+        );
+        schedules.create(&def).await.unwrap();
+    }
+    for _ in 0..30 {
+        clock.advance(Duration::from_secs(1));
+        let mut set = tokio::task::JoinSet::new();
+        for r in &racers {
+            let r = r.clone();
+            set.spawn(async move { r.run_once().await });
+        }
+        while let Some(r) = set.join_next().await {
+            r.unwrap().expect("a tick failed");
+        }
+    }
+    let end = clock.now();
+    for (name, _) in specs {
+        let s = schedules.get(name).await.unwrap();
+        let want: Vec<_> = s
+            .spec()
+            .unwrap()
+            .upcoming(t0, s.anchor_at, 1000)
+            .into_iter()
+            .filter(|t| *t <= end)
+            .collect();
+        let got: Vec<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(
+            "SELECT r.planned_at FROM jobq_schedule_runs r JOIN jobq_schedules s \
+             ON s.id = r.schedule_id WHERE s.name = ? ORDER BY r.planned_at",
+        )
+        .bind(name)
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        assert_eq!(got, want, "{name}");
+    }
+    let jobs = db.scalar("SELECT COUNT(*) FROM job_queue").await;
+    let runs = db
+        .scalar("SELECT COUNT(DISTINCT job_id) FROM jobq_schedule_runs")
+        .await;
+    assert_eq!(jobs, runs);
+    assert!(jobs >= 40, "{jobs}");
+}
