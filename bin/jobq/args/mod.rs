@@ -156,13 +156,23 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Sections to run (comma-separated): raw,drain,steady,big,idle,footprint,enqueue,web. Default all.
+    /// Sections to run (comma-separated): raw,drain,steady,big,idle,footprint,enqueue,web,cluster. Default
+    /// all (cluster only with --cluster).
     #[arg(long, value_delimiter = ',')]
     pub sections: Vec<String>,
 
     /// Finished rows kept in the table by the big-table section (default 1000000).
     #[arg(long)]
     pub big_rows: Option<u64>,
+
+    /// The nodes of a Galera cluster (URLs, comma-separated; `scripts/galera.sh urls`): adds the cluster
+    /// section, drains with a worker on 1, 2 and 3 of them.
+    #[arg(long, value_delimiter = ',', value_name = "URL,URL,URL")]
+    pub cluster: Vec<String>,
+
+    /// Jobs per cluster drain (default 50000; 5000 with --quick).
+    #[arg(long)]
+    pub cluster_jobs: Option<u64>,
 
     /// Jobs per raw-SQL cell (default 10000; a quarter at 1 row per claim, twice from 100 rows).
     #[arg(long)]

@@ -29,11 +29,13 @@ pub enum Section {
     Enqueue,
     /// Dashboard response times with a long history.
     Web,
+    /// Drains over a Galera cluster's nodes (only with `--cluster`).
+    Cluster,
 }
 
 impl Section {
     /// Every section, in run order.
-    pub const ALL: [Section; 8] = [
+    pub const ALL: [Section; 9] = [
         Section::Raw,
         Section::Drain,
         Section::Steady,
@@ -42,6 +44,7 @@ impl Section {
         Section::Footprint,
         Section::Enqueue,
         Section::Web,
+        Section::Cluster,
     ];
 
     /// The name used by `--sections`.
@@ -55,6 +58,7 @@ impl Section {
             Section::Footprint => "footprint",
             Section::Enqueue => "enqueue",
             Section::Web => "web",
+            Section::Cluster => "cluster",
         }
     }
 }
@@ -172,6 +176,10 @@ pub struct BenchConfig {
     pub enqueue_multi: u64,
     /// Rows in job_queue while the dashboard is timed.
     pub web_rows: u64,
+    /// The Galera nodes of the cluster section (`--cluster`); the section is skipped without them.
+    pub cluster_urls: Vec<String>,
+    /// Jobs per cluster drain.
+    pub cluster_jobs: u64,
     /// Timed views of each dashboard page (after a first, untimed-for-the-median one).
     pub web_views: u32,
     /// Rates to measure in the steady-state section instead of searching for the sustainable rate.
@@ -234,6 +242,8 @@ impl BenchConfig {
             enqueue_multi: 50_000,
             web_rows: 1_000_000,
             web_views: 20,
+            cluster_urls: Vec::new(),
+            cluster_jobs: 50_000,
             rounds: 5,
             steady_rates: Vec::new(),
             settings_override: None,
@@ -275,6 +285,8 @@ impl BenchConfig {
             enqueue_multi: 2_000,
             web_rows: 10_000,
             web_views: 5,
+            cluster_urls: Vec::new(),
+            cluster_jobs: 5_000,
             rounds: 1,
             quick: true,
             ..Self::full(url)
@@ -296,6 +308,8 @@ impl BenchConfig {
             enqueue_multi: 1_000,
             web_rows: 2_000,
             web_views: 2,
+            cluster_urls: Vec::new(),
+            cluster_jobs: 1_000,
             idle_window: Duration::from_secs(1),
             steady_window: Duration::from_millis(300),
             steady_max_doublings: 0,

@@ -16,11 +16,14 @@
 //! * `footprint`: peak RSS of a real `jobq worker` process while it drains.
 //! * `enqueue`: rows/s of the library's enqueue and enqueue_many against plain SQL.
 //! * `web`: the dashboard's response times with a million rows in job_queue.
+//! * `cluster`: drains with a worker on 1, 2 and 3 nodes of a Galera cluster (`--cluster`), and the
+//!   certification conflicts they cost.
 //!
 //! The benchmark is not a test of speed: only its correctness checks (every job finished exactly once)
 //! decide whether a run is good. Speed is compared with targets and reported.
 
 mod bigtable;
+mod cluster;
 mod config;
 mod cpu;
 mod drain;
@@ -405,6 +408,10 @@ async fn run_sections(mut ctx: Ctx, name: &str) -> BResult<BenchReport> {
     }
     if ctx.cfg.runs(Section::Web) {
         report.web = Some(web::run(&ctx).await?);
+    }
+    if ctx.cfg.runs(Section::Cluster) && !ctx.cfg.cluster_urls.is_empty() {
+        let urls = ctx.cfg.cluster_urls.clone();
+        report.cluster = Some(cluster::run(&ctx, &urls).await?);
     }
     report.load.end = cpu::loadavg();
     report.elapsed_secs = started.elapsed().as_secs_f64();

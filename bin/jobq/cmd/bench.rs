@@ -61,6 +61,10 @@ fn bench_config(env: &Env, args: BenchArgs) -> Result<BenchConfig> {
     if let Some(n) = args.big_rows {
         cfg.big_rows = n;
     }
+    cfg.cluster_urls = args.cluster.clone();
+    if let Some(n) = args.cluster_jobs {
+        cfg.cluster_jobs = n.max(1);
+    }
     if let Some(n) = args.raw_jobs {
         cfg.raw_jobs = n.max(1);
     }

@@ -58,6 +58,8 @@ pub struct BenchReport {
     pub enqueue: Option<EnqueueReport>,
     /// Dashboard response times.
     pub web: Option<WebReport>,
+    /// Drains over a Galera cluster's nodes.
+    pub cluster: Option<ClusterReport>,
     /// Targets next to the measured values.
     pub targets: Vec<Target>,
     /// Correctness checks; a run is good only if all pass.
@@ -491,6 +493,34 @@ pub struct EnqueueReport {
     pub sql_multi: f64,
 }
 
+/// Drains with one worker on each of 1, 2, 3 nodes of a Galera cluster.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterReport {
+    /// Each node's worker settings.
+    pub settings_per_node: Settings,
+    /// One run per node count.
+    pub runs: Vec<ClusterRun>,
+}
+
+/// One cluster drain.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterRun {
+    /// Nodes with a worker.
+    pub nodes: u32,
+    /// Jobs drained.
+    pub jobs: u64,
+    /// How long it took.
+    pub secs: f64,
+    /// Throughput.
+    pub jobs_per_sec: f64,
+    /// Certification failures and brute-force aborts over all nodes during the drain.
+    pub conflicts: u64,
+    /// `conflicts` per job.
+    pub conflicts_per_job: f64,
+    /// Every job done.
+    pub ok: bool,
+}
+
 /// Dashboard response times with a long history.
 #[derive(Debug, Clone, Serialize)]
 pub struct WebReport {
@@ -548,6 +578,7 @@ impl BenchReport {
             footprint: None,
             enqueue: None,
             web: None,
+            cluster: None,
             targets: Vec::new(),
             checks: Vec::new(),
         }

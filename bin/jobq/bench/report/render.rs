@@ -3,9 +3,9 @@
 use std::fmt::Write as _;
 
 use super::{
-    BenchReport, BigReport, Check, DrainReport, DrainRun, EnqueueReport, FootprintReport,
-    HeadToHead, IdleReport, OTHER_CORES_THRESHOLD, RawCell, RawReport, SteadyReport, WebReport,
-    rates,
+    BenchReport, BigReport, Check, ClusterReport, DrainReport, DrainRun, EnqueueReport,
+    FootprintReport, HeadToHead, IdleReport, OTHER_CORES_THRESHOLD, RawCell, RawReport,
+    SteadyReport, WebReport, rates,
 };
 use crate::bench::cpu::CpuUse;
 use crate::bench::wire::Commands;
@@ -95,6 +95,9 @@ pub fn render_text(r: &BenchReport) -> String {
     }
     if let Some(w) = &r.web {
         web_section(&mut o, w);
+    }
+    if let Some(c) = &r.cluster {
+        cluster_section(&mut o, c);
     }
     verdict(&mut o, r);
     o
@@ -468,6 +471,28 @@ fn web_section(o: &mut String, w: &WebReport) {
             o,
             "   {:<28} {:>9.1} {:>9.1} {:>9.1}  {}",
             p.name, p.first_ms, p.p50_ms, p.p95_ms, p.path
+        );
+    }
+}
+
+/// 9. Drains over a Galera cluster's nodes.
+fn cluster_section(o: &mut String, c: &ClusterReport) {
+    let _ = writeln!(
+        o,
+        "\n9. CLUSTER (Galera): one worker per node ({}), the same queue",
+        c.settings_per_node
+    );
+    let one = c.runs.first().map_or(f64::NAN, |r| r.jobs_per_sec);
+    for r in &c.runs {
+        let _ = writeln!(
+            o,
+            "   {} node(s): {:>8.0} jobs/s ({:>3.0}% of one node), {:>6} conflicts, {:.3} per job{}",
+            r.nodes,
+            r.jobs_per_sec,
+            r.jobs_per_sec / one * 100.0,
+            r.conflicts,
+            r.conflicts_per_job,
+            if r.ok { "" } else { "  NOT OK" }
         );
     }
 }

@@ -1,0 +1,152 @@
+//! Cluster: drain throughput on a Galera cluster with one worker per node on 1, 2 and 3 of its nodes,
+//! and the certification conflicts that cost. Runs only when `--cluster URL1,URL2,URL3` names the nodes
+//! (scripts/galera.sh prints them); the scratch database is made on the first node and replicated.
+//!
+//! Conflicts are read from each node's own counters (`wsrep_local_cert_failures`, transactions that
+//! failed certification at commit, and `wsrep_local_bf_aborts`, local transactions aborted by a
+//! replicated one), summed over the nodes, before and after each drain.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Instant;
+
+use jobq::{ConnectConfig, Mode};
+use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
+
+use super::drain::{HandlerKind, start_workers};
+use super::report::{ClusterReport, ClusterRun};
+use super::{BResult, BenchError, Ctx, Section, Settings, database_url, insert_plain};
+
+const KIND: &str = "bench.cluster";
+
+/// Each node's worker: one worker per node, so a run on N nodes has N claimers chasing one queue.
+const PER_NODE: Settings = Settings {
+    workers: 1,
+    concurrency: 100,
+    batch_size: 50,
+};
+
+pub(crate) async fn run(ctx: &Ctx, nodes: &[String]) -> BResult<ClusterReport> {
+    let name = format!("jobq_bench_cluster_{:08x}", rand::random::<u32>());
+    let mut admin = jobq::connect_options(&nodes[0])?
+        .database("")
+        .connect()
+        .await
+        .map_err(|e| BenchError::Setup(format!("cluster: cannot connect to node 1: {e}")))?;
+    admin
+        .execute(format!("CREATE DATABASE `{name}`").as_str())
+        .await?;
+    let urls: Vec<String> = nodes.iter().map(|u| database_url(u, &name)).collect();
+    let result = measure(ctx, &urls).await;
+    let _ = admin
+        .execute(format!("DROP DATABASE IF EXISTS `{name}`").as_str())
+        .await;
+    let _ = admin.close().await;
+    result
+}
+
+async fn measure(ctx: &Ctx, urls: &[String]) -> BResult<ClusterReport> {
+    let pool = jobq::connect(&ConnectConfig::new(&urls[0]).max_connections(2)).await?;
+    jobq::migrate(&pool).await?;
+    let mut status = Vec::new();
+    for url in urls {
+        status.push(jobq::connect(&ConnectConfig::new(url).max_connections(1)).await?);
+    }
+    let jobs = ctx.cfg.cluster_jobs;
+    let mut runs = Vec::new();
+    for n in 1..=urls.len() {
+        insert_plain(&pool, KIND, jobs).await?;
+        pool.execute("ANALYZE TABLE job_queue").await?;
+        let before = conflicts(&status).await?;
+        let shutdown = ctx.stop.child_token();
+        let calls = Arc::new(AtomicU64::new(0));
+        let t0 = Instant::now();
+        let mut running = Vec::new();
+        for url in &urls[..n] {
+            running.push(
+                start_workers(
+                    url,
+                    PER_NODE,
+                    Mode::Drain,
+                    KIND,
+                    HandlerKind::Noop,
+                    &calls,
+                    None,
+                    &shutdown,
+                )
+                .await?,
+            );
+        }
+        let mut failed = None;
+        for r in running {
+            if let (_, Some(e)) = r.join().await {
+                failed = Some(e);
+            }
+        }
+        let secs = t0.elapsed().as_secs_f64();
+        let conflicts = conflicts(&status).await? - before;
+        let done: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM job_queue WHERE kind = ? AND state = 'done'")
+                .bind(KIND)
+                .fetch_one(&pool)
+                .await?;
+        let ok = failed.is_none() && done as u64 == jobs;
+        ctx.check(
+            Section::Cluster,
+            format!("cluster drain on {n} node(s): every job done once"),
+            ok,
+            match failed {
+                Some(e) => format!("a worker failed: {e}"),
+                None => format!("{done} of {jobs} done"),
+            },
+        );
+        ctx.progress(format!(
+            "cluster: {n} node(s): {:.0} jobs/s, {conflicts} conflicts",
+            jobs as f64 / secs
+        ));
+        runs.push(ClusterRun {
+            nodes: n as u32,
+            jobs,
+            secs,
+            jobs_per_sec: jobs as f64 / secs,
+            conflicts,
+            conflicts_per_job: conflicts as f64 / jobs as f64,
+            ok,
+        });
+        sqlx::query("DELETE FROM job_queue WHERE kind = ?")
+            .bind(KIND)
+            .execute(&pool)
+            .await?;
+    }
+    pool.close().await;
+    for p in status {
+        p.close().await;
+    }
+    Ok(ClusterReport {
+        settings_per_node: PER_NODE,
+        runs,
+    })
+}
+
+/// Certification failures and brute-force aborts, summed over the nodes.
+async fn conflicts(nodes: &[MySqlPool]) -> BResult<u64> {
+    let mut sum = 0;
+    for pool in nodes {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN \
+             ('wsrep_local_cert_failures', 'wsrep_local_bf_aborts')",
+        )
+        .fetch_all(pool)
+        .await?;
+        if rows.is_empty() {
+            return Err(BenchError::Setup(
+                "cluster: a node has no wsrep counters; --cluster must name Galera nodes".into(),
+            ));
+        }
+        sum += rows
+            .iter()
+            .filter_map(|(_, v)| v.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    Ok(sum)
+}
