@@ -226,7 +226,7 @@ impl Error {
     /// lost connections. The claim and finish paths retry these internally.
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Db(e) => crate::db::errno::is_transient(e),
+            Error::Db(e) => crate::errno::is_transient(e),
             _ => false,
         }
     }
@@ -235,8 +235,7 @@ impl Error {
     /// a certification conflict with another node, which the server reports as a deadlock. Expected
     /// under contention; the statement is simply tried again.
     pub(crate) fn is_conflict(&self) -> bool {
-        use crate::db::errno::{DEADLOCK, LOCK_WAIT_TIMEOUT, number};
-        matches!(self, Error::Db(e) if matches!(number(e), Some(DEADLOCK | LOCK_WAIT_TIMEOUT)))
+        matches!(self, Error::Db(e) if crate::errno::is_lock_conflict(e))
     }
 }
 

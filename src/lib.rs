@@ -70,6 +70,7 @@ pub mod config;
 mod counts;
 mod db;
 mod duration;
+mod errno;
 mod error;
 mod fence;
 pub mod handler;
@@ -128,7 +129,7 @@ pub use db::audit::AuditEntry;
 pub use duration::human_age;
 pub use jobs::{JobAction, Jobs};
 // Errors.
-pub use db::errno::is_transient;
+pub use errno::is_transient;
 pub use error::{ConnectFailure, Error, Result};
 pub use telemetry::{MAX_KINDS, describe_metrics};
 

@@ -15,8 +15,8 @@ use std::future::Future;
 
 use sqlx::{Connection, MySqlConnection, MySqlPool};
 
-use crate::db::errno::{is_lock_conflict, is_transient};
 use crate::db::transient_pause;
+use crate::errno::{is_lock_conflict, is_transient};
 use crate::error::Result;
 
 /// See the module docs.
@@ -76,7 +76,7 @@ impl Dedicated {
                         return Err(e.into());
                     }
                     tracing::debug!(error = %e, attempt, what, "transient database error; retrying");
-                    crate::telemetry::db_retry(crate::db::errno::transient_kind(&e));
+                    crate::telemetry::db_retry(crate::errno::transient_kind(&e));
                     tokio::time::sleep(transient_pause(attempt)).await;
                 }
             }

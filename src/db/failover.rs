@@ -21,7 +21,7 @@ fn now_ms() -> u64 {
 
 /// Records `e` if it is a read-only error.
 pub(crate) fn note(e: &sqlx::Error) {
-    if super::errno::is_read_only(e) {
+    if crate::errno::is_read_only(e) {
         tracing::warn!(error = %e, "the server is read-only (a failover?); reconnecting");
         SEEN.fetch_max(now_ms() + 1, Ordering::SeqCst);
     }

@@ -15,7 +15,7 @@ use std::time::Duration;
 use sqlx::{Executor, MySqlPool};
 use tracing::info;
 
-use crate::db::errno;
+use crate::errno;
 use crate::error::{Error, Result};
 
 /// One schema step, embedded in the binary from `migrations/`.

@@ -7,7 +7,6 @@ pub(crate) mod audit;
 pub(crate) mod claim;
 pub(crate) mod dedicated;
 pub(crate) mod enqueue;
-pub(crate) mod errno;
 pub(crate) mod failover;
 pub(crate) mod finish;
 pub(crate) mod migrate;
@@ -27,7 +26,7 @@ use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
 
 use crate::error::{ConnectFailure, Error, Result};
 
-pub(crate) use errno::is_transient;
+use crate::errno::{self, is_transient};
 pub use tls::{SslMode, check_ca_file, with_tls};
 
 /// Pushes `ids` as a bound list for `IN (…)`, padded to the next power of two by repeating the last id.

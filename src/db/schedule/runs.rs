@@ -6,9 +6,9 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, MySqlPool, Row};
 
 use super::TRIES;
-use crate::db::errno::is_duplicate_entry;
 use crate::db::retry_transient;
 use crate::db::row::{opt_parsed, opt_text, parsed};
+use crate::errno::is_duplicate_entry;
 use crate::error::Result;
 use crate::job::JobId;
 use crate::schedule::{Cause, OnError, Outcome, RunRecord, ScheduleDef, ScheduleState};

@@ -6,9 +6,9 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
 use super::TRIES;
-use crate::db::errno::is_duplicate_entry;
 use crate::db::retry_transient;
 use crate::db::row::{opt_text, parsed, text};
+use crate::errno::is_duplicate_entry;
 use crate::error::{Error, Result};
 use crate::schedule::{Misfire, OnError, Overlap, ScheduleDef, ScheduleRecord, ScheduleState};
 

@@ -1,8 +1,8 @@
 //! The MySQL and MariaDB server error numbers jobq reacts to, and what they mean to it: the one place
 //! where error numbers are written down and read out of a [`sqlx::Error`].
 //!
-//! This module imports nothing from the rest of the crate, so [`crate::error::Error`] can ask it whether
-//! an error is transient while every other part of `db` returns `Error`s.
+//! A leaf at the crate root that imports nothing from the rest of the crate, so both [`crate::error::Error`]
+//! (asking whether an error is transient) and `db` (which returns `Error`s) can use it without a circle.
 
 /// `ER_DUP_FIELDNAME`: a column of that name exists (a migration's DDL ran before).
 pub(crate) const DUP_FIELDNAME: u16 = 1060;
