@@ -8,8 +8,12 @@ use jobq::ReaperConfig;
 use jobq::WorkerConfig;
 use jobq::config::{HumanDuration, ReaperSection, WorkerSection};
 
+mod bench;
+mod jobs;
 mod schedule;
 
+pub use bench::BenchArgs;
+pub use jobs::{BulkArgs, EnqueueArgs, JobsCommand};
 pub use schedule::{
     ScheduleCommand, ScheduleCreateArgs, ScheduleOptions, ScheduleUpdateArgs, SchedulerArgs,
 };
@@ -135,75 +139,6 @@ pub struct WebArgs {
 
     #[command(flatten)]
     pub metrics: MetricsArgs,
-}
-
-#[derive(Debug, Args)]
-pub struct BenchArgs {
-    /// Jobs drained by the library drain (default 100000; 2000 with --quick).
-    #[arg(long)]
-    pub jobs: Option<u64>,
-
-    /// The CI-sized run: tiny sizes and a reduced grid, to prove the bench works. Figures mean little.
-    #[arg(long, conflicts_with = "smoke")]
-    pub quick: bool,
-
-    /// The smallest run, for tests: proves every section works end to end in a few seconds. Figures
-    /// mean nothing.
-    #[arg(long)]
-    pub smoke: bool,
-
-    /// Print the report as JSON instead of the table.
-    #[arg(long)]
-    pub json: bool,
-
-    /// Sections to run (comma-separated): raw,drain,steady,big,idle,footprint,enqueue,web,cluster. Default
-    /// all (cluster only with --cluster).
-    #[arg(long, value_delimiter = ',')]
-    pub sections: Vec<String>,
-
-    /// Finished rows kept in the table by the big-table section (default 1000000).
-    #[arg(long)]
-    pub big_rows: Option<u64>,
-
-    /// The nodes of a Galera cluster (URLs, comma-separated; `scripts/galera.sh urls`): adds the cluster
-    /// section, drains with a worker on 1, 2 and 3 of them.
-    #[arg(long, value_delimiter = ',', value_name = "URL,URL,URL")]
-    pub cluster: Vec<String>,
-
-    /// Jobs per cluster drain (default 50000; 5000 with --quick).
-    #[arg(long)]
-    pub cluster_jobs: Option<u64>,
-
-    /// Jobs per raw-SQL cell (default 10000; a quarter at 1 row per claim, twice from 100 rows).
-    #[arg(long)]
-    pub raw_jobs: Option<u64>,
-
-    /// Drain settings to sweep instead of the built-in list, as WORKERS:CONCURRENCY:BATCH
-    /// (comma-separated), e.g. `--sweep 1:10:10,2:1000:500`.
-    #[arg(long, value_delimiter = ',')]
-    pub sweep: Vec<String>,
-
-    /// Connections swept by the raw grid (comma-separated; default 1,2,4,8).
-    #[arg(long, value_delimiter = ',')]
-    pub raw_workers: Vec<u32>,
-
-    /// Rows per claim swept by the raw grid (comma-separated; default 1,10,100,500,1000).
-    #[arg(long, value_delimiter = ',')]
-    pub raw_batches: Vec<u32>,
-
-    /// Measure pickup latency at these rates (jobs/s, comma-separated) instead of searching for the
-    /// sustainable rate.
-    #[arg(long, value_delimiter = ',')]
-    pub steady_rates: Vec<f64>,
-
-    /// Worker settings (WORKERS:CONCURRENCY:BATCH) for the steady and big-table sections, instead of
-    /// the drain's winner.
-    #[arg(long)]
-    pub settings: Option<String>,
-
-    /// Keep the scratch database at the end (its name is printed).
-    #[arg(long)]
-    pub keep_db: bool,
 }
 
 #[derive(Debug, Args)]
@@ -339,117 +274,6 @@ pub struct Format {
 pub struct StatsArgs {
     #[command(flatten)]
     pub format: Format,
-}
-
-#[derive(Debug, Args)]
-pub struct EnqueueArgs {
-    /// Job kind: picks the handler.
-    pub kind: String,
-
-    /// JSON payload. Default {}.
-    #[arg(long, short = 'p')]
-    pub payload: Option<String>,
-
-    /// Queue. Default "default".
-    #[arg(long)]
-    pub queue: Option<String>,
-
-    /// Priority: smaller runs first. Default 0.
-    #[arg(long, allow_negative_numbers = true)]
-    pub priority: Option<i16>,
-
-    /// Due at this time: RFC 3339 (2026-05-01T12:00:00Z) or "YYYY-MM-DD HH:MM:SS" in UTC.
-    #[arg(long, conflicts_with = "run_in")]
-    pub run_at: Option<String>,
-
-    /// Due after this long (e.g. 30s, 5m, 2h).
-    #[arg(long = "in", value_parser = parse_duration)]
-    pub run_in: Option<Duration>,
-
-    /// Attempts before the job is dead. Default 20.
-    #[arg(long)]
-    pub max_attempts: Option<u16>,
-
-    /// Run-time limit of one attempt (e.g. 90s).
-    #[arg(long, value_parser = parse_duration)]
-    pub timeout: Option<Duration>,
-    #[command(flatten)]
-    pub format: Format,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum JobsCommand {
-    /// Newest jobs first.
-    List(ListArgs),
-    /// Every column of one job.
-    Show {
-        /// Job id.
-        id: u64,
-        #[command(flatten)]
-        format: Format,
-    },
-    /// Run a done, dead, cancelled or waiting job again now, with a fresh attempt budget (attempts start
-    /// again at 0; the attempts used so far are noted in last_error).
-    Retry {
-        /// Job id.
-        id: u64,
-    },
-    /// Make a queued job, or one waiting for its retry, due now (its attempts are unchanged).
-    RunNow {
-        /// Job id.
-        id: u64,
-    },
-    /// Cancel a job: at once if it has not started; a running job's worker is asked to stop it.
-    Cancel {
-        /// Job id.
-        id: u64,
-    },
-    /// Retry, cancel, run now or delete every job matching a filter (at most --limit), one by one. Without
-    /// --yes it only says how many jobs match.
-    Bulk(BulkArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct BulkArgs {
-    /// What to do: retry, cancel, run-now, delete.
-    #[arg(value_parser = clap::value_parser!(jobq::JobAction))]
-    pub action: jobq::JobAction,
-    #[command(flatten)]
-    pub filter: JobFilterArgs,
-    /// Only jobs whose last error contains this text.
-    #[arg(long)]
-    pub error: Option<String>,
-    /// Refuse when more jobs than this match (narrow the filter, or raise it).
-    #[arg(long, default_value_t = 10_000)]
-    pub limit: u32,
-    /// Do it; without it the command only counts the jobs that match.
-    #[arg(long)]
-    pub yes: bool,
-}
-
-/// The filters `jobs list` and `jobs bulk` share.
-#[derive(Debug, Args)]
-pub struct JobFilterArgs {
-    /// Only this state: queued, running, done, retry, dead, cancelled.
-    #[arg(long, short = 's', value_parser = clap::value_parser!(jobq::State))]
-    pub state: Option<jobq::State>,
-    /// Only this queue.
-    #[arg(long)]
-    pub queue: Option<String>,
-    /// Only this kind.
-    #[arg(long, short = 'k')]
-    pub kind: Option<String>,
-}
-
-#[derive(Debug, Args)]
-pub struct ListArgs {
-    #[command(flatten)]
-    pub format: Format,
-    #[command(flatten)]
-    pub filter: JobFilterArgs,
-    /// At most this many.
-    #[arg(long, short = 'n', default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
-    pub limit: u32,
 }
 
 #[derive(Debug, Args)]

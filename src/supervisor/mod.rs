@@ -14,11 +14,9 @@
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
+use nix::sys::signal::Signal;
 use sqlx::MySqlPool;
 use tokio::process::Command;
 use tokio::sync::mpsc;
@@ -31,6 +29,12 @@ use crate::db::registry::Role;
 use crate::error::{Error, Result};
 use crate::service::Register;
 use crate::token::ProcessIdentity;
+
+mod children;
+mod keep_alive;
+
+use children::{Children, Exit, SWEEP_AFTER, Slot, Sweep, describe, is_alive, signal};
+pub use keep_alive::keep_alive;
 
 /// The environment variable naming a worker's supervisor.
 pub const SUPERVISOR_PID_ENV: &str = "JOBQ_SUPERVISOR_PID";
@@ -107,84 +111,6 @@ impl std::fmt::Display for SupervisorReport {
                 ("released", self.released),
             ],
         )
-    }
-}
-
-#[derive(Debug)]
-struct Slot {
-    pid: Option<u32>,
-    started: Instant,
-    backoff: Backoff,
-    restart_at: Option<Instant>,
-}
-
-/// A child's end: its slot, its pid, and how it ended.
-type Exit = (usize, u32, std::io::Result<ExitStatus>);
-
-/// The children and what is planned for them.
-#[derive(Debug)]
-struct Children {
-    slots: Vec<Slot>,
-    /// Slots still to roll (SIGHUP): one at a time, so the node never loses more than one worker.
-    rolling: VecDeque<usize>,
-    /// The slot being rolled now.
-    rolling_now: Option<usize>,
-    /// Dead children to release a second time (see [`SWEEP_AFTER`]).
-    sweeps: Vec<Sweep>,
-    report: SupervisorReport,
-}
-
-/// How long after a child's death its rows are released a second time. A child killed mid-statement
-/// can leave that statement on its way to the server (in the socket, or waiting for a lock), and the
-/// server runs it after the supervisor's first release: a registry INSERT, or a claim that stamps rows
-/// with the dead child's token. Those rows would otherwise wait for a reaper, which may not be running.
-const SWEEP_AFTER: Duration = Duration::from_secs(2);
-
-/// A second release planned for dead child `pid`.
-#[derive(Debug)]
-struct Sweep {
-    pid: u32,
-    at: Instant,
-    why: String,
-}
-
-impl Children {
-    /// Asks the next child waiting to be rolled to drain, once the previous one is gone.
-    fn roll_next(&mut self) {
-        if self.rolling_now.is_none()
-            && let Some(i) = self.rolling.pop_front()
-            && let Some(pid) = self.slots[i].pid
-        {
-            info!(pid, "rolling worker: asking it to drain");
-            signal(pid, Signal::SIGTERM);
-            self.rolling_now = Some(i);
-        }
-    }
-
-    /// Plans a roll of every child but the one rolling now.
-    fn roll_all(&mut self) {
-        let now = self.rolling_now;
-        self.rolling = (0..self.slots.len()).filter(|i| Some(*i) != now).collect();
-    }
-
-    /// How long until the earliest planned restart or sweep (an hour when none is planned).
-    fn until_next_wake(&self) -> Duration {
-        let restarts = self.slots.iter().filter_map(|s| s.restart_at);
-        let sweeps = self.sweeps.iter().map(|s| s.at);
-        restarts
-            .chain(sweeps)
-            .min()
-            .map(|t| t.saturating_duration_since(Instant::now()))
-            .unwrap_or(Duration::from_secs(3600))
-    }
-
-    /// Takes the sweeps due by `by`.
-    fn due_sweeps(&mut self, by: Instant) -> Vec<Sweep> {
-        let (due, later) = std::mem::take(&mut self.sweeps)
-            .into_iter()
-            .partition(|s| s.at <= by);
-        self.sweeps = later;
-        due
     }
 }
 
@@ -445,80 +371,4 @@ impl Supervisor {
             }
         }
     }
-}
-
-/// Whether a process with this pid exists (signal 0 checks without sending anything; EPERM means it
-/// exists under another user).
-fn is_alive(pid: u32) -> bool {
-    i32::try_from(pid)
-        .is_ok_and(|raw| kill(Pid::from_raw(raw), None) != Err(nix::errno::Errno::ESRCH))
-}
-
-fn signal(pid: u32, sig: Signal) {
-    if let Ok(raw) = i32::try_from(pid) {
-        let _ = kill(Pid::from_raw(raw), sig);
-    }
-}
-
-fn describe(status: &std::io::Result<ExitStatus>) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match status {
-        Ok(s) => match (s.code(), s.signal()) {
-            (Some(c), _) => format!("worker exited with status {c}"),
-            (None, Some(sig)) => format!("worker was killed by signal {sig}"),
-            _ => "worker ended".into(),
-        },
-        Err(e) => format!("worker lost: {e}"),
-    }
-}
-
-/// An in-process service that ran this long before it stopped is restarted at once, not after a grown
-/// backoff: it was working.
-const SERVICE_STABLE_AFTER: Duration = Duration::from_secs(60);
-
-/// Runs an in-process service (a reaper or scheduler beside the workers) until `shutdown`, starting
-/// it again when it returns, fails or panics before that: a service that died at a bad moment must not
-/// stay down, unnoticed, until the supervisor exits. Restarts wait `restart_after`, doubling up to a
-/// minute while it keeps failing.
-pub fn keep_alive<F, Fut>(
-    name: &'static str,
-    restart_after: Duration,
-    shutdown: CancellationToken,
-    make: F,
-) -> tokio::task::JoinHandle<()>
-where
-    F: Fn() -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
-{
-    tokio::spawn(async move {
-        let mut backoff = Backoff::restart(restart_after);
-        loop {
-            let started = Instant::now();
-            // A panic is an error like any other here: "<name> panicked: <message>".
-            let outcome = tokio::spawn(make())
-                .await
-                .unwrap_or_else(|join| Err(Error::task_failed(name, join)));
-            if shutdown.is_cancelled() {
-                if let Err(e) = outcome {
-                    error!(service = name, error = %e, "service failed while stopping");
-                }
-                return;
-            }
-            if started.elapsed() >= SERVICE_STABLE_AFTER {
-                backoff.reset();
-            }
-            let wait = backoff.next_delay();
-            match outcome {
-                Ok(()) => {
-                    warn!(service = name, retry_in = ?wait, "service stopped on its own; starting it again")
-                }
-                Err(e) => {
-                    error!(service = name, error = %e, retry_in = ?wait, "service failed; starting it again")
-                }
-            }
-            if crate::service::sleep_or_stop(wait, &shutdown).await {
-                return;
-            }
-        }
-    })
 }

@@ -1,0 +1,144 @@
+use super::*;
+
+fn parse(text: &str) -> std::result::Result<Config, String> {
+    let dir = std::env::temp_dir().join(format!("jobq-cfg-{}", rand::random::<u64>()));
+    std::fs::write(&dir, text).unwrap();
+    let r = Config::load(&dir).map_err(|e| e.to_string());
+    std::fs::remove_file(&dir).ok();
+    r
+}
+
+#[test]
+fn full_example_parses() {
+    let c = parse(
+        r#"
+database_url = "mysql://u:p@h:3306/db"
+[worker]
+queues = ["default", "mail"]
+concurrency = 4
+poll_interval = "250ms"
+[retry]
+base = "1s"
+[prune]
+retention = "2d"
+[handlers.resize]
+command = ["convert", "-"]
+timeout = "5m"
+env = { A = "1" }
+[handlers.rollup]
+sql = "CALL rollup(?, ?)"
+params = ["day", "region"]
+"#,
+    )
+    .unwrap();
+    assert_eq!(c.worker.concurrency, Some(4));
+    assert_eq!(c.retention(), Duration::from_secs(2 * 86400));
+    let specs = c.handler_specs();
+    assert_eq!(specs.len(), 2);
+    assert_eq!(specs[0].0, "resize");
+    assert_eq!(specs[1].2, None);
+}
+
+#[test]
+fn sections_map_to_service_configs_with_defaults_for_unset_keys() {
+    let c = parse(
+        r#"
+[worker]
+concurrency = 4
+heartbeat_interval = "3s"
+[retry]
+base = "1s"
+[prune]
+retention = "2d"
+[reaper]
+lease = "90s"
+session_signals = false
+[scheduler]
+interval = "5s"
+"#,
+    )
+    .unwrap();
+    let w = c.worker().unwrap();
+    assert_eq!(w.concurrency, 4);
+    assert_eq!(w.batch_size, WorkerConfig::DEFAULT_BATCH_SIZE);
+    assert_eq!(w.heartbeat_interval, Duration::from_secs(3));
+    assert_eq!(w.retry.base, Duration::from_secs(1));
+    assert_eq!(w.retry.cap, RetryPolicy::DEFAULT_CAP);
+    let r = c.reaper().unwrap();
+    assert_eq!(r.lease, Duration::from_secs(90));
+    assert_eq!(r.interval, ReaperConfig::DEFAULT_INTERVAL);
+    assert!(!r.session_signals);
+    // The reaper judges workers by the heartbeat interval they are configured with.
+    assert_eq!(r.heartbeat_interval, Duration::from_secs(3));
+    assert_eq!(r.retention, Some(Duration::from_secs(2 * 86400)));
+    let s = c.scheduler().unwrap();
+    assert_eq!(s.interval, Duration::from_secs(5));
+    assert_eq!(
+        s.max_jobs_per_tick,
+        SchedulerConfig::DEFAULT_MAX_JOBS_PER_TICK
+    );
+
+    let d = Config::default();
+    assert_eq!(
+        d.worker().unwrap().concurrency,
+        WorkerConfig::DEFAULT_CONCURRENCY
+    );
+    assert_eq!(d.reaper().unwrap().lease, ReaperConfig::DEFAULT_LEASE);
+    assert!(d.scheduler().unwrap().definitions.is_empty());
+}
+
+#[test]
+fn a_config_built_in_code_is_checked_when_mapped() {
+    let mut c = Config::default();
+    c.worker.concurrency = Some(0);
+    let e = c.worker().unwrap_err().to_string();
+    assert!(e.contains("worker.concurrency must be at least 1"), "{e}");
+}
+
+#[test]
+fn unknown_keys_are_named() {
+    let e = parse("[worker]\nconcurency = 3\n").unwrap_err();
+    assert!(e.contains("concurency"), "{e}");
+    let e = parse("[handlers.x]\ncommand = [\"a\"]\nargs = []\n").unwrap_err();
+    assert!(e.contains("args"), "{e}");
+}
+
+#[test]
+fn bad_values_are_named() {
+    let e = parse("[worker]\npoll_interval = \"soon\"\n").unwrap_err();
+    assert!(e.contains("invalid duration \"soon\""), "{e}");
+    let e = parse("[handlers.x]\nsql = \"CALL p(?, ?)\"\nparams = [\"a\"]\n").unwrap_err();
+    assert!(e.contains("handlers.x") && e.contains("2 `?`"), "{e}");
+    let e = parse("[handlers.x]\nsql = \"DO 1\"\ncommand = [\"true\"]\n").unwrap_err();
+    assert!(e.contains("not both"), "{e}");
+    let e = parse("[handlers.x]\n").unwrap_err();
+    assert!(e.contains("set `command`"), "{e}");
+    let e = parse("[handlers.\"bad kind\"]\ncommand = [\"true\"]\n").unwrap_err();
+    assert!(e.contains("bad kind"), "{e}");
+    let e = parse("[worker]\nconcurrency = 0\n").unwrap_err();
+    assert!(e.contains("worker.concurrency"), "{e}");
+}
+
+#[test]
+fn zero_intervals_huge_concurrency_and_a_cap_below_base_are_named() {
+    for (text, needle) in [
+        ("[worker]\npoll_interval = \"0s\"\n", "worker.poll_interval"),
+        (
+            "[worker]\nheartbeat_interval = \"0s\"\n",
+            "worker.heartbeat_interval",
+        ),
+        ("[reaper]\ninterval = \"0s\"\n", "reaper.interval"),
+        ("[reaper]\nlease = \"0ms\"\n", "reaper.lease"),
+        ("[retry]\nbase = \"0s\"\n", "retry.base"),
+        ("[worker]\nconcurrency = 10001\n", "10000"),
+        (
+            "[retry]\nbase = \"10s\"\ncap = \"5s\"\n",
+            "retry.cap (5s) is below retry.base (10s)",
+        ),
+        ("[retry]\nbase = \"2h\"\n", "set retry.cap too"),
+    ] {
+        let e = parse(text).unwrap_err();
+        assert!(e.contains(needle), "{text:?}: {e}");
+    }
+    assert!(parse("[worker]\nconcurrency = 10000\n[retry]\nbase = \"1h\"\n").is_ok());
+}
