@@ -10,6 +10,10 @@
 #   scripts/galera.sh destroy   stop the nodes and delete their data
 #   scripts/galera.sh status    each node's port, pid and cluster size
 #   scripts/galera.sh running   exit 0 when all three nodes run, 1 otherwise
+#   scripts/galera.sh kill N    SIGKILL node N (1-3), as a crash would; `start` brings it back
+#   scripts/galera.sh isolate N on|off
+#                               cut node N off from the other two (gmcast.isolate; it leaves the Primary
+#                               component and refuses statements with error 1047), or let it rejoin
 #
 # Environment:
 #   JOBQ_GALERA_DIR    where the nodes live (default: /tmp/jobq-galera)
@@ -183,6 +187,27 @@ cmd_status() {
     done
 }
 
+check_node() { [[ "${1:-}" =~ ^[123]$ ]] || die "expected a node number 1, 2 or 3, got '${1:-}'"; }
+
+cmd_kill() {
+    check_node "$1"
+    local pid
+    pid=$(pid_of "$1")
+    [[ -n "$pid" ]] && kill -9 "$pid" 2>/dev/null || die "node $1 is not running"
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    log "node $1 killed"
+}
+
+cmd_isolate() {
+    check_node "$1"
+    case "${2:-}" in
+    on) client "$1" "SET GLOBAL wsrep_provider_options='gmcast.isolate=1'" || die "node $1 did not answer" ;;
+    off) client "$1" "SET GLOBAL wsrep_provider_options='gmcast.isolate=0'" || die "node $1 did not answer" ;;
+    *) die "usage: scripts/galera.sh isolate N on|off" ;;
+    esac
+    log "node $1 isolation $2"
+}
+
 case "${1:-}" in
 running) alive 1 && alive 2 && alive 3 ;;
 start) cmd_start ;;
@@ -190,5 +215,7 @@ urls) cmd_urls ;;
 stop) cmd_stop ;;
 destroy) cmd_destroy ;;
 status) cmd_status ;;
-*) die "usage: scripts/galera.sh start|urls|stop|destroy|status|running" ;;
+kill) cmd_kill "${2:-}" ;;
+isolate) cmd_isolate "${2:-}" "${3:-}" ;;
+*) die "usage: scripts/galera.sh start|urls|stop|destroy|status|running|kill N|isolate N on|off" ;;
 esac

@@ -41,6 +41,10 @@ pub(crate) const OPTION_PREVENTS_STATEMENT: u16 = 1290;
 pub(crate) const READ_ONLY_TRANSACTION: u16 = 1792;
 /// `ER_READ_ONLY_MODE` (MySQL's `super_read_only`/InnoDB read-only mode).
 pub(crate) const READ_ONLY_MODE: u16 = 1836;
+/// ER_UNKNOWN_COM_ERROR, which a Galera node outside the Primary component (cut off from the rest of
+/// its cluster) gives for every statement that touches a table: "WSREP has not yet prepared node for
+/// application use". Until it rejoins, only another node can serve.
+pub(crate) const WSREP_NOT_READY: u16 = 1047;
 
 /// The server error number of a database error, if it is one.
 pub(crate) fn number(e: &sqlx::Error) -> Option<u16> {
@@ -81,19 +85,28 @@ pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
     }
 }
 
+/// True when the server behind the connection cannot serve for now and another might: read-only
+/// (after a failover) or a Galera node outside the Primary component. Connections opened before such an
+/// error are not used again ([`crate::db::failover`]).
+pub(crate) fn is_node_unusable(e: &sqlx::Error) -> bool {
+    number(e) == Some(WSREP_NOT_READY) || is_read_only(e)
+}
+
 /// What kind of transient failure `e` is, as a metric label: `deadlock`, `lock_wait`, `read_only` or
 /// `connection` (a lost, refused or killed connection, a server shutting down).
 pub(crate) fn transient_kind(e: &sqlx::Error) -> &'static str {
     match number(e) {
         Some(DEADLOCK) => "deadlock",
         Some(LOCK_WAIT_TIMEOUT) => "lock_wait",
+        Some(WSREP_NOT_READY) => "node_not_ready",
         _ if is_read_only(e) => "read_only",
         _ => "connection",
     }
 }
 
 /// True for a driver error worth retrying as it is: deadlocks, lock-wait timeouts, lost connections
-/// and a read-only server (after a failover; the retry gets a new connection). What jobq retries
+/// a read-only server (after a failover; the retry gets a new connection) and a Galera node cut off
+/// from its cluster. What jobq retries
 /// internally, for programs that run their own statements beside jobq's.
 pub fn is_transient(e: &sqlx::Error) -> bool {
     match e {
@@ -112,7 +125,7 @@ pub fn is_transient(e: &sqlx::Error) -> bool {
                         | QUERY_INTERRUPTED
                         | TOO_MANY_CONNECTIONS
                 )
-            ) || is_read_only(e)
+            ) || is_node_unusable(e)
         }
         _ => false,
     }

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use sqlx::mysql::MySqlConnectOptions;
 use sqlx::{Connection, MySqlConnection, MySqlPool};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -25,7 +24,9 @@ use crate::token::{ClaimToken, ServerIdentity};
 /// A registered process's anchor session.
 #[derive(Debug)]
 pub(crate) struct Session {
-    opts: MySqlConnectOptions,
+    /// Where a lost anchor reconnects: the pool's options of the moment, which follow the pool to
+    /// another host of the URL ([`crate::db::hosts`]).
+    pool: MySqlPool,
     conn: Option<MySqlConnection>,
     token: ClaimToken,
     role: Role,
@@ -57,14 +58,13 @@ impl Session {
         bounds: Bounds,
     ) -> Result<Session> {
         let fence = Fence::new(bounds.fence);
-        let opts = (*pool.connect_options()).clone();
-        let mut conn = db::open_anchor(&opts).await?;
+        let mut conn = db::open_anchor(&pool.connect_options()).await?;
         let (connection_id, server) = registry::session_identity(&mut conn).await?;
         let token = ClaimToken::new(connection_id, server);
         take_lock(&mut conn, &token).await?;
         registry::register(&mut conn, &token, role, queues, kinds, bounds).await?;
         Ok(Session {
-            opts,
+            pool: pool.clone(),
             conn: Some(conn),
             token,
             role,
@@ -140,7 +140,7 @@ impl Session {
 
     async fn beat_once(&mut self) -> Result<()> {
         if self.conn.is_none() {
-            let mut conn = db::open_anchor(&self.opts).await?;
+            let mut conn = db::open_anchor(&self.pool.connect_options()).await?;
             let (connection_id, server) = registry::session_identity(&mut conn).await?;
             take_lock(&mut conn, &self.token).await?;
             self.connection_id = connection_id;

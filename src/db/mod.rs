@@ -9,6 +9,7 @@ pub(crate) mod dedicated;
 pub(crate) mod enqueue;
 pub(crate) mod failover;
 pub(crate) mod finish;
+pub(crate) mod hosts;
 pub(crate) mod migrate;
 pub(crate) mod prune;
 pub(crate) mod reap;
@@ -94,7 +95,16 @@ impl ConnectConfig {
 ///
 /// # Errors
 /// [`Error::InvalidUrl`] naming what is wrong.
+///
+/// A URL may name several hosts (`mysql://user:password@node1:3306,node2:3306/app`, for a Galera
+/// cluster): [`connect`] then follows whichever serves; this returns the first host's options.
 pub fn connect_options(url: &str) -> Result<MySqlConnectOptions> {
+    let mut hosts = hosts::parse(url)?;
+    Ok(hosts.swap_remove(0).opts)
+}
+
+/// [`connect_options`] for a URL that names one host.
+pub(crate) fn single_host_options(url: &str) -> Result<MySqlConnectOptions> {
     if !(url.starts_with("mysql://") || url.starts_with("mariadb://")) {
         return Err(Error::InvalidUrl {
             url: redact_url(url),
@@ -201,15 +211,34 @@ pub fn redact_url(url: &str) -> String {
 ///
 /// # Errors
 /// When the URL is invalid.
+///
+/// With several hosts in the URL the pool starts on the first and moves to the next that serves when
+/// its host stops serving ([`hosts`]).
 pub fn connect_lazy(cfg: &ConnectConfig) -> Result<MySqlPool> {
-    Ok(pool_options(cfg).connect_lazy_with(cfg.options()?))
+    let hosts = hosts::parse(&cfg.url)?;
+    let pool = pool_options(cfg).connect_lazy_with(hosts[0].opts.clone());
+    hosts::watch(pool.clone(), hosts, 0, None);
+    Ok(pool)
 }
 
 /// Opens a pool after checking, with one plain connection, that the server answers and takes the login,
 /// so the usual failures become messages that say what is wrong (bad URL, unreachable server, bad login,
 /// unknown database) at once instead of after the pool's acquire timeout.
+///
+/// With several hosts in the URL the pool opens on the first that serves (a Galera node outside the
+/// Primary component does not) and moves to the next when its host stops serving ([`hosts`]).
 pub async fn connect(cfg: &ConnectConfig) -> Result<MySqlPool> {
+    let hosts = hosts::parse(&cfg.url)?;
+    if hosts.len() > 1 {
+        return connect_to_one_of(cfg, hosts).await;
+    }
     let opts = cfg.options()?;
+    probe(cfg, &opts).await?;
+    Ok(pool_options(cfg).connect_lazy_with(opts))
+}
+
+/// Checks, with one plain connection, that the server at `opts` answers and takes the login.
+async fn probe(cfg: &ConnectConfig, opts: &MySqlConnectOptions) -> Result<()> {
     let probe = tokio::time::timeout(cfg.acquire_timeout, async {
         let mut conn = opts.connect().await?;
         setup_session(&mut conn).await?;
@@ -217,20 +246,39 @@ pub async fn connect(cfg: &ConnectConfig) -> Result<MySqlPool> {
     })
     .await;
     match probe {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => return Err(connect_error(&cfg.url, e)),
-        Err(_) => {
-            return Err(Error::Connect {
-                url: redact_url(&cfg.url),
-                kind: ConnectFailure::Unreachable,
-                reason: format!(
-                    "server unreachable (no answer within {} s)",
-                    cfg.acquire_timeout.as_secs()
-                ),
-            });
-        }
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(connect_error(&cfg.url, e)),
+        Err(_) => Err(Error::Connect {
+            url: redact_url(&cfg.url),
+            kind: ConnectFailure::Unreachable,
+            reason: format!(
+                "server unreachable (no answer within {} s)",
+                cfg.acquire_timeout.as_secs()
+            ),
+        }),
     }
-    Ok(pool_options(cfg).connect_lazy_with(opts))
+}
+
+async fn connect_to_one_of(cfg: &ConnectConfig, hosts: Vec<hosts::Host>) -> Result<MySqlPool> {
+    let found = tokio::time::timeout(cfg.acquire_timeout, hosts::first_serving(&hosts, 0)).await;
+    let Ok(Some((current, check))) = found else {
+        // The first host's own failure, when it has one, says more (a refused login, say).
+        probe(cfg, &hosts[0].opts).await?;
+        let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+        return Err(Error::Connect {
+            url: redact_url(&cfg.url),
+            kind: ConnectFailure::Unreachable,
+            reason: format!(
+                "server unreachable: none of the hosts {} serves (each refused, did not answer, or is a \
+                 Galera node outside the Primary component)",
+                names.join(", ")
+            ),
+        });
+    };
+    let pool = pool_options(cfg).connect_lazy_with(hosts[current].opts.clone());
+    tracing::debug!(host = %hosts[current].name, "database pool opened");
+    hosts::watch(pool.clone(), hosts, current, Some(check));
+    Ok(pool)
 }
 
 fn pool_options(cfg: &ConnectConfig) -> MySqlPoolOptions {
@@ -243,10 +291,10 @@ fn pool_options(cfg: &ConnectConfig) -> MySqlPoolOptions {
         // caller on the hot path retries anyway. That is one round trip per claim and per finish saved.
         .test_before_acquire(false)
         .after_connect(|conn, _meta| Box::pin(setup_session(conn)))
-        // After a read-only error (a failover), connections opened before it are closed instead of
-        // handed out. No round trip: one atomic load per checkout.
+        // After a read-only error (a failover), a Galera node's "not ready" or a move to another host,
+        // connections opened before it are closed instead of handed out. No round trip: one atomic load per checkout.
         .before_acquire(|_conn, meta| {
-            let keep = !failover::predates_read_only(meta.age);
+            let keep = !failover::predates_recycle(meta.age);
             Box::pin(async move { Ok(keep) })
         })
 }

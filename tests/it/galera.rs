@@ -4,14 +4,27 @@
 //! Row locks and SKIP LOCKED do not reach across nodes, GET_LOCK and the processlist are node-local:
 //! these tests spread jobq's processes over the nodes and check that every job runs exactly once, that
 //! claims lost to another node's certification are retried quietly, and that a reaper on one node
-//! leaves alone the rows of a live worker connected to another.
+//! leaves alone the rows of a live worker connected to another. The tests that kill or isolate a node
+//! take the cluster for themselves (the others run side by side) and leave it whole again, even when
+//! they fail.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use jobq::ConnectConfig;
 use sqlx::{Executor, MySqlPool};
+use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::common::{jobq, scratch_dir, wait_output, write_config};
+
+/// Tests that break a node hold it for writing, every other cluster test for reading.
+static CLUSTER: RwLock<()> = RwLock::const_new(());
+
+/// A test's turn on the cluster.
+#[allow(dead_code)] // held for its drop
+enum Turn {
+    Shared(RwLockReadGuard<'static, ()>),
+    Alone(RwLockWriteGuard<'static, ()>),
+}
 
 /// One database of its own on the cluster, reached through each node.
 struct ClusterDb {
@@ -20,11 +33,42 @@ struct ClusterDb {
     urls: Vec<String>,
     /// A pool on node 1.
     pool: MySqlPool,
+    _turn: Turn,
 }
 
 impl ClusterDb {
     /// A fresh, migrated database, or None (and a line saying so) without a cluster.
     async fn new(test: &str) -> Option<ClusterDb> {
+        let turn = Turn::Shared(CLUSTER.read().await);
+        Self::create(test, turn).await
+    }
+
+    /// [`ClusterDb::new`] for a test that kills or isolates a node: no other cluster test runs meanwhile.
+    async fn alone(test: &str) -> Option<ClusterDb> {
+        let turn = Turn::Alone(CLUSTER.write().await);
+        Self::create(test, turn).await
+    }
+
+    /// One URL naming every node, starting with node `first` (0-based) and going round.
+    fn url_from(&self, first: usize) -> String {
+        let host = |u: &str| {
+            let rest = u.split_once("://").unwrap().1;
+            rest.rsplit_once('@')
+                .map_or(rest, |(_, h)| h)
+                .split('/')
+                .next()
+                .unwrap()
+                .to_string()
+        };
+        let hosts: Vec<String> = (0..self.urls.len())
+            .map(|i| host(&self.urls[(first + i) % self.urls.len()]))
+            .collect();
+        let (scheme_user, _) =
+            self.urls[0].split_at(self.urls[0].find(&host(&self.urls[0])).unwrap());
+        format!("{scheme_user}{}/{}", hosts.join(","), self.name)
+    }
+
+    async fn create(test: &str, turn: Turn) -> Option<ClusterDb> {
         let Ok(list) = std::env::var("JOBQ_GALERA_URLS") else {
             eprintln!(
                 "SKIPPED {test}: no Galera cluster (JOBQ_GALERA_URLS is unset; scripts/test.sh starts \
@@ -51,7 +95,12 @@ impl ClusterDb {
             .await
             .unwrap();
         jobq::migrate(&pool).await.expect("migrate on node 1");
-        Some(ClusterDb { name, urls, pool })
+        Some(ClusterDb {
+            name,
+            urls,
+            pool,
+            _turn: turn,
+        })
     }
 
     async fn scalar(&self, sql: &str) -> i64 {
@@ -309,4 +358,293 @@ async fn schedulers_on_three_nodes_make_exactly_one_job_per_planned_time() {
         .await;
     assert_eq!(jobs, runs);
     assert!(jobs >= 40, "{jobs}");
+}
+
+/// `scripts/galera.sh ARGS`, which must succeed.
+fn galera(args: &[&str]) {
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/galera.sh"))
+        .args(args)
+        .output()
+        .expect("run scripts/galera.sh");
+    assert!(
+        out.status.success(),
+        "scripts/galera.sh {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Brings the cluster back to three nodes when dropped, so a failing test does not leave it broken for
+/// the next one.
+struct Mend;
+
+impl Drop for Mend {
+    fn drop(&mut self) {
+        let _ =
+            std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/galera.sh"))
+                .args(["isolate", "3", "off"])
+                .output();
+        galera(&["start"]);
+    }
+}
+
+/// A table of effects, one row per attempt that ran, with the node that ran it, and `jobs` jobs whose
+/// SQL handler writes it and takes about 10 ms; the config file for it.
+async fn effects_queue(db: &ClusterDb, jobs: u32) -> std::path::PathBuf {
+    db.pool
+        .execute("CREATE TABLE effects (job_id BIGINT NOT NULL, node VARCHAR(64) NOT NULL) ENGINE = InnoDB")
+        .await
+        .unwrap();
+    for chunk in (1..=jobs).collect::<Vec<u32>>().chunks(1000) {
+        let values: Vec<String> = chunk
+            .iter()
+            .map(|i| format!("('effect', JSON_OBJECT('id', {i}))"))
+            .collect();
+        db.pool
+            .execute(
+                format!(
+                    "INSERT INTO job_queue (kind, payload) VALUES {}",
+                    values.join(",")
+                )
+                .as_str(),
+            )
+            .await
+            .unwrap();
+    }
+    let dir = scratch_dir();
+    write_config(
+        &dir,
+        "[handlers.effect]\n\
+         sql = \"INSERT INTO effects (job_id, node) SELECT ?, @@wsrep_node_name FROM DUAL WHERE SLEEP(0.01) = 0\"\n\
+         params = [\"id\"]\n",
+    )
+}
+
+/// Polls `sql` on `pool` until it returns at least `want`, or panics after `limit`.
+async fn wait_for_count(pool: &MySqlPool, sql: &str, want: i64, limit: Duration) -> i64 {
+    let deadline = Instant::now() + limit;
+    loop {
+        let n: i64 = sqlx::query_scalar(sql)
+            .fetch_one(pool)
+            .await
+            .unwrap_or_default();
+        if n >= want {
+            return n;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{sql}: {n} after {limit:?}, want {want}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn sigterm(child: &std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+}
+
+/// What a drain under a broken node left behind: jobs done, distinct jobs with an effect, effects in
+/// all, and the extra effects (each one a job that ran again) with their attempts. Effects carry the
+/// payload's id: on Galera, job ids step by the node count.
+async fn check_nothing_lost(db: &ClusterDb, jobs: u32, allowed_duplicates: i64) {
+    let done = db
+        .scalar("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
+        .await;
+    let not_done = db
+        .scalar("SELECT COUNT(*) FROM job_queue WHERE state <> 'done'")
+        .await;
+    let distinct = db
+        .scalar("SELECT COUNT(DISTINCT job_id) FROM effects")
+        .await;
+    let effects = db.scalar("SELECT COUNT(*) FROM effects").await;
+    let again: Vec<(i64, i64, u16)> = sqlx::query_as(
+        "SELECT e.job_id, COUNT(*), MAX(q.attempts) FROM effects e \
+         JOIN job_queue q ON JSON_VALUE(q.payload, '$.id') = e.job_id \
+         GROUP BY e.job_id HAVING COUNT(*) > 1",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    eprintln!(
+        "jobs {jobs}: done {done}, not done {not_done}, with an effect {distinct}, effects {effects}, \
+         ran again {again:?} (job id, effects, attempts)"
+    );
+    assert_eq!(
+        (done, not_done, distinct),
+        (i64::from(jobs), 0, i64::from(jobs))
+    );
+    assert!(
+        effects - distinct <= allowed_duplicates,
+        "more jobs ran twice than were in flight on the broken node: {again:?}"
+    );
+    // A job whose effect is there twice ran twice only as a retry of an attempt cut off with its node.
+    assert!(
+        again.iter().all(|(_, _, attempts)| *attempts >= 2),
+        "{again:?}"
+    );
+}
+
+/// A node is SIGKILLed in the middle of a drain with a worker on each node, every worker given all
+/// three hosts (its own first): the dead node's worker moves to a live node and carries on, a reaper
+/// takes nothing from a live worker, the node comes back and catches up, and no job is lost.
+#[tokio::test]
+async fn a_node_killed_mid_drain_loses_no_job_and_its_workers_move() {
+    let Some(db) = ClusterDb::alone("galera::a_node_killed_mid_drain").await else {
+        return;
+    };
+    let _mend = Mend;
+    let jobs = 4000;
+    let cfg = effects_queue(&db, jobs).await;
+    let dir = cfg.parent().unwrap().to_path_buf();
+    let mut workers = Vec::new();
+    for i in 0..3 {
+        let log = dir.join(format!("worker{i}.log"));
+        let url = db.url_from(i);
+        let child = jobq(
+            Some(&url),
+            &[
+                "worker",
+                "--forever",
+                "--config",
+                cfg.to_str().unwrap(),
+                "--concurrency",
+                "4",
+            ],
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+        workers.push((child, log));
+    }
+    let reaper_log = dir.join("reaper.log");
+    let reaper = jobq(Some(&db.url_from(0)), &["reaper", "--interval", "500ms"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&reaper_log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for_count(
+        &db.pool,
+        "SELECT COUNT(*) FROM effects WHERE node = 'node3'",
+        100,
+        Duration::from_secs(60),
+    )
+    .await;
+    let killed_at = Instant::now();
+    galera(&["kill", "3"]);
+    // The drain goes on without node 3 for a while, then node 3 comes back and catches up.
+    wait_for_count(
+        &db.pool,
+        "SELECT COUNT(*) FROM effects",
+        2500,
+        Duration::from_secs(60),
+    )
+    .await;
+    let rejoin = tokio::task::spawn_blocking(|| galera(&["start"]));
+    wait_for_count(
+        &db.pool,
+        "SELECT COUNT(*) FROM job_queue WHERE state = 'done'",
+        i64::from(jobs),
+        Duration::from_secs(120),
+    )
+    .await;
+    eprintln!(
+        "drain finished {:?} after node 3 was killed",
+        killed_at.elapsed()
+    );
+    rejoin.await.unwrap();
+    for (w, _) in &workers {
+        sigterm(w);
+    }
+    sigterm(&reaper);
+    let mut logs = Vec::new();
+    for (w, log) in workers {
+        let out = wait_output(w, Duration::from_secs(60));
+        let log = std::fs::read_to_string(log).unwrap();
+        assert!(out.status.success(), "a worker failed:\n{log}");
+        logs.push(log);
+    }
+    wait_output(reaper, Duration::from_secs(30));
+    let reaper_log = std::fs::read_to_string(reaper_log).unwrap();
+    assert!(
+        !reaper_log.contains("released a dead claimant"),
+        "{reaper_log}"
+    );
+    assert!(
+        logs[2].contains("moving to the next one"),
+        "node 3's worker did not move:\n{}",
+        logs[2]
+    );
+    let moved: i64 = db
+        .scalar("SELECT COUNT(*) FROM effects WHERE node <> 'node3'")
+        .await;
+    assert!(moved > 0);
+    check_nothing_lost(&db, jobs, 4).await;
+    // Node 3 caught up with everything it missed.
+    let node3 = jobq::connect(&ConnectConfig::new(&db.urls[2]).max_connections(1))
+        .await
+        .unwrap();
+    let on3: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
+        .fetch_one(&node3)
+        .await
+        .unwrap();
+    assert_eq!(on3, i64::from(jobs));
+}
+
+/// A node cut off from the other two leaves the Primary component and refuses statements (1047): the
+/// worker on it moves to a node that serves, and the drain completes.
+#[tokio::test]
+async fn a_worker_leaves_a_node_cut_off_from_the_cluster() {
+    let Some(db) = ClusterDb::alone("galera::a_worker_leaves_a_node_cut_off").await else {
+        return;
+    };
+    let _mend = Mend;
+    let jobs = 1500;
+    let cfg = effects_queue(&db, jobs).await;
+    let log = cfg.parent().unwrap().join("worker.log");
+    let worker = jobq(
+        Some(&db.url_from(2)),
+        &[
+            "worker",
+            "--forever",
+            "--config",
+            cfg.to_str().unwrap(),
+            "--concurrency",
+            "4",
+        ],
+    )
+    .stdout(std::process::Stdio::null())
+    .stderr(std::fs::File::create(&log).unwrap())
+    .spawn()
+    .unwrap();
+    wait_for_count(
+        &db.pool,
+        "SELECT COUNT(*) FROM effects WHERE node = 'node3'",
+        100,
+        Duration::from_secs(60),
+    )
+    .await;
+    let cut_at = Instant::now();
+    galera(&["isolate", "3", "on"]);
+    wait_for_count(
+        &db.pool,
+        "SELECT COUNT(*) FROM job_queue WHERE state = 'done'",
+        i64::from(jobs),
+        Duration::from_secs(120),
+    )
+    .await;
+    eprintln!(
+        "drain finished {:?} after node 3 was cut off",
+        cut_at.elapsed()
+    );
+    galera(&["isolate", "3", "off"]);
+    sigterm(&worker);
+    let out = wait_output(worker, Duration::from_secs(60));
+    let log = std::fs::read_to_string(log).unwrap();
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("moving to the next one"), "{log}");
+    check_nothing_lost(&db, jobs, 4).await;
 }
