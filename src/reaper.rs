@@ -228,9 +228,9 @@ impl Reaper {
         match reap::galera_cluster_size(&self.pool).await {
             Ok(Some(nodes)) => info!(
                 nodes,
-                "Galera cluster: locks, sessions and connection ids are this node's own, so claimants \
-                 connected to other nodes are judged by their replicated heartbeats and fence bounds (and \
-                 on this host by their pid)"
+                "Galera cluster: locks, sessions and connection ids are this node's own, so the \
+                 processlist is not trusted and claimants are judged by their replicated heartbeats and \
+                 fence bounds (and on this host by their pid)"
             ),
             Ok(None) => {}
             Err(e) => debug!(error = %e, "could not tell whether the server is a Galera node"),
@@ -406,6 +406,11 @@ impl Reaper {
             return Ok(HashMap::new());
         }
         let (server_id, epoch, uptime) = reap::server_state(&self.pool).await?;
+        // On a Galera node the processlist and connection ids are this node's own (every node of the
+        // test cluster has server_id 1 and the same start time, give or take), so a listed connection
+        // id says nothing about a claimant connected to another node: only the lock (named by the
+        // claimant's nonce) and the replicated heartbeat are trusted there.
+        let galera = reap::galera_cluster_size(&self.pool).await?.is_some();
         let parsed: Vec<Option<ClaimToken>> = tokens.iter().map(|t| t.parse().ok()).collect();
         let lock_names: Vec<String> = parsed
             .iter()
@@ -424,8 +429,10 @@ impl Reaper {
         let mut out = HashMap::new();
         for (i, token) in tokens.iter().enumerate() {
             let reg = registry.get(token);
-            let same_server = reg
-                .is_some_and(|r| r.server_id == server_id && (r.server_epoch - epoch).abs() <= 2);
+            let same_server = !galera
+                && reg.is_some_and(|r| {
+                    r.server_id == server_id && (r.server_epoch - epoch).abs() <= 2
+                });
             let process = reg
                 .filter(|r| !r.host_id.is_empty() && r.host_id == me.host_id)
                 .map(|r| liveness::local_process(r.pid, Some(r.started_at)));
