@@ -256,17 +256,24 @@ pub(crate) async fn forget_process(pool: &MySqlPool, host_id: &str, pid: u32) ->
 }
 
 /// Running rows whose claim token names `host` and `pid` (any nonce and session): what a supervisor
-/// releases when its child `pid` has died.
+/// releases when its child `pid` has died. Tokens a process registered from another pid namespace
+/// than `host_id` are left out: host names are not unique (containers given the machine's name, as
+/// `--network host` does, run in pid namespaces of their own) and every such container numbers its
+/// processes from 1, so a live twin there often has the dead child's name and pid.
 pub(crate) async fn claims_of_process(
     pool: &MySqlPool,
     host: &str,
+    host_id: &str,
     pid: u32,
 ) -> Result<Vec<String>> {
     let prefix = crate::token::ClaimToken::process_prefix(host, pid);
     let rows: Vec<Vec<u8>> = sqlx::query_scalar(
-        "SELECT DISTINCT claim FROM job_queue WHERE claim LIKE CONCAT(?, '%') AND state = 'running'",
+        "SELECT DISTINCT q.claim FROM job_queue q WHERE q.claim LIKE CONCAT(?, '%') \
+         AND q.state = 'running' AND NOT EXISTS (SELECT 1 FROM jobq_processes p \
+         WHERE p.token = q.claim AND p.host_id <> '' AND p.host_id <> ?)",
     )
     .bind(prefix.replace('_', "\\_"))
+    .bind(host_id)
     .fetch_all(pool)
     .await?;
     Ok(rows

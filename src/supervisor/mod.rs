@@ -297,7 +297,7 @@ impl Supervisor {
     /// Resets the running rows of child `pid` (and forgets its registry row). Returns the rows reset.
     async fn release(&self, pid: u32, why: &str) -> u64 {
         let me = ProcessIdentity::current();
-        let claims = match reap::claims_of_process(&self.pool, &me.host, pid).await {
+        let claims = match reap::claims_of_process(&self.pool, &me.host, &me.host_id, pid).await {
             Ok(c) => c,
             Err(e) => {
                 warn!(pid, error = %e, "could not look up the dead worker's claims; the reaper will release them");
