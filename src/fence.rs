@@ -117,6 +117,11 @@ impl Fence {
         Duration::from_millis(now.saturating_sub(self.inner.confirmed_ms.load(Ordering::SeqCst)))
     }
 
+    /// Whether the session is whole and confirmed within the bound: the registry row is live.
+    pub(crate) fn is_confirmed(&self) -> bool {
+        self.is_healthy() && !self.overdue()
+    }
+
     fn overdue(&self) -> bool {
         self.since_confirmed() >= self.inner.bound
     }

@@ -126,12 +126,14 @@ pub use db::admin::{
 pub use db::admin::{MinuteCount, QueueSummary, StateCount};
 pub use db::attempts::AttemptRecord;
 pub use db::audit::AuditEntry;
+pub use db::gauges::QueueStateCount;
 pub use duration::human_age;
 pub use jobs::{JobAction, Jobs};
 // Errors.
 pub use errno::is_transient;
 pub use error::{ConnectFailure, Error, Result};
-pub use telemetry::{MAX_KINDS, describe_metrics};
+pub use service::{RegistrationHealth, registrations};
+pub use telemetry::{MAX_KINDS, MAX_QUEUES, describe_metrics};
 
 /// Re-exported so library users need not depend on tokio-util for the shutdown token.
 pub use tokio_util::sync::CancellationToken;

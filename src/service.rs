@@ -61,6 +61,8 @@ pub(crate) fn is_outage(e: &Error) -> bool {
 /// A registered service: its registry row, the heartbeat task that keeps it fresh, and its fence.
 #[derive(Debug)]
 pub(crate) struct Registration {
+    /// Listed in [`registrations`] until the registration is closed or dropped.
+    _listed: Listed,
     token: String,
     fence: Fence,
     beat_recorder: std::sync::Arc<std::sync::atomic::AtomicU64>,
@@ -137,6 +139,7 @@ impl Register<'_> {
         let beat_stop = CancellationToken::new();
         let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
         Ok(Some(Registration {
+            _listed: Listed::new(self.role, fence.clone()),
             token,
             fence,
             beat_recorder,
@@ -186,6 +189,58 @@ impl Registration {
             let _ = tokio::task::spawn_blocking(move || dog.join()).await;
         }
     }
+}
+
+/// This process's open registrations, for [`registrations`]: a number for each, its role, its fence.
+static LISTED: std::sync::Mutex<Vec<(u64, Role, Fence)>> = std::sync::Mutex::new(Vec::new());
+
+/// One entry of [`LISTED`], removed when dropped.
+#[derive(Debug)]
+struct Listed(u64);
+
+impl Listed {
+    fn new(role: Role, fence: Fence) -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        lock_listed().push((n, role, fence));
+        Self(n)
+    }
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        lock_listed().retain(|(n, ..)| *n != self.0);
+    }
+}
+
+fn lock_listed() -> std::sync::MutexGuard<'static, Vec<(u64, Role, Fence)>> {
+    LISTED.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One registered service of this process, as a readiness probe sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistrationHealth {
+    /// Its role: worker, reaper, scheduler, supervisor.
+    pub role: &'static str,
+    /// Whether its heartbeat has confirmed its registry row within its fence bound (the bound after
+    /// which a reaper elsewhere may judge it gone), on a whole session.
+    pub live: bool,
+}
+
+/// The services this process has registered and not yet deregistered (worker, reaper, scheduler,
+/// supervisor), each with whether its registry row is live. Empty before the first registration (a
+/// service waiting for its database) and after the last one closed. A readiness probe of a process that
+/// runs services wants this non-empty and every entry live: a process whose heartbeat stopped reaching
+/// its row is about to be judged dead by the reapers, and should not receive traffic or be counted on.
+#[must_use]
+pub fn registrations() -> Vec<RegistrationHealth> {
+    lock_listed()
+        .iter()
+        .map(|(_, role, fence)| RegistrationHealth {
+            role: role.as_str(),
+            live: fence.is_confirmed(),
+        })
+        .collect()
 }
 
 /// What a maintenance pass reports: whether it did anything worth an info line.

@@ -7,7 +7,7 @@
 //! No label is unbounded: never a job id, a claim token or a payload; kinds are folded to `other` past
 //! [`MAX_KINDS`] distinct ones, since kind names come from rows anyone can insert.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -18,139 +18,232 @@ use metrics::{
 /// Most distinct `kind` label values one process reports; later kinds are reported as `other`.
 pub const MAX_KINDS: usize = 100;
 
+/// Most distinct `queue` label values of the per-queue-and-state gauge; later queues are summed as
+/// `other`. Queue names, like kinds, come from rows anyone can insert.
+pub const MAX_QUEUES: usize = 100;
+
+/// A label's values as reported: the first `max` distinct values as themselves, later ones as `other`.
+struct Bounded {
+    max: usize,
+    seen: Mutex<BTreeSet<String>>,
+}
+
+impl Bounded {
+    const fn new(max: usize) -> Self {
+        Self {
+            max,
+            seen: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    fn label(&self, value: &str) -> String {
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.contains(value) {
+            return value.to_string();
+        }
+        if seen.len() < self.max {
+            seen.insert(value.to_string());
+            return value.to_string();
+        }
+        "other".into()
+    }
+}
+
 /// `kind` as a label value: itself while fewer than [`MAX_KINDS`] kinds were seen, else `other`.
 fn kind_label(kind: &str) -> String {
-    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    let mut seen = SEEN
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if seen.contains(kind) {
-        return kind.to_string();
-    }
-    if seen.len() < MAX_KINDS {
-        seen.insert(kind.to_string());
-        return kind.to_string();
-    }
-    "other".into()
+    static KINDS: Bounded = Bounded::new(MAX_KINDS);
+    KINDS.label(kind)
 }
+
+/// The `queue` label values of `jobq_queue_jobs`.
+static QUEUES: Bounded = Bounded::new(MAX_QUEUES);
+
+/// What kind of metric a name is, for [`describe_metrics`].
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+/// Every metric jobq records: its name, kind, unit (seconds or none) and help text.
+const METRICS: &[(&str, Kind, Option<Unit>, &str)] = &[
+    (
+        "jobq_jobs_claimed_total",
+        Kind::Counter,
+        None,
+        "Jobs claimed by this process's workers, by queue and kind.",
+    ),
+    (
+        "jobq_jobs_finished_total",
+        Kind::Counter,
+        None,
+        "Attempts ended by this process's workers, by queue, kind and outcome (done, retry, dead, timeout, \
+      cancelled, requeued, claim_lost); a timed-out attempt is timeout, whether the job is retried or dead.",
+    ),
+    (
+        "jobq_job_duration_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "Time a job's handler ran, by queue and kind.",
+    ),
+    (
+        "jobq_jobs_running",
+        Kind::Gauge,
+        None,
+        "Jobs this process is running now.",
+    ),
+    (
+        "jobq_job_pickup_delay_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "How long jobs had been due when their handler started (run_at to the claim by the database's \
+      clock, then to the handler's start by this process's), by queue.",
+    ),
+    (
+        "jobq_claims_total",
+        Kind::Counter,
+        None,
+        "Claim transactions by result: full (as many rows as asked), short, empty.",
+    ),
+    (
+        "jobq_claim_duration_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "Time one claim took, probe and transaction included.",
+    ),
+    (
+        "jobq_released_jobs_total",
+        Kind::Counter,
+        None,
+        "Rows of dead claimants made runnable again (requeued) or ended, by who released them (reaper, \
+      supervisor) and why (process_gone, lease_expired, session_gone, worker_exited).",
+    ),
+    (
+        "jobq_db_retries_total",
+        Kind::Counter,
+        None,
+        "Statements retried after a transient failure, by kind (deadlock, lock_wait, read_only, \
+      connection).",
+    ),
+    (
+        "jobq_database_up",
+        Kind::Gauge,
+        None,
+        "1 while this process's heartbeat reaches the database, 0 after it failed.",
+    ),
+    (
+        "jobq_pruned_jobs_total",
+        Kind::Counter,
+        None,
+        "Finished jobs deleted past their retention.",
+    ),
+    (
+        "jobq_schedule_jobs_total",
+        Kind::Counter,
+        None,
+        "Jobs created by schedules, by cause (scheduled, catch_up, startup, manual).",
+    ),
+    (
+        "jobq_queue_due_jobs",
+        Kind::Gauge,
+        None,
+        "Jobs due now and not running, by queue (read from the database by a reaper).",
+    ),
+    (
+        "jobq_queue_oldest_due_age_seconds",
+        Kind::Gauge,
+        Some(Unit::Seconds),
+        "How long the oldest due job of each queue has waited (read by a reaper).",
+    ),
+    (
+        "jobq_processes",
+        Kind::Gauge,
+        None,
+        "Registered jobq processes, by role (read by a reaper).",
+    ),
+    (
+        "jobq_claim_rows",
+        Kind::Histogram,
+        None,
+        "Rows one claim took (0 for an empty claim).",
+    ),
+    (
+        "jobq_finish_duration_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "Time one batched finish of done jobs took (one transaction).",
+    ),
+    (
+        "jobq_finish_rows",
+        Kind::Histogram,
+        None,
+        "Done jobs recorded by one batched finish.",
+    ),
+    (
+        "jobq_schedule_lateness_seconds",
+        Kind::Histogram,
+        Some(Unit::Seconds),
+        "How late a schedule's run was created after its planned time.",
+    ),
+    (
+        "jobq_jobs",
+        Kind::Gauge,
+        None,
+        "Jobs by state, each counted up to 100,000 (read by a reaper).",
+    ),
+    (
+        "jobq_queue_jobs",
+        Kind::Gauge,
+        None,
+        "Jobs by queue and state, each state's rows counted up to 100,000 (finished ones most recent \
+      first); queues past the first 100 are summed as other (read by a reaper).",
+    ),
+    (
+        "jobq_queue_waiting_jobs",
+        Kind::Gauge,
+        None,
+        "Queued and retry jobs, due or not, by queue (read by a reaper).",
+    ),
+    (
+        "jobq_queue_running_jobs",
+        Kind::Gauge,
+        None,
+        "Running jobs by queue (read by a reaper).",
+    ),
+    (
+        "jobq_oldest_running_age_seconds",
+        Kind::Gauge,
+        Some(Unit::Seconds),
+        "How long the longest-running job has run (read by a reaper; 0 when none runs).",
+    ),
+    (
+        "jobq_schedules",
+        Kind::Gauge,
+        None,
+        "Schedules by state: enabled, paused, broken, finished (read by a reaper).",
+    ),
+    (
+        "jobq_innodb_history_length",
+        Kind::Gauge,
+        None,
+        "InnoDB's history list length (undo not yet purged), which slows claims as it grows (read by \
+      a reaper when its user may read information_schema.INNODB_METRICS).",
+    ),
+];
 
 /// Gives every metric its help text and unit. The `jobq` binary calls it when it installs its recorder;
 /// a program with its own recorder may too.
 pub fn describe_metrics() {
-    describe_counter!(
-        "jobq_jobs_claimed_total",
-        "Jobs claimed by this process's workers, by queue and kind."
-    );
-    describe_counter!(
-        "jobq_jobs_finished_total",
-        "Attempts ended by this process's workers, by queue, kind and outcome (done, retry, dead, \
-         cancelled, requeued, claim_lost)."
-    );
-    describe_histogram!(
-        "jobq_job_duration_seconds",
-        Unit::Seconds,
-        "Time a job's handler ran, by queue and kind."
-    );
-    describe_gauge!("jobq_jobs_running", "Jobs this process is running now.");
-    describe_histogram!(
-        "jobq_job_pickup_delay_seconds",
-        Unit::Seconds,
-        "How long jobs had been due when this process claimed them (run_at to claim, by the \
-         database's clock), by queue."
-    );
-    describe_counter!(
-        "jobq_claims_total",
-        "Claim transactions by result: full (as many rows as asked), short, empty."
-    );
-    describe_histogram!(
-        "jobq_claim_duration_seconds",
-        Unit::Seconds,
-        "Time one claim took, probe and transaction included."
-    );
-    describe_counter!(
-        "jobq_released_jobs_total",
-        "Rows of dead claimants made runnable again (requeued) or ended, by who released them (reaper, \
-         supervisor) and why (process_gone, lease_expired, session_gone, worker_exited)."
-    );
-    describe_counter!(
-        "jobq_db_retries_total",
-        "Statements retried after a transient failure, by kind (deadlock, lock_wait, read_only, \
-         connection)."
-    );
-    describe_gauge!(
-        "jobq_database_up",
-        "1 while this process's heartbeat reaches the database, 0 after it failed."
-    );
-    describe_counter!(
-        "jobq_pruned_jobs_total",
-        "Finished jobs deleted past their retention."
-    );
-    describe_counter!(
-        "jobq_schedule_jobs_total",
-        "Jobs created by schedules, by cause (scheduled, catch_up, startup, manual)."
-    );
-    describe_gauge!(
-        "jobq_queue_due_jobs",
-        "Jobs due now and not running, by queue (read from the database by a reaper)."
-    );
-    describe_gauge!(
-        "jobq_queue_oldest_due_age_seconds",
-        Unit::Seconds,
-        "How long the oldest due job of each queue has waited (read by a reaper)."
-    );
-    describe_gauge!(
-        "jobq_processes",
-        "Registered jobq processes, by role (read by a reaper)."
-    );
-    describe_counter!(
-        "jobq_job_timeouts_total",
-        "Attempts stopped at their timeout, by queue and kind (each is also counted as retry or dead)."
-    );
-    describe_histogram!(
-        "jobq_claim_rows",
-        "Rows one claim took (0 for an empty claim)."
-    );
-    describe_histogram!(
-        "jobq_finish_duration_seconds",
-        Unit::Seconds,
-        "Time one batched finish of done jobs took (one transaction)."
-    );
-    describe_histogram!(
-        "jobq_finish_rows",
-        "Done jobs recorded by one batched finish."
-    );
-    describe_histogram!(
-        "jobq_schedule_lateness_seconds",
-        Unit::Seconds,
-        "How late a schedule's run was created after its planned time."
-    );
-    describe_gauge!(
-        "jobq_jobs",
-        "Jobs by state, each counted up to 100,000 (read by a reaper)."
-    );
-    describe_gauge!(
-        "jobq_queue_waiting_jobs",
-        "Queued and retry jobs, due or not, by queue (read by a reaper)."
-    );
-    describe_gauge!(
-        "jobq_queue_running_jobs",
-        "Running jobs by queue (read by a reaper)."
-    );
-    describe_gauge!(
-        "jobq_oldest_running_age_seconds",
-        Unit::Seconds,
-        "How long the longest-running job has run (read by a reaper; 0 when none runs)."
-    );
-    describe_gauge!(
-        "jobq_schedules",
-        "Schedules by state: enabled, paused, broken, finished (read by a reaper)."
-    );
-    describe_gauge!(
-        "jobq_innodb_history_length",
-        "InnoDB's history list length (undo not yet purged), which slows claims as it grows (read by \
-         a reaper when its user may read information_schema.INNODB_METRICS)."
-    );
+    for &(name, kind, unit, help) in METRICS {
+        match (kind, unit) {
+            (Kind::Counter, _) => describe_counter!(name, help),
+            (Kind::Gauge, Some(unit)) => describe_gauge!(name, unit, help),
+            (Kind::Gauge, None) => describe_gauge!(name, help),
+            (Kind::Histogram, Some(unit)) => describe_histogram!(name, unit, help),
+            (Kind::Histogram, None) => describe_histogram!(name, help),
+        }
+    }
 }
 
 /// A statement failed in a way worth retrying (`kind`: deadlock, lock_wait, read_only, connection)
@@ -164,12 +257,16 @@ pub(crate) fn database_up(up: bool) {
     gauge!("jobq_database_up").set(if up { 1.0 } else { 0.0 });
 }
 
-/// A job was claimed, `waited_us` after it was due.
-pub(crate) fn job_claimed(queue: &str, kind: &str, waited_us: i64) {
+/// A job was claimed.
+pub(crate) fn job_claimed(queue: &str, kind: &str) {
     counter!("jobq_jobs_claimed_total", "queue" => queue.to_string(), "kind" => kind_label(kind))
         .increment(1);
+}
+
+/// A job's handler started, `waited` after the job was due.
+pub(crate) fn job_started(queue: &str, waited: Duration) {
     histogram!("jobq_job_pickup_delay_seconds", "queue" => queue.to_string())
-        .record(waited_us.max(0) as f64 / 1e6);
+        .record(waited.as_secs_f64());
 }
 
 /// An attempt ended with `outcome`.
@@ -204,12 +301,6 @@ pub(crate) fn claimed(asked: usize, got: usize, took: Duration) {
     counter!("jobq_claims_total", "result" => result).increment(1);
     histogram!("jobq_claim_duration_seconds").record(took.as_secs_f64());
     histogram!("jobq_claim_rows").record(got as f64);
-}
-
-/// An attempt was stopped at its timeout.
-pub(crate) fn job_timed_out(queue: &str, kind: &str) {
-    counter!("jobq_job_timeouts_total", "queue" => queue.to_string(), "kind" => kind_label(kind))
-        .increment(1);
 }
 
 /// A batched finish recorded `rows` done jobs in `took`.
@@ -255,6 +346,8 @@ pub(crate) struct DbGauges {
     pub(crate) processes: Vec<(String, i64)>,
     /// Jobs per state, capped.
     pub(crate) states: Vec<(&'static str, i64)>,
+    /// Jobs per queue and state, each state's rows capped.
+    pub(crate) queue_states: Vec<(String, &'static str, i64)>,
     /// Schedules per state.
     pub(crate) schedules: Vec<(String, i64)>,
     /// The longest-running job's run time so far.
@@ -263,43 +356,73 @@ pub(crate) struct DbGauges {
     pub(crate) history_length: Option<i64>,
 }
 
-/// A gauge with one label: its name, its label's name, the label's value.
-type LabelledGauge = (&'static str, &'static str, String);
+/// A gauge's name and its labels' names and values.
+type LabelledGauge = (&'static str, Vec<(&'static str, String)>);
 
+/// Sets the gauges read from the database.
 pub(crate) fn db_gauges(g: &DbGauges) {
     static SEEN: OnceLock<Mutex<HashSet<LabelledGauge>>> = OnceLock::new();
     let mut seen = SEEN
         .get_or_init(Mutex::default)
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    for (name, label, value) in seen.iter() {
-        gauge!(*name, *label => value.clone()).set(0.0);
+    for (name, labels) in seen.iter() {
+        gauge!(*name, labels).set(0.0);
     }
-    let mut set = |name: &'static str, label: &'static str, value: &str, v: f64| {
-        gauge!(name, label => value.to_string()).set(v);
-        seen.insert((name, label, value.to_string()));
+    let mut set = |name: &'static str, labels: Vec<(&'static str, String)>, v: f64| {
+        gauge!(name, &labels).set(v);
+        seen.insert((name, labels));
     };
+    let one = |label: &'static str, value: &str| vec![(label, value.to_string())];
     for (queue, n, oldest) in &g.due {
-        set("jobq_queue_due_jobs", "queue", queue, *n as f64);
-        set("jobq_queue_oldest_due_age_seconds", "queue", queue, *oldest);
+        set("jobq_queue_due_jobs", one("queue", queue), *n as f64);
+        set(
+            "jobq_queue_oldest_due_age_seconds",
+            one("queue", queue),
+            *oldest,
+        );
     }
     for (queue, waiting, running) in &g.queues {
-        set("jobq_queue_waiting_jobs", "queue", queue, *waiting as f64);
-        set("jobq_queue_running_jobs", "queue", queue, *running as f64);
+        set(
+            "jobq_queue_waiting_jobs",
+            one("queue", queue),
+            *waiting as f64,
+        );
+        set(
+            "jobq_queue_running_jobs",
+            one("queue", queue),
+            *running as f64,
+        );
     }
     for (role, n) in &g.processes {
-        set("jobq_processes", "role", role, *n as f64);
+        set("jobq_processes", one("role", role), *n as f64);
     }
     for (state, n) in &g.states {
-        set("jobq_jobs", "state", state, *n as f64);
+        set("jobq_jobs", one("state", state), *n as f64);
+    }
+    for ((queue, state), n) in fold_queues(&QUEUES, &g.queue_states) {
+        let labels = vec![("queue", queue), ("state", state.to_string())];
+        set("jobq_queue_jobs", labels, n as f64);
     }
     for (state, n) in &g.schedules {
-        set("jobq_schedules", "state", state, *n as f64);
+        set("jobq_schedules", one("state", state), *n as f64);
     }
     gauge!("jobq_oldest_running_age_seconds").set(g.oldest_running_secs);
     if let Some(h) = g.history_length {
         gauge!("jobq_innodb_history_length").set(h as f64);
     }
+}
+
+/// Per queue and state counts with the queues past [`MAX_QUEUES`] summed as `other`.
+fn fold_queues(
+    queues: &Bounded,
+    counts: &[(String, &'static str, i64)],
+) -> BTreeMap<(String, &'static str), i64> {
+    let mut out = BTreeMap::new();
+    for (queue, state, n) in counts {
+        *out.entry((queues.label(queue), *state)).or_default() += n;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -314,5 +437,16 @@ mod tests {
             assert!(label == k || label == "other");
         }
         assert_eq!(kind_label("a-kind-never-seen-before"), "other");
+    }
+
+    #[test]
+    fn queues_past_the_bound_are_summed_as_other() {
+        let counts: Vec<(String, &'static str, i64)> = (0..MAX_QUEUES + 5)
+            .map(|i| (format!("q{i}"), "queued", 1))
+            .collect();
+        let folded = fold_queues(&Bounded::new(MAX_QUEUES), &counts);
+        assert_eq!(folded.len(), MAX_QUEUES + 1);
+        assert_eq!(folded[&("other".to_string(), "queued")], 5);
+        assert_eq!(folded.values().sum::<i64>(), (MAX_QUEUES + 5) as i64);
     }
 }

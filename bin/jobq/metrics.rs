@@ -1,6 +1,7 @@
 //! `--metrics-addr HOST:PORT`: the process's figures in Prometheus's text format on `/metrics`, beside
-//! `/healthz` (the process answers) and `/readyz` (its database answers and its schema is current), on
-//! one HTTP listener. The library records through the `metrics` facade; this installs the recorder.
+//! `/healthz` (the process answers) and `/readyz` (its database answers, its schema is current and, for
+//! the services that register, its registry row is live), on one HTTP listener. The library records
+//! through the `metrics` facade; this installs the recorder.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -35,8 +36,9 @@ const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 /// How long `/readyz` waits for the database.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Serves the metrics and health endpoints on `addr` until `shutdown`, checking readiness against
-/// `pool`. Returns the address bound (a port 0 becomes the port the system chose).
+/// Serves the metrics and health endpoints of a service that registers (worker, reaper, scheduler) on
+/// `addr` until `shutdown`, checking readiness against `pool` and the process's registrations. Returns
+/// the address bound (a port 0 becomes the port the system chose).
 ///
 /// # Errors
 /// When the recorder cannot be installed or the address cannot be bound (in use, not local).
@@ -45,7 +47,17 @@ pub async fn serve(
     pool: MySqlPool,
     shutdown: CancellationToken,
 ) -> Result<SocketAddr> {
-    serve_with_children(addr, pool, shutdown, None).await
+    listen(addr, pool, shutdown, None, Registers::Yes).await
+}
+
+/// [`serve`] for a process that does not register (the dashboard): ready when its database answers
+/// and its schema is current.
+pub async fn serve_unregistered(
+    addr: SocketAddr,
+    pool: MySqlPool,
+    shutdown: CancellationToken,
+) -> Result<SocketAddr> {
+    listen(addr, pool, shutdown, None, Registers::No).await
 }
 
 /// [`serve`], with the figures of the supervised workers that announce themselves in `children` merged
@@ -55,6 +67,23 @@ pub async fn serve_with_children(
     pool: MySqlPool,
     shutdown: CancellationToken,
     children: Option<PathBuf>,
+) -> Result<SocketAddr> {
+    listen(addr, pool, shutdown, children, Registers::Yes).await
+}
+
+/// Whether the process registers services, and so whether `/readyz` asks for a live registration.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Registers {
+    Yes,
+    No,
+}
+
+async fn listen(
+    addr: SocketAddr,
+    pool: MySqlPool,
+    shutdown: CancellationToken,
+    children: Option<PathBuf>,
+    registers: Registers,
 ) -> Result<SocketAddr> {
     let handle = PrometheusBuilder::new()
         .set_buckets(BUCKETS)
@@ -76,6 +105,7 @@ pub async fn serve_with_children(
             handle: handle.clone(),
             pool,
             children,
+            registers,
         });
     let upkeep = shutdown.clone();
     tokio::spawn(async move {
@@ -106,6 +136,7 @@ struct Shared {
     pool: MySqlPool,
     /// Where supervised workers announce their metrics listeners.
     children: Option<PathBuf>,
+    registers: Registers,
 }
 
 async fn render(State(s): State<Shared>) -> impl IntoResponse {
@@ -117,16 +148,45 @@ async fn render(State(s): State<Shared>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text)
 }
 
-/// 200 when the database answers and the schema is what this build needs; 503 with the reason if not.
+/// 200 when the database answers, the schema is what this build needs and, in a process that registers,
+/// every registration's row is live; 503 with the reason if not.
 async fn ready(State(s): State<Shared>) -> impl IntoResponse {
-    match tokio::time::timeout(READY_TIMEOUT, jobq::ensure_migrated(&s.pool)).await {
-        Ok(Ok(())) => (StatusCode::OK, "ready\n".to_string()),
-        Ok(Err(e)) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {e}\n")),
-        Err(_) => (
+    let not_ready = |why: String| {
+        (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: the database did not answer within 2 s\n".to_string(),
-        ),
+            format!("not ready: {why}\n"),
+        )
+    };
+    match tokio::time::timeout(READY_TIMEOUT, jobq::ensure_migrated(&s.pool)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => return not_ready(e.to_string()),
+        Err(_) => return not_ready("the database did not answer within 2 s".into()),
     }
+    if s.registers == Registers::Yes
+        && let Some(why) = unregistered(&jobq::registrations())
+    {
+        return not_ready(why);
+    }
+    (StatusCode::OK, "ready\n".to_string())
+}
+
+/// Why a process that registers is not ready, judging by its registrations; `None` when it is.
+fn unregistered(registrations: &[jobq::RegistrationHealth]) -> Option<String> {
+    if registrations.is_empty() {
+        return Some("not registered (yet, or any more) in the process registry".into());
+    }
+    let stale: Vec<&str> = registrations
+        .iter()
+        .filter(|r| !r.live)
+        .map(|r| r.role)
+        .collect();
+    (!stale.is_empty()).then(|| {
+        format!(
+            "the heartbeat of this process's {} has not confirmed its registry row within its fence \
+             bound",
+            stale.join(", ")
+        )
+    })
 }
 
 /// Sleeps `d`; true when `stop` came first.
@@ -134,5 +194,23 @@ async fn sleep_or_stop(d: Duration, stop: &CancellationToken) -> bool {
     tokio::select! {
         () = stop.cancelled() => true,
         () = tokio::time::sleep(d) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use jobq::RegistrationHealth;
+
+    #[test]
+    fn ready_only_when_registered_and_every_row_is_live() {
+        let live = |role, live| RegistrationHealth { role, live };
+        assert!(unregistered(&[]).unwrap().contains("not registered"));
+        assert_eq!(unregistered(&[live("worker", true)]), None);
+        let why = unregistered(&[live("supervisor", true), live("reaper", false)]).unwrap();
+        assert!(
+            why.contains("reaper") && !why.contains("supervisor"),
+            "{why}"
+        );
     }
 }

@@ -9,6 +9,7 @@ pub(crate) mod dedicated;
 pub(crate) mod enqueue;
 pub(crate) mod failover;
 pub(crate) mod finish;
+pub(crate) mod gauges;
 pub(crate) mod hosts;
 pub(crate) mod migrate;
 pub(crate) mod prune;

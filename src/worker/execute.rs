@@ -39,6 +39,9 @@ pub(super) async fn run_job(
     entry: Entry,
     older: Option<CancellationToken>,
 ) {
+    // The task starts as soon as its claim is committed: what passes from here to the handler's start
+    // (waiting for an earlier copy, a fence check) is part of the job's pickup delay.
+    let claimed = Instant::now();
     let attempt = job.attempt();
     if let Some(older) = older {
         warn!(
@@ -51,24 +54,25 @@ pub(super) async fn run_job(
         }
     }
     let fence = shared.fence.token();
+    let mut timed_out = false;
     let outcome = if shared.hard_stop.is_cancelled() || fence.is_cancelled() {
         // Claimed but never started: give it back as it was.
         Some(Finish::Release)
     } else {
         let _counted = shared.fence.enter();
         telemetry::running(1.0);
+        let waited = Duration::from_micros(job.waited_us.max(0) as u64) + claimed.elapsed();
+        telemetry::job_started(&job.queue, waited);
         let started = Instant::now();
         let ended = run_handler(&shared, &job, &entry, &fence).await;
         telemetry::job_ran(&job.queue, &job.kind, started.elapsed());
-        if matches!(ended, Ended::TimedOut(_)) {
-            telemetry::job_timed_out(&job.queue, &job.kind);
-        }
+        timed_out = matches!(ended, Ended::TimedOut(_));
         telemetry::running(-1.0);
         entry.recording();
         decide(&shared, &job, ended, entry.cancel_request.is_cancelled())
     };
     match outcome {
-        Some(outcome) => record(&shared, &job, attempt, &outcome).await,
+        Some(outcome) => record(&shared, &job, attempt, &outcome, timed_out).await,
         None => {
             shared.counters.lost.fetch_add(1, Ordering::Relaxed);
             telemetry::job_finished(&job.queue, &job.kind, "claim_lost");
@@ -224,7 +228,14 @@ async fn finish_patiently(
     .map_err(Arc::new)
 }
 
-async fn record(shared: &Shared, job: &ClaimedJob, attempt: u16, outcome: &Finish) {
+/// Finishes the row and counts the attempt; `timed_out` when the handler was stopped at its timeout.
+async fn record(
+    shared: &Shared,
+    job: &ClaimedJob,
+    attempt: u16,
+    outcome: &Finish,
+    timed_out: bool,
+) {
     let c = &shared.counters;
     match finish_patiently(shared, job, attempt, outcome).await {
         Ok(true) => {
@@ -251,7 +262,7 @@ async fn record(shared: &Shared, job: &ClaimedJob, attempt: u16, outcome: &Finis
                 }
             };
             counter.fetch_add(1, Ordering::Relaxed);
-            telemetry::job_finished(&job.queue, &job.kind, outcome_label(outcome));
+            telemetry::job_finished(&job.queue, &job.kind, outcome_label(outcome, timed_out));
         }
         Ok(false) => {
             c.lost.fetch_add(1, Ordering::Relaxed);
@@ -266,10 +277,12 @@ async fn record(shared: &Shared, job: &ClaimedJob, attempt: u16, outcome: &Finis
     }
 }
 
-/// The `outcome` label of a recorded finish.
-fn outcome_label(outcome: &Finish) -> &'static str {
+/// The `outcome` label of a recorded finish. An attempt stopped at its timeout is `timeout` whether the
+/// job is retried or dead after it: a slow dependency shows as timeouts, not as ordinary failures.
+fn outcome_label(outcome: &Finish, timed_out: bool) -> &'static str {
     match outcome {
         Finish::Done => "done",
+        Finish::Retry { .. } | Finish::Dead { .. } if timed_out => "timeout",
         Finish::Retry { .. } => "retry",
         Finish::Dead { .. } => "dead",
         Finish::Cancelled { .. } => "cancelled",
@@ -279,4 +292,25 @@ fn outcome_label(outcome: &Finish) -> &'static str {
 
 fn round(d: Duration) -> Duration {
     Duration::from_millis(d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timed_out_attempt_is_labelled_timeout_whatever_follows() {
+        let retry = Finish::Retry {
+            delay: Duration::from_secs(1),
+            error: "timed out".into(),
+        };
+        let dead = Finish::Dead {
+            error: "timed out".into(),
+        };
+        assert_eq!(outcome_label(&retry, true), "timeout");
+        assert_eq!(outcome_label(&dead, true), "timeout");
+        assert_eq!(outcome_label(&retry, false), "retry");
+        assert_eq!(outcome_label(&dead, false), "dead");
+        assert_eq!(outcome_label(&Finish::Done, false), "done");
+    }
 }

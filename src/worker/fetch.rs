@@ -228,7 +228,7 @@ impl Fetch<'_> {
             .claimed
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
         for (job, permit) in jobs.into_iter().zip(permits) {
-            crate::telemetry::job_claimed(&job.queue, &job.kind, job.waited_us);
+            crate::telemetry::job_claimed(&job.queue, &job.kind);
             let (entry, older) = shared.ledger.enter(job.id, job.attempt());
             tracker.spawn(execute::run_job(shared.clone(), job, permit, entry, older));
         }

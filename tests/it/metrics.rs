@@ -71,8 +71,9 @@ async fn a_worker_serves_its_counters_and_health() {
         "jobq_jobs_running 0",
         r#"jobq_job_duration_seconds_count{queue="default",kind="k"} 3"#,
         "# HELP jobq_jobs_finished_total",
-        r#"jobq_job_timeouts_total{queue="default",kind="slow"} 1"#,
-        r#"jobq_jobs_finished_total{queue="default",kind="slow",outcome="dead"} 1"#,
+        // Its one attempt timed out: the job is dead, the attempt is counted as a timeout.
+        r#"jobq_jobs_finished_total{queue="default",kind="slow",outcome="timeout"} 1"#,
+        r#"jobq_job_pickup_delay_seconds_count{queue="default"} 4"#,
         "jobq_finish_duration_seconds_count",
         r#"jobq_finish_rows_bucket{le="1"}"#,
         r#"jobq_claim_rows_bucket{le="0"}"#,
@@ -119,10 +120,12 @@ async fn a_reaper_reports_the_queue_and_readiness_follows_the_schema() {
     }
     assert!(
         body.contains("jobq_database_up 1")
+            && !body.contains("jobq_job_timeouts_total")
             && body.contains(r#"jobq_queue_due_jobs{queue="default"} 4"#)
             && body.contains(r#"jobq_processes{role="reaper"} 1"#)
             && body.contains(r#"jobq_jobs{state="queued"} 4"#)
             && body.contains(r#"jobq_jobs{state="done"} 0"#)
+            && body.contains(r#"jobq_queue_jobs{queue="default",state="queued"} 4"#)
             && body.contains(r#"jobq_queue_waiting_jobs{queue="default"} 4"#)
             && body.contains(r#"jobq_queue_running_jobs{queue="default"} 0"#)
             && body.contains("jobq_oldest_running_age_seconds 0")
@@ -190,4 +193,63 @@ async fn a_supervisor_serves_its_workers_figures_on_one_endpoint() {
     );
     stop(child);
     std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `scheduler --forever --metrics-addr`: its figures, and ready once it is registered.
+#[tokio::test]
+async fn a_scheduler_serves_its_figures_and_is_ready_once_registered() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let config = write_config(
+        &dir,
+        "[schedules.yearly]\nkind = \"k\"\nspec = \"0 0 1 1 *\"\nat_startup = true\n",
+    );
+    let (child, addr) = start(
+        &db.url,
+        &[
+            "scheduler",
+            "--forever",
+            "--interval",
+            "100ms",
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let mut body = String::new();
+    for _ in 0..100 {
+        body = get(&addr, "/metrics").await.1;
+        if body.contains("jobq_database_up 1") && body.contains("jobq_schedule_jobs_total") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(body.contains("jobq_database_up 1"), "{body}");
+    assert!(
+        body.contains(r#"jobq_schedule_jobs_total{cause="startup"} 1"#),
+        "{body}"
+    );
+    assert_eq!(get(&addr, "/readyz").await, (200, "ready\n".to_string()));
+    stop(child);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// `web --metrics-addr`: the dashboard registers nothing, so it is ready on its database and schema
+/// alone, and serves the metrics endpoint beside the pages.
+#[tokio::test]
+async fn the_dashboard_is_ready_without_registering() {
+    let db = TestDb::new().await;
+    let (child, addr) = start(&db.url, &["web", "--bind", "127.0.0.1:0"]).await;
+    let (status, _) = get(&addr, "/metrics").await;
+    assert_eq!(status, 200);
+    assert_eq!(get(&addr, "/healthz").await.0, 200);
+    assert_eq!(get(&addr, "/readyz").await, (200, "ready\n".to_string()));
+    db.exec(
+        "DELETE FROM jobq_schema_migrations \
+         WHERE version = (SELECT v FROM (SELECT MAX(version) AS v FROM jobq_schema_migrations) m)",
+    )
+    .await;
+    let (status, body) = get(&addr, "/readyz").await;
+    assert_eq!(status, 503, "{body}");
+    stop(child);
 }

@@ -17,7 +17,9 @@ pub fn config(env: &Env, args: &ReaperArgs) -> Result<ReaperConfig> {
 }
 
 pub async fn run(env: &Env, args: ReaperArgs) -> Result<()> {
-    let cfg = config(env, &args)?;
+    let mut cfg = config(env, &args)?;
+    // The database gauges cost a dozen queries every 15 s; read them only when something serves them.
+    cfg.database_gauges = args.metrics.metrics_addr.is_some() && !args.once;
     // A sidecar waits for a database that is not there yet; a one-off pass fails at once.
     let pool = if args.once {
         env.migrated_pool(4).await?

@@ -131,8 +131,9 @@ fn start_services(
     const RESTART_AFTER: Duration = Duration::from_secs(1);
     let mut services = Vec::new();
     if args.reaper {
-        let cfg = env.config.reaper()?;
+        let mut cfg = env.config.reaper()?;
         cfg.validate()?;
+        cfg.database_gauges = args.metrics.metrics_addr.is_some();
         let (pool, stop) = (pool.clone(), shutdown.clone());
         services.push(keep_alive(
             "reaper",

@@ -31,7 +31,7 @@ pub async fn run(env: &Env, args: WebArgs) -> Result<()> {
     let app = jobq::web::router(pool.clone(), cfg)?;
     let shutdown = crate::process::on_signals()?;
     if let Some(addr) = args.metrics.metrics_addr {
-        crate::metrics::serve(addr, pool.clone(), shutdown.clone()).await?;
+        crate::metrics::serve_unregistered(addr, pool.clone(), shutdown.clone()).await?;
     }
     let listener = tokio::net::TcpListener::bind(args.bind)
         .await
