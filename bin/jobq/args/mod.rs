@@ -15,7 +15,8 @@ mod schedule;
 pub use bench::BenchArgs;
 pub use jobs::{BulkArgs, EnqueueArgs, JobsCommand};
 pub use schedule::{
-    ScheduleCommand, ScheduleCreateArgs, ScheduleOptions, ScheduleUpdateArgs, SchedulerArgs,
+    ScheduleCommand, ScheduleCreateArgs, ScheduleNextArgs, ScheduleOptions, ScheduleUpdateArgs,
+    SchedulerArgs,
 };
 
 /// A duration as the help texts and the config file spell it (`2s`, `30m`, `7days`).

@@ -14,7 +14,7 @@ use sqlx::Executor;
 
 use super::drain::{HandlerKind, drain_with};
 use super::report::median;
-use super::{BResult, BigReport, Ctx, Section, Settings, insert_plain};
+use super::{BResult, BigReport, Ctx, DrainRun, Section, Settings, insert_plain};
 
 const KIND: &str = "bench.big";
 
@@ -36,6 +36,37 @@ pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<BigReport> {
     ctx.pool
         .execute(format!("CREATE TABLE {PARKED_EMPTY} LIKE job_queue").as_str())
         .await?;
+    let (empty, big) = take_turns(ctx, s).await?;
+    ctx.pool
+        .execute(format!("DROP TABLE IF EXISTS {PARKED_EMPTY}").as_str())
+        .await?;
+    let history_ok: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM job_queue WHERE kind = 'bench.history'")
+            .fetch_one(&ctx.pool)
+            .await?;
+    ctx.check(
+        Section::Big,
+        "history rows untouched",
+        history_ok as u64 == rows,
+        format!("{history_ok} of {rows} history rows still there"),
+    );
+    let rate = |v: &[DrainRun]| median(&v.iter().map(|r| r.jobs_per_sec).collect::<Vec<_>>());
+    Ok(BigReport {
+        settings: s,
+        history_rows: rows,
+        load_secs,
+        jobs,
+        ratio: rate(&big) / rate(&empty),
+        empty_jobs_per_sec: rate(&empty),
+        big_jobs_per_sec: rate(&big),
+        empty,
+        big,
+    })
+}
+
+/// The drains of every round, on the empty table and then on the big one: (empty, big). Leaves the big
+/// table in place.
+async fn take_turns(ctx: &Ctx, s: Settings) -> BResult<(Vec<DrainRun>, Vec<DrainRun>)> {
     let mut empty = Vec::new();
     let mut big = Vec::new();
     let mut big_in_place = true;
@@ -45,23 +76,7 @@ pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<BigReport> {
                 swap_in(ctx, with_history).await?;
                 big_in_place = with_history;
             }
-            insert_plain(&ctx.pool, KIND, jobs).await?;
-            ctx.pool.execute("ANALYZE TABLE job_queue").await?;
-            let run = drain_with(
-                ctx,
-                &ctx.url,
-                Section::Big,
-                s,
-                KIND,
-                HandlerKind::Noop,
-                jobs,
-            )
-            .await?;
-            // The drained jobs go, so the empty table stays empty and the history stays its size.
-            sqlx::query("DELETE FROM job_queue WHERE kind = ?")
-                .bind(KIND)
-                .execute(&ctx.pool)
-                .await?;
+            let run = drain_once(ctx, s).await?;
             ctx.progress(format!(
                 "big: round {round}, {}: {:.0} jobs/s",
                 if with_history {
@@ -77,32 +92,30 @@ pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<BigReport> {
     if !big_in_place {
         swap_in(ctx, true).await?;
     }
-    ctx.pool
-        .execute(format!("DROP TABLE IF EXISTS {PARKED_EMPTY}").as_str())
-        .await?;
-    let history_ok: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM job_queue WHERE kind = 'bench.history'")
-            .fetch_one(&ctx.pool)
-            .await?;
-    ctx.check(
+    Ok((empty, big))
+}
+
+/// Inserts `big_jobs` jobs into the table in place and drains them.
+async fn drain_once(ctx: &Ctx, s: Settings) -> BResult<DrainRun> {
+    let jobs = ctx.cfg.big_jobs;
+    insert_plain(&ctx.pool, KIND, jobs).await?;
+    ctx.pool.execute("ANALYZE TABLE job_queue").await?;
+    let run = drain_with(
+        ctx,
+        &ctx.url,
         Section::Big,
-        "history rows untouched",
-        history_ok as u64 == rows,
-        format!("{history_ok} of {rows} history rows still there"),
-    );
-    let rate =
-        |v: &[super::DrainRun]| median(&v.iter().map(|r| r.jobs_per_sec).collect::<Vec<_>>());
-    Ok(BigReport {
-        settings: s,
-        history_rows: rows,
-        load_secs,
+        s,
+        KIND,
+        HandlerKind::Noop,
         jobs,
-        ratio: rate(&big) / rate(&empty),
-        empty_jobs_per_sec: rate(&empty),
-        big_jobs_per_sec: rate(&big),
-        empty,
-        big,
-    })
+    )
+    .await?;
+    // The drained jobs go, so the empty table stays empty and the history stays its size.
+    sqlx::query("DELETE FROM job_queue WHERE kind = ?")
+        .bind(KIND)
+        .execute(&ctx.pool)
+        .await?;
+    Ok(run)
 }
 
 /// Makes the table with the history (`true`) or its empty twin `job_queue`, parking the other.

@@ -45,78 +45,24 @@ pub(crate) async fn run(ctx: &Ctx, nodes: &[String]) -> BResult<ClusterReport> {
     result
 }
 
+/// Pool sizes of the bench's own connections: one for setup and counting, one per node for its status
+/// counters. Neither runs statements concurrently; the workers bring their own pools.
+const SETUP_CONNECTIONS: u32 = 2;
+const STATUS_CONNECTIONS: u32 = 1;
+
 async fn measure(ctx: &Ctx, urls: &[String]) -> BResult<ClusterReport> {
-    let pool = jobq::connect(&ConnectConfig::new(&urls[0]).max_connections(2)).await?;
+    let pool =
+        jobq::connect(&ConnectConfig::new(&urls[0]).max_connections(SETUP_CONNECTIONS)).await?;
     jobq::migrate(&pool).await?;
     let mut status = Vec::new();
     for url in urls {
-        status.push(jobq::connect(&ConnectConfig::new(url).max_connections(1)).await?);
+        status.push(
+            jobq::connect(&ConnectConfig::new(url).max_connections(STATUS_CONNECTIONS)).await?,
+        );
     }
-    let jobs = ctx.cfg.cluster_jobs;
     let mut runs = Vec::new();
     for n in 1..=urls.len() {
-        insert_plain(&pool, KIND, jobs).await?;
-        pool.execute("ANALYZE TABLE job_queue").await?;
-        let before = conflicts(&status).await?;
-        let shutdown = ctx.stop.child_token();
-        let calls = Arc::new(AtomicU64::new(0));
-        let t0 = Instant::now();
-        let mut running = Vec::new();
-        for url in &urls[..n] {
-            running.push(
-                start_workers(
-                    url,
-                    PER_NODE,
-                    Mode::Drain,
-                    KIND,
-                    HandlerKind::Noop,
-                    &calls,
-                    None,
-                    &shutdown,
-                )
-                .await?,
-            );
-        }
-        let mut failed = None;
-        for r in running {
-            if let (_, Some(e)) = r.join().await {
-                failed = Some(e);
-            }
-        }
-        let secs = t0.elapsed().as_secs_f64();
-        let conflicts = conflicts(&status).await? - before;
-        let done: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM job_queue WHERE kind = ? AND state = 'done'")
-                .bind(KIND)
-                .fetch_one(&pool)
-                .await?;
-        let ok = failed.is_none() && done as u64 == jobs;
-        ctx.check(
-            Section::Cluster,
-            format!("cluster drain on {n} node(s): every job done once"),
-            ok,
-            match failed {
-                Some(e) => format!("a worker failed: {e}"),
-                None => format!("{done} of {jobs} done"),
-            },
-        );
-        ctx.progress(format!(
-            "cluster: {n} node(s): {:.0} jobs/s, {conflicts} conflicts",
-            jobs as f64 / secs
-        ));
-        runs.push(ClusterRun {
-            nodes: n as u32,
-            jobs,
-            secs,
-            jobs_per_sec: jobs as f64 / secs,
-            conflicts,
-            conflicts_per_job: conflicts as f64 / jobs as f64,
-            ok,
-        });
-        sqlx::query("DELETE FROM job_queue WHERE kind = ?")
-            .bind(KIND)
-            .execute(&pool)
-            .await?;
+        runs.push(drain_on(ctx, &pool, &status, &urls[..n]).await?);
     }
     pool.close().await;
     for p in status {
@@ -126,6 +72,86 @@ async fn measure(ctx: &Ctx, urls: &[String]) -> BResult<ClusterReport> {
         settings_per_node: PER_NODE,
         runs,
     })
+}
+
+/// One drain of `cluster_jobs` jobs with a worker on each of `nodes`, checked and counted, its jobs
+/// deleted afterwards.
+async fn drain_on(
+    ctx: &Ctx,
+    pool: &MySqlPool,
+    status: &[MySqlPool],
+    nodes: &[String],
+) -> BResult<ClusterRun> {
+    let n = nodes.len();
+    let jobs = ctx.cfg.cluster_jobs;
+    insert_plain(pool, KIND, jobs).await?;
+    pool.execute("ANALYZE TABLE job_queue").await?;
+    let before = conflicts(status).await?;
+    let t0 = Instant::now();
+    let failed = run_workers(ctx, nodes).await?;
+    let secs = t0.elapsed().as_secs_f64();
+    let conflicts = conflicts(status).await? - before;
+    let done: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM job_queue WHERE kind = ? AND state = 'done'")
+            .bind(KIND)
+            .fetch_one(pool)
+            .await?;
+    let ok = failed.is_none() && done as u64 == jobs;
+    ctx.check(
+        Section::Cluster,
+        format!("cluster drain on {n} node(s): every job done once"),
+        ok,
+        match failed {
+            Some(e) => format!("a worker failed: {e}"),
+            None => format!("{done} of {jobs} done"),
+        },
+    );
+    ctx.progress(format!(
+        "cluster: {n} node(s): {:.0} jobs/s, {conflicts} conflicts",
+        jobs as f64 / secs
+    ));
+    sqlx::query("DELETE FROM job_queue WHERE kind = ?")
+        .bind(KIND)
+        .execute(pool)
+        .await?;
+    Ok(ClusterRun {
+        nodes: n as u32,
+        jobs,
+        secs,
+        jobs_per_sec: jobs as f64 / secs,
+        conflicts,
+        conflicts_per_job: conflicts as f64 / jobs as f64,
+        ok,
+    })
+}
+
+/// Starts a draining worker on each node and waits for all of them: the last failure, if one failed.
+async fn run_workers(ctx: &Ctx, nodes: &[String]) -> BResult<Option<String>> {
+    let shutdown = ctx.stop.child_token();
+    let calls = Arc::new(AtomicU64::new(0));
+    let mut running = Vec::new();
+    for url in nodes {
+        running.push(
+            start_workers(
+                url,
+                PER_NODE,
+                Mode::Drain,
+                KIND,
+                HandlerKind::Noop,
+                &calls,
+                None,
+                &shutdown,
+            )
+            .await?,
+        );
+    }
+    let mut failed = None;
+    for r in running {
+        if let (_, Some(e)) = r.join().await {
+            failed = Some(e);
+        }
+    }
+    Ok(failed)
 }
 
 /// Certification failures and brute-force aborts, summed over the nodes.

@@ -1,10 +1,12 @@
 //! Footprint: the peak resident memory (VmHWM) of a real `jobq worker` process, jobq's defaults, draining
 //! jobs with a no-op SQL handler (`DO 0`), read from `/proc/<pid>/status` while it runs.
 
-use std::process::Stdio;
+use std::path::PathBuf;
+use std::process::{ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
+use tokio::process::Child;
 
 use super::{BResult, Ctx, FootprintReport, Section};
 
@@ -20,18 +22,7 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<Option<FootprintReport>> {
     };
     let jobs = ctx.cfg.footprint_jobs;
     ctx.fill(KIND, jobs).await?;
-    let dir = std::env::temp_dir();
-    let config = dir.join(format!(
-        "jobq-bench-{}-{:08x}.toml",
-        std::process::id(),
-        rand::random::<u32>()
-    ));
-    let io = |context: &str, e: std::io::Error| jobq::Error::Io {
-        context: format!("footprint: {context}"),
-        source: e,
-    };
-    std::fs::write(&config, format!("[handlers.{KIND}]\nsql = \"DO 0\"\n"))
-        .map_err(|e| io("writing the worker's config", e))?;
+    let config = write_config()?;
     let t0 = Instant::now();
     let mut child = tokio::process::Command::new(&exe)
         .arg("--database-url")
@@ -47,24 +38,7 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<Option<FootprintReport>> {
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| io(&format!("spawning {}", exe.display()), e))?;
-    let pid = child.id().unwrap_or(0);
-    let mut peak_kib = 0u64;
-    let status = loop {
-        if let Some(kib) = vm_hwm_kib(pid) {
-            peak_kib = peak_kib.max(kib);
-        }
-        match child
-            .try_wait()
-            .map_err(|e| io("waiting for the worker", e))?
-        {
-            Some(s) => break Some(s),
-            None if t0.elapsed() > LIMIT || ctx.stop.is_cancelled() => {
-                let _ = child.kill().await;
-                break None;
-            }
-            None => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
-    };
+    let (status, peak_kib) = watch(ctx, &mut child, t0).await?;
     let secs = t0.elapsed().as_secs_f64();
     let mut stderr = String::new();
     if let Some(mut e) = child.stderr.take() {
@@ -94,6 +68,48 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<Option<FootprintReport>> {
         secs,
         jobs_per_sec: jobs as f64 / secs,
     }))
+}
+
+fn io(context: &str, e: std::io::Error) -> jobq::Error {
+    jobq::Error::Io {
+        context: format!("footprint: {context}"),
+        source: e,
+    }
+}
+
+/// Writes the worker's config, a no-op SQL handler for the bench's kind, to a fresh temporary file.
+fn write_config() -> BResult<PathBuf> {
+    let config = std::env::temp_dir().join(format!(
+        "jobq-bench-{}-{:08x}.toml",
+        std::process::id(),
+        rand::random::<u32>()
+    ));
+    std::fs::write(&config, format!("[handlers.{KIND}]\nsql = \"DO 0\"\n"))
+        .map_err(|e| io("writing the worker's config", e))?;
+    Ok(config)
+}
+
+/// Samples the child's peak resident set every 10 ms until it exits (its status), or runs past
+/// [`LIMIT`] or the bench is stopped (killed; `None`). Returns the status and the peak in KiB.
+async fn watch(ctx: &Ctx, child: &mut Child, t0: Instant) -> BResult<(Option<ExitStatus>, u64)> {
+    let pid = child.id().unwrap_or(0);
+    let mut peak_kib = 0u64;
+    loop {
+        if let Some(kib) = vm_hwm_kib(pid) {
+            peak_kib = peak_kib.max(kib);
+        }
+        match child
+            .try_wait()
+            .map_err(|e| io("waiting for the worker", e))?
+        {
+            Some(s) => return Ok((Some(s), peak_kib)),
+            None if t0.elapsed() > LIMIT || ctx.stop.is_cancelled() => {
+                let _ = child.kill().await;
+                return Ok((None, peak_kib));
+            }
+            None => tokio::time::sleep(Duration::from_millis(10)).await,
+        }
+    }
 }
 
 /// VmHWM (peak resident set) of a process, in KiB.

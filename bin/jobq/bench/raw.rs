@@ -156,15 +156,7 @@ pub(crate) async fn cell(
     finish: FinishMode,
     jobs: u64,
 ) -> BResult<RawCell> {
-    let opts = jobq::connect_options(url)?;
-    let mut conns = Vec::new();
-    for _ in 0..workers {
-        let mut c = opts.connect().await?;
-        for s in SESSION_SETUP {
-            c.execute(s).await?;
-        }
-        conns.push(c);
-    }
+    let conns = connections(url, workers).await?;
     let meter = CpuMeter::start(ctx.local_server);
     let t0 = Instant::now();
     let mut tasks = Vec::new();
@@ -176,22 +168,13 @@ pub(crate) async fn cell(
         );
         tasks.push(tokio::spawn(drain_one(conn, token, batch, finish)));
     }
-    let mut claimed = Vec::with_capacity(jobs as usize);
-    let mut finished = 0u64;
-    let (mut claims, mut claim_time) = (0u64, Duration::ZERO);
-    let mut failure = None;
-    for t in tasks {
-        match t.await {
-            Ok(Ok(r)) => {
-                claimed.extend(r.ids);
-                finished += r.finished;
-                claims += r.claims;
-                claim_time += r.claim_time;
-            }
-            Ok(Err(e)) => failure = Some(e.to_string()),
-            Err(e) => failure = Some(e.to_string()),
-        }
-    }
+    let (sum, failure) = join_all(tasks, jobs).await;
+    let TaskResult {
+        ids: mut claimed,
+        finished,
+        claims,
+        claim_time,
+    } = sum;
     let secs = t0.elapsed().as_secs_f64();
     let cpu = meter.finish(jobs);
     let n_claimed = claimed.len() as u64;
@@ -228,6 +211,47 @@ pub(crate) async fn cell(
         cpu,
         ok: loop_ok && db_ok,
     })
+}
+
+/// `n` connections to `url`, their sessions set up as jobq sets up its own.
+async fn connections(url: &str, n: u32) -> BResult<Vec<MySqlConnection>> {
+    let opts = jobq::connect_options(url)?;
+    let mut conns = Vec::new();
+    for _ in 0..n {
+        let mut c = opts.connect().await?;
+        for s in SESSION_SETUP {
+            c.execute(s).await?;
+        }
+        conns.push(c);
+    }
+    Ok(conns)
+}
+
+/// Waits for every task: what they did, summed, and the last failure.
+async fn join_all(
+    tasks: Vec<tokio::task::JoinHandle<Result<TaskResult, sqlx::Error>>>,
+    jobs: u64,
+) -> (TaskResult, Option<String>) {
+    let mut sum = TaskResult {
+        ids: Vec::with_capacity(jobs as usize),
+        finished: 0,
+        claims: 0,
+        claim_time: Duration::ZERO,
+    };
+    let mut failure = None;
+    for t in tasks {
+        match t.await {
+            Ok(Ok(r)) => {
+                sum.ids.extend(r.ids);
+                sum.finished += r.finished;
+                sum.claims += r.claims;
+                sum.claim_time += r.claim_time;
+            }
+            Ok(Err(e)) => failure = Some(e.to_string()),
+            Err(e) => failure = Some(e.to_string()),
+        }
+    }
+    (sum, failure)
 }
 
 struct TaskResult {

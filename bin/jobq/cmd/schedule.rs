@@ -8,7 +8,9 @@ use jobq::schedule::{Outcome, RunRecord, ScheduleDef, ScheduleRecord, Spec};
 use jobq::{Schedules, Upserted};
 
 use super::Env;
-use crate::args::{ScheduleCommand, ScheduleCreateArgs, ScheduleOptions, ScheduleUpdateArgs};
+use crate::args::{
+    ScheduleCommand, ScheduleCreateArgs, ScheduleNextArgs, ScheduleOptions, ScheduleUpdateArgs,
+};
 use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
@@ -16,14 +18,7 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
     if let ScheduleCommand::Next(a) = &cmd
         && let Some(text) = &a.spec
     {
-        let spec = Spec::parse(text, a.time_zone.as_deref().unwrap_or("UTC"))?;
-        let now = Utc::now();
-        let times = spec.upcoming(now, now, a.count);
-        if a.format.json {
-            return crate::out::json(&times);
-        }
-        print_times(&times, spec.tz())?;
-        return Ok(());
+        return next_of_spec(text, a);
     }
     let create = match &cmd {
         ScheduleCommand::Create(a) => Some(create_def(a)?),
@@ -55,23 +50,7 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
             }
         }
         ScheduleCommand::Show { name, runs, format } => {
-            let s = schedules.get(&name).await?;
-            let runs = schedules.runs(&name, runs).await?;
-            if format.json {
-                #[derive(serde::Serialize)]
-                struct Show<'a> {
-                    schedule: &'a ScheduleRecord,
-                    runs: &'a [RunRecord],
-                }
-                crate::out::json(&Show {
-                    schedule: &s,
-                    runs: &runs,
-                })?;
-            } else {
-                print_one(&s)?;
-                outln!()?;
-                print_runs(&runs)?;
-            }
+            show(&schedules, &name, runs, format.json).await?
         }
         ScheduleCommand::Runs {
             name,
@@ -110,6 +89,37 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
         ScheduleCommand::Abort { name, pause } => abort(&schedules, &name, pause).await?,
     }
     Ok(())
+}
+
+/// `next --spec TEXT`: the upcoming times of a spec that is not (yet) a schedule.
+fn next_of_spec(text: &str, a: &ScheduleNextArgs) -> Result<()> {
+    let spec = Spec::parse(text, a.time_zone.as_deref().unwrap_or("UTC"))?;
+    let now = Utc::now();
+    let times = spec.upcoming(now, now, a.count);
+    if a.format.json {
+        return crate::out::json(&times);
+    }
+    print_times(&times, spec.tz())
+}
+
+/// `show NAME`: the schedule and its latest runs.
+async fn show(schedules: &Schedules, name: &str, runs: u32, json: bool) -> Result<()> {
+    let s = schedules.get(name).await?;
+    let runs = schedules.runs(name, runs).await?;
+    if json {
+        #[derive(serde::Serialize)]
+        struct Show<'a> {
+            schedule: &'a ScheduleRecord,
+            runs: &'a [RunRecord],
+        }
+        return crate::out::json(&Show {
+            schedule: &s,
+            runs: &runs,
+        });
+    }
+    print_one(&s)?;
+    outln!()?;
+    print_runs(&runs)
 }
 
 async fn update(schedules: &Schedules, a: &ScheduleUpdateArgs) -> Result<()> {
