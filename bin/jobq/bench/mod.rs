@@ -6,8 +6,8 @@
 //! token given to [`run_until`]), and returns a [`BenchReport`]: numbers, targets with PASS/MISS, and
 //! correctness checks. Sections:
 //!
-//! * `raw`: jobq's claim and finish statements (copied into `raw` from `src/db/claim.rs` and
-//!   `src/db/finish.rs`) in a hand-written loop, over connections × rows per claim: the limit.
+//! * `raw`: jobq's claim and finish statements (the very texts the library runs, from
+//!   [`jobq::statements`]) in a hand-written loop, over connections × rows per claim: the limit.
 //! * `drain`: the library [`Worker`](jobq::Worker) with a no-op handler, with jobq's defaults and with
 //!   the best settings of a sweep; the cost of a command and of an SQL handler.
 //! * `steady`: a producer at a fixed rate under forever-mode workers; pickup latency, sustainable rate.
