@@ -150,11 +150,6 @@ impl Jobs {
         admin::queue_summaries(&self.pool).await
     }
 
-    /// The newest `limit` entries of the dashboard's audit trail, newest first.
-    pub async fn audit_trail(&self, limit: u32) -> Result<Vec<crate::db::audit::AuditEntry>> {
-        crate::db::audit::recent(&self.pool, limit).await
-    }
-
     /// Does `action` to job `id` and says what happened, in words ("job 7 will run again").
     ///
     /// # Errors

@@ -38,13 +38,16 @@
 //! * **Looking at the queue**: [`Jobs`] gets, lists ([`JobFilter`], [`JobRecord`], [`State`]),
 //!   retries, cancels ([`CancelOutcome`]), deletes and prunes jobs, and reads [`Stats`] ([`QueueCount`],
 //!   [`QueueLag`], [`KindLag`], [`ProcessRow`], [`Unserved`]) or the cheap figures the dashboard shows
-//!   ([`StateCount`], [`QueueSummary`], [`MinuteCount`]; its audit trail: [`AuditEntry`]), and a
-//!   job's attempts ([`AttemptRecord`]).
+//!   ([`StateCount`], [`QueueSummary`], [`MinuteCount`]), and a job's attempts ([`AttemptRecord`]);
+//!   [`JobAction`] names what can be done to one job ([`Jobs::apply`]), and [`human_age`] spells a wait
+//!   the way `jobq` and the dashboard show it.
 //! * **The dashboard**: [`web::router`] serves pages and a JSON API over all of it ([`web::WebConfig`]).
 //! * **Errors**: [`Error`] (with [`ConnectFailure`]) and [`Result`]; [`is_transient`] classifies a
 //!   driver error the way jobq's own retries do.
-//! * **Metrics**: recorded through the `metrics` facade (see [`describe_metrics`]); no exporter is
-//!   installed by the library.
+//! * **Metrics**: recorded through the `metrics` facade (see [`describe_metrics`]; kinds past
+//!   [`MAX_KINDS`] are folded into `other`); no exporter is installed by the library.
+//! * **Shutdown**: every service stops when its [`CancellationToken`] (re-exported from tokio-util) is
+//!   cancelled.
 //! * [`statements`] holds the exact claim and finish statements, for `EXPLAIN` and `jobq bench`.
 //!
 //! ```no_run
@@ -125,7 +128,6 @@ pub use db::admin::{
 };
 pub use db::admin::{MinuteCount, QueueSummary, StateCount};
 pub use db::attempts::AttemptRecord;
-pub use db::audit::AuditEntry;
 pub use db::gauges::QueueStateCount;
 pub use duration::human_age;
 pub use jobs::{JobAction, Jobs};

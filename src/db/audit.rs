@@ -9,19 +9,19 @@ use crate::error::Result;
 
 /// One change an operator made.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct AuditEntry {
+pub(crate) struct AuditEntry {
     /// Row id.
-    pub id: u64,
+    pub(crate) id: u64,
     /// When.
-    pub at: DateTime<Utc>,
+    pub(crate) at: DateTime<Utc>,
     /// Who: the signed-in user, `token` for a bearer token, `local` without credentials.
-    pub actor: String,
+    pub(crate) actor: String,
     /// What: `job.retry`, `jobs.cancel`, `schedule.pause`, ...
-    pub action: String,
+    pub(crate) action: String,
     /// On what: a job id, a list of ids, a filter, a schedule name.
-    pub target: String,
+    pub(crate) target: String,
     /// How many rows it changed.
-    pub affected: u64,
+    pub(crate) affected: u64,
 }
 
 impl<'r> sqlx::FromRow<'r, MySqlRow> for AuditEntry {

@@ -8,6 +8,9 @@
 //! applied twice can fence them with the same pair the worker uses to finish the job.
 
 pub mod command;
+// Public only for the `jobq` binary, which checks with it that its exec shim can be started; not part
+// of the library's API.
+#[doc(hidden)]
 pub mod program;
 pub mod sql;
 
