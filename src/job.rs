@@ -131,6 +131,13 @@ pub(crate) fn timestamp_bounds() -> (DateTime<Utc>, DateTime<Utc>) {
     (at(*TIMESTAMP_RANGE.start()), at(*TIMESTAMP_RANGE.end()))
 }
 
+/// [`TIMESTAMP_RANGE`] as messages spell it: `1970-01-01 00:00:01 to 2038-01-19 03:14:07 UTC`.
+pub(crate) fn timestamp_range_text() -> String {
+    const AS: &str = "%Y-%m-%d %H:%M:%S";
+    let (first, last) = timestamp_bounds();
+    format!("{} to {} UTC", first.format(AS), last.format(AS))
+}
+
 /// A job's `timeout_secs`: whole seconds, rounded up (a limit is never shortened), at most what the
 /// column holds.
 pub(crate) fn timeout_secs(t: std::time::Duration) -> u32 {

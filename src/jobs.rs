@@ -72,6 +72,11 @@ pub struct Jobs {
 }
 
 impl Jobs {
+    /// Most jobs one bulk action over a filter acts on unless the caller says otherwise (`jobq jobs bulk
+    /// --limit`): each is acted on one by one, so a filter matching a whole history is refused, not
+    /// started.
+    pub const DEFAULT_BULK_LIMIT: u32 = 10_000;
+
     /// Jobs on `pool`'s database.
     pub fn new(pool: MySqlPool) -> Self {
         Self { pool }

@@ -124,10 +124,9 @@ impl NewJob {
         // silently stores the current time instead, and the job would run at once.
         if !(min_run_at()..=max_run_at()).contains(&due) {
             return Err(Error::InvalidArgument(format!(
-                "run_at {} is outside what the run_at column holds ({} to {} UTC)",
+                "run_at {} is outside what the run_at column holds ({})",
                 due.format("%Y-%m-%d %H:%M:%S UTC"),
-                min_run_at().format("%Y-%m-%d %H:%M:%S"),
-                max_run_at().format("%Y-%m-%d %H:%M:%S"),
+                crate::job::timestamp_range_text(),
             )));
         }
         Ok(())

@@ -70,12 +70,18 @@ pub struct ConnectConfig {
 }
 
 impl ConnectConfig {
-    /// A config for `url` with a small pool, fit for admin commands.
+    /// Default `max_connections`: a small pool, fit for admin commands and the services beside the
+    /// workers (the reaper reads its gauges with several queries at once).
+    pub const DEFAULT_MAX_CONNECTIONS: u32 = 4;
+    /// Default `acquire_timeout`.
+    pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+    /// A config for `url` with the default small pool.
     pub fn new(url: impl Into<String>) -> Self {
         Self {
             url: url.into(),
-            max_connections: 4,
-            acquire_timeout: Duration::from_secs(10),
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            acquire_timeout: Self::DEFAULT_ACQUIRE_TIMEOUT,
         }
     }
 

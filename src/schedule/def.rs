@@ -168,7 +168,8 @@ impl ScheduleDef {
                 && !crate::job::storable(&t)
             {
                 return Err(bad(format!(
-                    "{what} {t} is outside what a TIMESTAMP holds (1970-01-01 to 2038-01-19 03:14:07 UTC)"
+                    "{what} {t} is outside what a TIMESTAMP holds ({})",
+                    crate::job::timestamp_range_text()
                 )));
             }
         }

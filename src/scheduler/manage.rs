@@ -108,19 +108,23 @@ impl Schedules {
         // Whole seconds: `every 5m` created at 12:00:03.481 runs at 12:05:03, not 12:05:03.481.
         let now_s = now - TimeDelta::nanoseconds(i64::from(now.timestamp_subsec_nanos()));
         let anchor = def.start_at.unwrap_or(now_s);
-        let next = policy::first_run(spec, anchor, def.start_at, def.end_at, now).ok_or_else(|| {
-            Error::ScheduleInvalid {
+        let next = policy::first_run(spec, anchor, def.start_at, def.end_at, now).ok_or_else(
+            || Error::ScheduleInvalid {
                 name: def.name.clone(),
                 reason: if spec.is_once() {
-                    "its `once` time has passed, or is after 2038-01-19 03:14:07 UTC (the TIMESTAMP \
-                     limit); `jobq schedule run-now` runs a schedule now"
-                        .into()
+                    format!(
+                        "its `once` time has passed, or is outside what a TIMESTAMP holds ({}); \
+                         `jobq schedule run-now` runs a schedule now",
+                        crate::job::timestamp_range_text()
+                    )
                 } else {
-                    "no planned time is left in its window (or before 2038-01-19, the TIMESTAMP limit)"
-                        .into()
+                    format!(
+                        "no planned time is left in its window and in what a TIMESTAMP holds ({})",
+                        crate::job::timestamp_range_text()
+                    )
                 },
-            }
-        })?;
+            },
+        )?;
         Ok((anchor, next))
     }
 

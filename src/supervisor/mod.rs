@@ -29,6 +29,7 @@ use crate::db::registry::Role;
 use crate::error::{Error, Result};
 use crate::service::Register;
 use crate::token::ProcessIdentity;
+use crate::worker::WorkerConfig;
 
 mod children;
 mod keep_alive;
@@ -65,14 +66,26 @@ pub struct SupervisorConfig {
 }
 
 impl SupervisorConfig {
-    /// Default `shutdown_grace`: the worker's 30 s plus 5 s to release and exit.
-    pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(35);
+    /// Default number of worker processes (`jobq supervise -n`): two, so a node keeps claiming while
+    /// one child restarts or rolls.
+    pub const DEFAULT_WORKERS: u32 = 2;
+    /// What a child needs beyond its own shutdown grace to release its rows and exit: 5 s.
+    pub const EXIT_MARGIN: Duration = Duration::from_secs(5);
+    /// Default `shutdown_grace`: the worker's default 30 s plus [`Self::EXIT_MARGIN`].
+    pub const DEFAULT_SHUTDOWN_GRACE: Duration =
+        Self::shutdown_grace_for(WorkerConfig::DEFAULT_SHUTDOWN_GRACE);
     /// Default `min_backoff`: 1 s before restarting a child that died young.
     pub const DEFAULT_MIN_BACKOFF: Duration = Duration::from_secs(1);
     /// Default `max_backoff`: 30 s, the longest wait before restarting a child that keeps dying.
     pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(30);
     /// Default `stable_after`: 10 s; a child that lived longer is restarted at once when it dies.
     pub const DEFAULT_STABLE_AFTER: Duration = Duration::from_secs(10);
+
+    /// The `shutdown_grace` for children whose own shutdown grace is `worker_grace`: that plus
+    /// [`Self::EXIT_MARGIN`], so the supervisor never SIGKILLs a child that is still draining.
+    pub const fn shutdown_grace_for(worker_grace: Duration) -> Duration {
+        worker_grace.saturating_add(Self::EXIT_MARGIN)
+    }
 
     /// `workers` children of `program`, with the default timings.
     pub fn new(workers: u32, program: PathBuf) -> Self {

@@ -6,6 +6,9 @@ use clap::{Args, Subcommand};
 
 use super::{Format, parse_duration};
 
+/// Jobs `jobs list` shows unless told: a screenful.
+const LIST_LIMIT: u32 = 20;
+
 #[derive(Debug, Args)]
 pub struct EnqueueArgs {
     /// Job kind: picks the handler.
@@ -85,7 +88,7 @@ pub struct BulkArgs {
     #[arg(long)]
     pub error: Option<String>,
     /// Refuse when more jobs than this match (narrow the filter, or raise it).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = jobq::Jobs::DEFAULT_BULK_LIMIT)]
     pub limit: u32,
     /// Do it; without it the command only counts the jobs that match.
     #[arg(long)]
@@ -113,6 +116,6 @@ pub struct ListArgs {
     #[command(flatten)]
     pub filter: JobFilterArgs,
     /// At most this many.
-    #[arg(long, short = 'n', default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, short = 'n', default_value_t = LIST_LIMIT, value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: u32,
 }

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use jobq::ReaperConfig;
 use jobq::WorkerConfig;
 use jobq::config::{HumanDuration, ReaperSection, WorkerSection};
+use jobq::{ReaperConfig, SupervisorConfig};
 
 mod bench;
 mod jobs;
@@ -107,15 +107,20 @@ pub enum Command {
     /// throughput, steady-state latency, big table, idle cost, memory, enqueue. Prints one table.
     Bench(BenchArgs),
     /// Serve the dashboard: queues, jobs, schedules, processes and the audit trail in a browser, with a
-    /// JSON API under /api. Listens on 127.0.0.1:8080 by default; beyond the loopback interface it
-    /// needs credentials (JOBQ_WEB_PASSWORD or --password-file, JOBQ_WEB_TOKEN or --token-file).
+    /// JSON API under /api. Listens on the loopback interface by default; beyond it it needs
+    /// credentials (JOBQ_WEB_PASSWORD or --password-file, JOBQ_WEB_TOKEN or --token-file).
     Web(WebArgs),
 }
+
+/// Where the dashboard listens unless told: the loopback interface, where it needs no credentials.
+const DEFAULT_WEB_BIND: &str = "127.0.0.1:8080";
+/// The basic-auth user name unless told.
+const DEFAULT_WEB_USER: &str = "jobq";
 
 #[derive(Debug, Args)]
 pub struct WebArgs {
     /// Address to listen on (port 0 picks a free one and logs it).
-    #[arg(long, default_value = "127.0.0.1:8080", value_name = "HOST:PORT")]
+    #[arg(long, default_value = DEFAULT_WEB_BIND, value_name = "HOST:PORT")]
     pub bind: std::net::SocketAddr,
 
     /// Serve under this path, for a reverse proxy that forwards e.g. /jobq/… unchanged.
@@ -127,7 +132,7 @@ pub struct WebArgs {
     pub read_only: bool,
 
     /// Basic-auth user name; its password comes from JOBQ_WEB_PASSWORD or --password-file.
-    #[arg(long, env = "JOBQ_WEB_USER", default_value = "jobq")]
+    #[arg(long, env = "JOBQ_WEB_USER", default_value = DEFAULT_WEB_USER)]
     pub user: String,
 
     /// A file whose first line is the basic-auth password (instead of JOBQ_WEB_PASSWORD).
@@ -235,7 +240,7 @@ const MAX_WORKERS: u32 = 1_000;
 #[derive(Debug, Args)]
 pub struct SuperviseArgs {
     /// Worker processes to keep alive (at most 1000; for more jobs at once raise --concurrency).
-    #[arg(short = 'n', long = "workers", default_value_t = 2,
+    #[arg(short = 'n', long = "workers", default_value_t = SupervisorConfig::DEFAULT_WORKERS,
           value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WORKERS)))]
     pub workers: u32,
 

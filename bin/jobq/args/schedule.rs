@@ -8,6 +8,13 @@ use jobq::{Misfire, OnError, Overlap, SchedulerConfig};
 
 use super::{Format, human, parse_duration, parse_interval, set};
 
+/// Runs `schedule show` lists under the definition unless told: the latest few.
+const SHOW_RUNS: u32 = 10;
+/// Runs `schedule runs` lists unless told: a screenful.
+const RUNS_LIMIT: u32 = 20;
+/// Times `schedule next` prints unless told: enough to see the pattern.
+const NEXT_COUNT: usize = 5;
+
 /// The spec grammar, shown by `jobq schedule create --help`.
 const SPEC_HELP: &str = "SPEC is one of:\n  \
     a cron expression, 5 fields (\"30 2 * * *\") or 6 with seconds first (\"*/10 * * * * *\"); L, #, W, \
@@ -42,7 +49,7 @@ pub enum ScheduleCommand {
         /// Schedule name.
         name: String,
         /// Runs to show.
-        #[arg(long, short = 'n', default_value_t = 10)]
+        #[arg(long, short = 'n', default_value_t = SHOW_RUNS)]
         runs: u32,
         #[command(flatten)]
         format: Format,
@@ -52,7 +59,7 @@ pub enum ScheduleCommand {
         /// Schedule name.
         name: String,
         /// At most this many, newest first.
-        #[arg(long, short = 'n', default_value_t = 20)]
+        #[arg(long, short = 'n', default_value_t = RUNS_LIMIT)]
         limit: u32,
         #[command(flatten)]
         format: Format,
@@ -177,7 +184,7 @@ pub struct ScheduleNextArgs {
     #[arg(long = "tz", requires = "spec")]
     pub time_zone: Option<String>,
     /// How many times to print.
-    #[arg(long, short = 'n', default_value_t = 5)]
+    #[arg(long, short = 'n', default_value_t = NEXT_COUNT)]
     pub count: usize,
     #[command(flatten)]
     pub format: Format,

@@ -31,7 +31,7 @@ pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
     if let Some(t) = args.timeout {
         job = job.timeout(t);
     }
-    let pool = env.migrated_pool(1).await?;
+    let pool = env.migrated_pool(super::SERIAL_CONNECTIONS).await?;
     let id = jobq::enqueue(&pool, &job).await?;
     if args.format.json {
         crate::out::json(&serde_json::json!({ "id": id }))?;

@@ -8,7 +8,7 @@ use crate::args::{BulkArgs, JobsCommand};
 use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
-    let jobs = Jobs::new(env.migrated_pool(1).await?);
+    let jobs = Jobs::new(env.migrated_pool(super::SERIAL_CONNECTIONS).await?);
     match cmd {
         JobsCommand::List(a) => {
             let filter = JobFilter {

@@ -22,6 +22,16 @@ use sqlx::MySqlPool;
 
 use crate::args::{Cli, Command, DEFAULT_DATABASE_URL};
 
+/// Pool size of a command that runs its statements one after another and exits (enqueue, jobs,
+/// stats): one connection is all it uses.
+const SERIAL_CONNECTIONS: u32 = 1;
+/// Pool size of a one-off pass of library work (prune, schedule management, a scheduler pass from
+/// cron): one connection in use and a spare.
+const ONE_OFF_CONNECTIONS: u32 = 2;
+/// Pool size of a service that runs until stopped (reaper, scheduler, supervisor): the library's
+/// default small pool.
+const SERVICE_CONNECTIONS: u32 = ConnectConfig::DEFAULT_MAX_CONNECTIONS;
+
 /// What every command needs: the config file (if any) and where the database is.
 pub struct Env {
     pub config: Config,

@@ -8,7 +8,7 @@ use crate::args::PruneArgs;
 use crate::out::outln;
 
 pub async fn run(env: &Env, args: PruneArgs) -> Result<()> {
-    let pool = env.migrated_pool(2).await?;
+    let pool = env.migrated_pool(super::ONE_OFF_CONNECTIONS).await?;
     let retention = args.retention.unwrap_or_else(|| env.config.retention());
     // Pruning a long history takes a while (1,000 rows a statement): a spinner on a terminal says it
     // is at work. Nothing is drawn when stderr is not a terminal.

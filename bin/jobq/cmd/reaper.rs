@@ -22,9 +22,9 @@ pub async fn run(env: &Env, args: ReaperArgs) -> Result<()> {
     cfg.database_gauges = args.metrics.metrics_addr.is_some() && !args.once;
     // A sidecar waits for a database that is not there yet; a one-off pass fails at once.
     let pool = if args.once {
-        env.migrated_pool(4).await?
+        env.migrated_pool(super::SERVICE_CONNECTIONS).await?
     } else {
-        env.service_pool(4)?
+        env.service_pool(super::SERVICE_CONNECTIONS)?
     };
     let reaper = Reaper::new(pool.clone(), cfg)?;
     if args.once {

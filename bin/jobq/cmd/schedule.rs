@@ -24,7 +24,7 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
         ScheduleCommand::Create(a) => Some(create_def(a)?),
         _ => None,
     };
-    let pool = env.migrated_pool(2).await?;
+    let pool = env.migrated_pool(super::ONE_OFF_CONNECTIONS).await?;
     let schedules = Schedules::new(pool);
     match cmd {
         ScheduleCommand::Create(_) => {

@@ -19,7 +19,7 @@ pub async fn run(env: &Env, args: SchedulerArgs) -> Result<()> {
     let cfg = config(env, &args)?;
     if args.forever {
         let stop = crate::process::on_signals()?;
-        let pool = env.service_pool(4)?;
+        let pool = env.service_pool(super::SERVICE_CONNECTIONS)?;
         if let Some(addr) = args.metrics.metrics_addr {
             crate::metrics::serve(addr, pool.clone(), stop.clone()).await?;
         }
@@ -29,7 +29,7 @@ pub async fn run(env: &Env, args: SchedulerArgs) -> Result<()> {
     }
     // One pass for cron: sync the config, tick once. No registry row and no startup runs (cron starts
     // this every minute; a startup run each time would be a run a minute).
-    let pool = env.migrated_pool(2).await?;
+    let pool = env.migrated_pool(super::ONE_OFF_CONNECTIONS).await?;
     let scheduler = Scheduler::new(pool.clone(), cfg)?;
     scheduler.sync_definitions().await?;
     let r = scheduler.run_once().await?;

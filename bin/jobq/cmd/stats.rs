@@ -12,7 +12,9 @@ use crate::args::StatsArgs;
 use crate::out::{age, out, outln};
 
 pub async fn run(env: &Env, args: StatsArgs) -> Result<()> {
-    let stats = Jobs::new(env.migrated_pool(1).await?).stats().await?;
+    let stats = Jobs::new(env.migrated_pool(super::SERIAL_CONNECTIONS).await?)
+        .stats()
+        .await?;
     if args.format.json {
         return json(&stats);
     }

@@ -25,9 +25,9 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
     }
     let worker_cfg = super::worker::config(env, &args.opts, true)?;
     env.config.check_programs()?;
-    let pool = env.service_pool(4)?;
+    let pool = env.service_pool(super::SERVICE_CONNECTIONS)?;
     let mut cfg = supervisor_config(env, &args)?;
-    cfg.shutdown_grace = worker_cfg.shutdown_grace + Duration::from_secs(5);
+    cfg.shutdown_grace = SupervisorConfig::shutdown_grace_for(worker_cfg.shutdown_grace);
     // With --metrics-addr, each child serves its own figures on a free loopback port and says where in
     // this directory; the supervisor's endpoint merges them (bin/jobq/scrape.rs).
     let metrics_dir = match args.metrics.metrics_addr {
