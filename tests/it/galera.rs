@@ -438,6 +438,25 @@ async fn wait_for_count(pool: &MySqlPool, sql: &str, want: i64, limit: Duration)
     }
 }
 
+/// Waits until the file at `path` holds `text`; the instant it was seen.
+async fn wait_for_line(path: &std::path::Path, text: &str, limit: Duration) -> Instant {
+    let deadline = Instant::now() + limit;
+    loop {
+        if std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .contains(text)
+        {
+            return Instant::now();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {text:?} in {} after {limit:?}",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn sigterm(child: &std::process::Child) {
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -535,6 +554,16 @@ async fn a_node_killed_mid_drain_loses_no_job_and_its_workers_move() {
     .await;
     let killed_at = Instant::now();
     galera(&["kill", "3"]);
+    let moved_after = wait_for_line(
+        &workers[2].1,
+        "moving to the next one",
+        Duration::from_secs(30),
+    )
+    .await;
+    eprintln!(
+        "node 3's worker moved {:?} after the kill",
+        moved_after - killed_at
+    );
     // The drain goes on without node 3 for a while, then node 3 comes back and catches up.
     wait_for_count(
         &db.pool,
@@ -629,6 +658,11 @@ async fn a_worker_leaves_a_node_cut_off_from_the_cluster() {
     .await;
     let cut_at = Instant::now();
     galera(&["isolate", "3", "on"]);
+    let moved_after = wait_for_line(&log, "moving to the next one", Duration::from_secs(30)).await;
+    eprintln!(
+        "the worker moved {:?} after node 3 was cut off",
+        moved_after - cut_at
+    );
     wait_for_count(
         &db.pool,
         "SELECT COUNT(*) FROM job_queue WHERE state = 'done'",
@@ -647,4 +681,87 @@ async fn a_worker_leaves_a_node_cut_off_from_the_cluster() {
     assert!(out.status.success(), "{log}");
     assert!(log.contains("moving to the next one"), "{log}");
     check_nothing_lost(&db, jobs, 4).await;
+}
+
+/// A worker on node 1, in a pid namespace of its own (another host, to the reaper), is SIGKILLed; a
+/// reaper on node 2 cannot see its session (node-local), so it waits out the worker's fence and the
+/// margin since its last replicated heartbeat, then hands the job on: not before, and long before the
+/// 60 s lease.
+#[tokio::test]
+async fn a_reaper_on_another_node_rescues_a_dead_workers_job_after_its_fence() {
+    use jobq::{ReaperConfig, WorkerConfig};
+    if !std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("skipped: cannot make a pid namespace here (unshare needs root)");
+        return;
+    }
+    let Some(db) = ClusterDb::new("galera::a_reaper_on_another_node_rescues").await else {
+        return;
+    };
+    db.pool
+        .execute("INSERT INTO job_queue (kind) VALUES ('nap')")
+        .await
+        .unwrap();
+    let dir = scratch_dir();
+    let cfg = write_config(&dir, "[handlers.nap]\ncommand = [\"sleep\", \"60\"]\n");
+    let mut worker = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child=SIGKILL", "--"])
+        .arg(crate::common::jobq_bin())
+        .args(["worker", "--forever", "--config", cfg.to_str().unwrap()])
+        .env("JOBQ_DATABASE_URL", &db.urls[0])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let reaper_log = dir.join("reaper.log");
+    let reaper = jobq(Some(&db.urls[1]), &["reaper", "--interval", "500ms"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&reaper_log).unwrap())
+        .spawn()
+        .unwrap();
+    wait_for_count(
+        &db.pool,
+        "SELECT COUNT(*) FROM job_queue WHERE state = 'running'",
+        1,
+        Duration::from_secs(30),
+    )
+    .await;
+    // Let the reaper make a few passes over the live worker first.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let heartbeat_age_ms = db
+        .scalar(
+            "SELECT TIMESTAMPDIFF(MICROSECOND, heartbeat_at, NOW(6)) DIV 1000 FROM jobq_processes \
+             WHERE role = 'worker'",
+        )
+        .await;
+    worker.kill().unwrap();
+    let killed = Instant::now();
+    worker.wait().unwrap();
+    wait_for_count(
+        &db.pool,
+        "SELECT COUNT(*) FROM job_queue WHERE state = 'queued'",
+        1,
+        Duration::from_secs(40),
+    )
+    .await;
+    let rescued = killed.elapsed();
+    let since_beat = rescued + Duration::from_millis(heartbeat_age_ms.max(0) as u64);
+    eprintln!("cross-node rescue after {rescued:?} ({since_beat:?} after the last heartbeat)");
+    sigterm(&reaper);
+    wait_output(reaper, Duration::from_secs(30));
+    let log = std::fs::read_to_string(reaper_log).unwrap();
+    let bound = WorkerConfig::DEFAULT_FENCE_AFTER + jobq::testing::MARGIN;
+    assert!(
+        since_beat >= bound,
+        "reset {since_beat:?} after the last heartbeat:\n{log}"
+    );
+    // The reaper's interval, its node's view of the replicated heartbeat, and a loaded machine.
+    assert!(
+        rescued <= bound + ReaperConfig::DEFAULT_INTERVAL + Duration::from_secs(5),
+        "rescued after {rescued:?}:\n{log}"
+    );
+    assert!(log.contains("released a dead claimant"), "{log}");
 }
