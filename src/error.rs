@@ -30,9 +30,16 @@ pub enum Error {
         reason: String,
     },
 
-    /// A setting given in code or on the command line is out of range or malformed.
-    #[error("{0}")]
-    InvalidArgument(String),
+    /// A setting, argument or field given in code, on the command line or in a request is out of range
+    /// or malformed.
+    #[error("invalid {what}: {reason}")]
+    Invalid {
+        /// What is wrong, as the user names it: a setting (`worker concurrency`), an argument
+        /// (`run_at`), a field (`queue`).
+        what: &'static str,
+        /// Why, and the fix where there is one.
+        reason: String,
+    },
 
     /// The database URL does not parse.
     #[error("invalid database URL {url:?}: {reason}")]
@@ -220,6 +227,14 @@ impl Error {
             format!("panicked: {text}")
         };
         Error::Task { task, reason }
+    }
+
+    /// [`Error::Invalid`]: `what` is wrong, and `reason` says why.
+    pub(crate) fn invalid(what: &'static str, reason: impl Into<String>) -> Self {
+        Error::Invalid {
+            what,
+            reason: reason.into(),
+        }
     }
 
     /// True for failures that are worth retrying as they are: deadlocks, lock-wait timeouts and

@@ -69,9 +69,10 @@ impl FromStr for State {
             .into_iter()
             .find(|st| st.as_str() == s)
             .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "unknown state {s:?}; expected one of queued, running, done, retry, dead, cancelled"
-                ))
+                Error::invalid(
+                    "job state",
+                    format!("{s:?} is not one of queued, running, done, retry, dead, cancelled"),
+                )
             })
     }
 }

@@ -45,9 +45,10 @@ impl std::str::FromStr for JobAction {
             "run-now" => Self::RunNow,
             "delete" => Self::Delete,
             other => {
-                return Err(crate::Error::InvalidArgument(format!(
-                    "unknown job action {other:?} (retry, cancel, run-now, delete)"
-                )));
+                return Err(crate::Error::invalid(
+                    "job action",
+                    format!("{other:?} is not one of retry, cancel, run-now, delete"),
+                ));
             }
         })
     }

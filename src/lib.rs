@@ -41,6 +41,8 @@
 //!   ([`StateCount`], [`QueueSummary`], [`MinuteCount`]), and a job's attempts ([`AttemptRecord`]);
 //!   [`JobAction`] names what can be done to one job ([`Jobs::apply`]), and [`human_age`] spells a wait
 //!   the way `jobq` and the dashboard show it.
+//! * **Queue control**: [`Queues`] pauses and resumes queues for every worker at once ([`Paused`],
+//!   [`PausedQueue`]).
 //! * **The dashboard**: [`web::router`] serves pages and a JSON API over all of it ([`web::WebConfig`]).
 //! * **Errors**: [`Error`] (with [`ConnectFailure`]) and [`Result`]; [`is_transient`] classifies a
 //!   driver error the way jobq's own retries do.
@@ -83,6 +85,7 @@ mod jobs;
 mod json;
 mod liveness;
 mod name;
+mod queues;
 mod reaper;
 mod retry;
 pub mod schedule;
@@ -131,6 +134,7 @@ pub use db::attempts::AttemptRecord;
 pub use db::gauges::QueueStateCount;
 pub use duration::human_age;
 pub use jobs::{JobAction, Jobs};
+pub use queues::{Paused, PausedQueue, Queues};
 // Errors.
 pub use errno::is_transient;
 pub use error::{ConnectFailure, Error, Result};

@@ -38,24 +38,26 @@ impl Name {
     /// PAD SPACE collations a column could be given).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming what the name is for and the offending character or length.
+    /// [`Error::Invalid`] naming what the name is for and the offending character or length.
     pub(crate) fn check(self, name: &str) -> Result<()> {
         let (what, max) = (self.what(), self.max_len());
         if name.is_empty() {
-            return Err(Error::InvalidArgument(format!("{what} must not be empty")));
+            return Err(Error::invalid(what, "must not be empty"));
         }
         if name.len() > max {
-            return Err(Error::InvalidArgument(format!(
-                "{what} {name:?} is longer than {max} characters"
-            )));
+            return Err(Error::invalid(
+                what,
+                format!("{name:?} is longer than {max} characters"),
+            ));
         }
         if let Some(c) = name
             .chars()
             .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/')))
         {
-            return Err(Error::InvalidArgument(format!(
-                "{what} {name:?} contains {c:?}; use letters, digits and _ - . : /"
-            )));
+            return Err(Error::invalid(
+                what,
+                format!("{name:?} contains {c:?}; use letters, digits and _ - . : /"),
+            ));
         }
         Ok(())
     }
@@ -69,13 +71,13 @@ mod tests {
     fn names_are_checked_against_their_column() {
         assert!(Name::Kind.check("email.send").is_ok());
         let e = Name::Queue.check("a b").unwrap_err().to_string();
-        assert!(e.contains("' '") && e.starts_with("queue"), "{e}");
+        assert!(e.contains("' '") && e.starts_with("invalid queue: "), "{e}");
         assert!(Name::Kind.check("").is_err());
         assert!(Name::Queue.check(&"q".repeat(64)).is_ok());
         assert!(Name::Queue.check(&"q".repeat(65)).is_err());
         assert!(Name::Kind.check(&"k".repeat(128)).is_ok());
         assert!(Name::Schedule.check(&"s".repeat(129)).is_err());
         let e = Name::Schedule.check("é").unwrap_err().to_string();
-        assert!(e.starts_with("schedule name"), "{e}");
+        assert!(e.starts_with("invalid schedule name: "), "{e}");
     }
 }

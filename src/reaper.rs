@@ -76,36 +76,37 @@ impl ReaperConfig {
     /// shorter one would judge live workers dead between two of their heartbeats).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming the setting.
+    /// [`Error::Invalid`] naming the setting.
     pub fn validate(&self) -> Result<()> {
         let fmt = |d: Duration| humantime::format_duration(d).to_string();
         for (name, d) in [
-            ("interval", self.interval),
-            ("lease", self.lease),
-            ("heartbeat interval", self.heartbeat_interval),
-            ("prune period", self.prune_every),
+            ("reaper interval", self.interval),
+            ("reaper lease", self.lease),
+            ("reaper heartbeat interval", self.heartbeat_interval),
+            ("reaper prune period", self.prune_every),
         ] {
             if d.is_zero() {
-                return Err(Error::InvalidArgument(format!(
-                    "reaper {name} must be above zero"
-                )));
+                return Err(Error::invalid(name, "must be above zero"));
             }
         }
         if self.lease < self.heartbeat_interval * 3 {
-            return Err(Error::InvalidArgument(format!(
-                "reaper lease {} is shorter than three worker heartbeat intervals ({}): it would judge \
+            return Err(Error::invalid(
+                "reaper lease",
+                format!(
+                    "{} is shorter than three worker heartbeat intervals ({}): it would judge \
                  live workers dead; use a lease of at least {}",
-                fmt(self.lease),
-                fmt(self.heartbeat_interval),
-                fmt(self.heartbeat_interval * 3)
-            )));
+                    fmt(self.lease),
+                    fmt(self.heartbeat_interval),
+                    fmt(self.heartbeat_interval * 3)
+                ),
+            ));
         }
         if let Some(r) = self.retention
             && r.is_zero()
         {
-            return Err(Error::InvalidArgument(
-                "retention must be above zero (leave it unset to keep finished jobs forever)"
-                    .into(),
+            return Err(Error::invalid(
+                "retention",
+                "must be above zero (leave it unset to keep finished jobs forever)",
             ));
         }
         Ok(())

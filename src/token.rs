@@ -140,7 +140,7 @@ impl FromStr for ClaimToken {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bad = |why: &str| Error::InvalidArgument(format!("malformed claim token {s:?}: {why}"));
+        let bad = |why: &str| Error::invalid("claim token", format!("{s:?}: {why}"));
         let parts: Vec<&str> = s.split(':').collect();
         let [host, pid, conn, server, nonce] = parts[..] else {
             return Err(bad("expected host:pid:connection:server-epoch:nonce"));

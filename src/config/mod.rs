@@ -355,10 +355,10 @@ impl Config {
     /// library's default; the `jobq` binary sets its own.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] naming the key, for values a loaded file could not have (see
+    /// [`Error::Invalid`] naming the key, for values a loaded file could not have (see
     /// [`Config::load`]): a config built in code is checked here.
     pub fn worker(&self) -> Result<WorkerConfig> {
-        self.validate().map_err(Error::InvalidArgument)?;
+        self.validate().map_err(|m| Error::invalid("config", m))?;
         let file = &self.worker;
         let d = WorkerConfig::default();
         let or = |v: Option<HumanDuration>, default: Duration| v.map_or(default, |v| v.0);
@@ -371,7 +371,9 @@ impl Config {
             default_timeout: or(file.default_timeout, d.default_timeout),
             heartbeat_interval: or(file.heartbeat_interval, d.heartbeat_interval),
             fence_after: or(file.fence_after, d.fence_after),
-            retry: self.retry_policy().map_err(Error::InvalidArgument)?,
+            retry: self
+                .retry_policy()
+                .map_err(|m| Error::invalid("config", m))?,
             ..d
         })
     }
@@ -382,7 +384,7 @@ impl Config {
     /// # Errors
     /// As [`Config::worker`].
     pub fn reaper(&self) -> Result<ReaperConfig> {
-        self.validate().map_err(Error::InvalidArgument)?;
+        self.validate().map_err(|m| Error::invalid("config", m))?;
         let file = &self.reaper;
         let d = ReaperConfig::default();
         let or = |v: Option<HumanDuration>, default: Duration| v.map_or(default, |v| v.0);
@@ -403,7 +405,7 @@ impl Config {
     /// # Errors
     /// As [`Config::worker`], and a schedule section that does not make a definition.
     pub fn scheduler(&self) -> Result<SchedulerConfig> {
-        self.validate().map_err(Error::InvalidArgument)?;
+        self.validate().map_err(|m| Error::invalid("config", m))?;
         let definitions = self
             .schedules
             .iter()

@@ -177,10 +177,12 @@ async fn claim_once(
 
 /// Step 1 of a claim: [`CLAIM_SELECT`] with its parameters bound.
 fn claim_select<'a>(queue: &'a str, kinds: &'a [String], limit: u32) -> QueryBuilder<'a, MySql> {
-    let [head, kinds_at, limit_at, tail] = CLAIM_SELECT.parts() else {
-        unreachable!("CLAIM_SELECT has three parameters")
+    let [head, paused_at, kinds_at, limit_at, tail] = CLAIM_SELECT.parts() else {
+        unreachable!("CLAIM_SELECT has four parameters")
     };
     let mut select = QueryBuilder::<MySql>::new(*head);
+    select.push_bind(queue);
+    select.push(*paused_at);
     select.push_bind(queue);
     select.push(*kinds_at);
     push_list(&mut select, kinds);
@@ -243,35 +245,54 @@ fn keep_stamped(jobs: Vec<ClaimedJob>, held: &[(u64, u16)]) -> Vec<ClaimedJob> {
         .collect()
 }
 
-/// True when at least one job of these queues and kinds is due. One indexed, non-locking query: this is
-/// all an idle worker sends between claims.
+/// True when at least one job of these queues and kinds is due in a queue that is not paused. One
+/// indexed, non-locking query: this is all an idle worker sends between claims.
 pub(crate) async fn any_due(
     conn: &mut Dedicated,
     queues: &[String],
     kinds: &[String],
 ) -> Result<bool> {
+    let probe = format!("SELECT {}", due_expression(queues, kinds));
+    let probe = probe.as_str();
     let found = conn
         .run("probe", 3, |mut c| async move {
-            let mut q = QueryBuilder::<MySql>::new(
-                "SELECT 1 FROM job_queue FORCE INDEX (claim_order) WHERE ready_queue IN (",
-            );
-            push_list(&mut q, queues);
-            q.push(") AND run_at <= NOW(6) AND kind IN (");
-            push_list(&mut q, kinds);
-            q.push(")");
-            q.push(EXACT_KIND);
-            q.push(" LIMIT 1");
-            let r = q.build_query_scalar::<i32>().fetch_optional(&mut c).await;
+            let r = sqlx::query_scalar::<_, i64>(probe).fetch_one(&mut c).await;
             (c, r)
         })
         .await?;
-    Ok(found.is_some())
+    Ok(found > 0)
+}
+
+/// 1 when a job of `kinds` is due in one of `queues` that is not paused, else 0: per queue, a
+/// primary-key lookup in `jobq_queues` and the first entry of the claim index's due range, both
+/// resolved as constants (a paused queue's range is never read). Names are validated identifiers (no
+/// quotes possible); quoting is doubled anyway. Literal, not bound: the text also runs inside
+/// `jobq_wait_for_work`, which takes it as a string.
+fn due_expression(queues: &[String], kinds: &[String]) -> String {
+    let quote = |i: &String| format!("'{}'", i.replace('\'', "''"));
+    let kinds = kinds.iter().map(quote).collect::<Vec<_>>().join(", ");
+    let per_queue: Vec<String> = queues
+        .iter()
+        .map(|q| {
+            let q = quote(q);
+            format!(
+                "(NOT EXISTS (SELECT 1 FROM jobq_queues WHERE name = {q}) AND EXISTS (SELECT 1 FROM \
+                 job_queue FORCE INDEX (claim_order) WHERE ready_queue = {q} AND run_at <= NOW(6) \
+                 AND kind IN ({kinds}){EXACT_KIND}))"
+            )
+        })
+        .collect();
+    if per_queue.is_empty() {
+        return "CAST(0 AS SIGNED)".into();
+    }
+    format!("CAST(({}) AS SIGNED)", per_queue.join(" OR "))
 }
 
 /// Waits server-side (in `jobq_wait_for_work`, schema 6) up to `wait` for a due job of these queues and
 /// kinds, refreshing `token`'s heartbeat first (`None`: no heartbeat; the procedure's UPDATE then
 /// matches no row and writes nothing). One client statement however long it waits; returns as soon as
-/// the server-side probe (every 1 to 100 ms, a twentieth of the wait) sees a due job.
+/// the server-side probe (every 1 to 100 ms, a twentieth of the wait) sees a due job in a queue that is
+/// not paused.
 pub(crate) async fn wait_for_work(
     conn: &mut Dedicated,
     token: Option<&str>,
@@ -279,20 +300,7 @@ pub(crate) async fn wait_for_work(
     kinds: &[String],
     wait: std::time::Duration,
 ) -> Result<bool> {
-    // Names are validated identifiers (no quotes possible); quoting is doubled anyway.
-    let list = |items: &[String]| {
-        items
-            .iter()
-            .map(|i| format!("'{}'", i.replace('\'', "''")))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let probe = format!(
-        "SELECT COUNT(*) INTO @jobq_due FROM (SELECT 1 FROM job_queue FORCE INDEX (claim_order) \
-         WHERE ready_queue IN ({}) AND run_at <= NOW(6) AND kind IN ({}){EXACT_KIND} LIMIT 1) AS due",
-        list(queues),
-        list(kinds)
-    );
+    let probe = format!("SELECT {} INTO @jobq_due", due_expression(queues, kinds));
     let wait_ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
     // Probe twenty times per wait, between every 1 ms (just after the last job, when more is likely to
     // come) and every 100 ms (long idle).
@@ -344,7 +352,7 @@ mod tests {
         let kinds = vec!["a".to_string(), "b".to_string()];
         assert_eq!(
             claim_select("q", &kinds, 10).sql(),
-            CLAIM_SELECT.sql(&["?", &placeholders(2), "?"])
+            CLAIM_SELECT.sql(&["?", "?", &placeholders(2), "?"])
         );
         assert_eq!(
             claim_stamp("t", &[1, 2, 3]).sql(),

@@ -105,12 +105,10 @@ impl NewJob {
             Name::Queue.check(q)?;
         }
         if self.max_attempts == Some(0) {
-            return Err(Error::InvalidArgument(
-                "max_attempts must be at least 1".into(),
-            ));
+            return Err(Error::invalid("max_attempts", "must be at least 1"));
         }
         if self.timeout_secs == Some(0) {
-            return Err(Error::InvalidArgument("timeout must be above zero".into()));
+            return Err(Error::invalid("timeout", "must be above zero"));
         }
         let due = match self.run_at {
             None => return Ok(()),
@@ -123,11 +121,14 @@ impl NewJob {
         // Out-of-range values would not be refused by the server: bound as a binary temporal value, MariaDB
         // silently stores the current time instead, and the job would run at once.
         if !(min_run_at()..=max_run_at()).contains(&due) {
-            return Err(Error::InvalidArgument(format!(
-                "run_at {} is outside what the run_at column holds ({})",
-                due.format("%Y-%m-%d %H:%M:%S UTC"),
-                crate::job::timestamp_range_text(),
-            )));
+            return Err(Error::invalid(
+                "run_at",
+                format!(
+                    "{} is outside what the run_at column holds ({})",
+                    due.format("%Y-%m-%d %H:%M:%S UTC"),
+                    crate::job::timestamp_range_text(),
+                ),
+            ));
         }
         Ok(())
     }

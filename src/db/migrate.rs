@@ -76,6 +76,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0009_attempts.sql",
         sql: include_str!("../../migrations/0009_attempts.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_queues.sql",
+        sql: include_str!("../../migrations/0011_queues.sql"),
+    },
 ];
 
 /// The schema version this build needs.

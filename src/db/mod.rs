@@ -13,6 +13,7 @@ pub(crate) mod gauges;
 pub(crate) mod hosts;
 pub(crate) mod migrate;
 pub(crate) mod prune;
+pub(crate) mod queues;
 pub(crate) mod reap;
 pub(crate) mod registry;
 pub(crate) mod row;

@@ -94,10 +94,13 @@ impl FromStr for SslMode {
             .into_iter()
             .find(|m| m.as_str().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "unknown ssl-mode {s:?}: expected one of {}",
-                    SslMode::ALL.map(SslMode::as_str).join(", ")
-                ))
+                Error::invalid(
+                    "ssl-mode",
+                    format!(
+                        "{s:?} is not one of {}",
+                        SslMode::ALL.map(SslMode::as_str).join(", ")
+                    ),
+                )
             })
     }
 }
@@ -118,12 +121,12 @@ const CA_KEYS: [&str; 2] = ["ssl-ca", "sslca"];
 /// what the URL has. Other query parameters are kept as they are.
 ///
 /// # Errors
-/// [`Error::InvalidArgument`] when `ca` is not valid UTF-8 (a URL cannot carry it).
+/// [`Error::Invalid`] when `ca` is not valid UTF-8 (a URL cannot carry it).
 pub fn with_tls(url: &str, mode: Option<SslMode>, ca: Option<&Path>) -> Result<String> {
     let ca = ca
         .map(|p| {
             p.to_str().ok_or_else(|| {
-                Error::InvalidArgument(format!("CA file path {} is not UTF-8", p.display()))
+                Error::invalid("CA file path", format!("{} is not UTF-8", p.display()))
             })
         })
         .transpose()?;
@@ -222,7 +225,7 @@ fn check_ca_is_used(mode: Option<SslMode>) -> std::result::Result<(), String> {
 /// without a restart.
 ///
 /// # Errors
-/// [`Error::Io`] naming the file when it cannot be read, [`Error::InvalidArgument`] when it holds no
+/// [`Error::Io`] naming the file when it cannot be read, [`Error::Invalid`] when it holds no
 /// `-----BEGIN CERTIFICATE-----` block.
 pub fn check_ca_file(path: &Path) -> Result<()> {
     let bytes = std::fs::read(path).map_err(|source| Error::Io {
@@ -234,10 +237,13 @@ pub fn check_ca_file(path: &Path) -> Result<()> {
         .windows(PEM_CERTIFICATE.len())
         .any(|w| w == PEM_CERTIFICATE)
     {
-        return Err(Error::InvalidArgument(format!(
-            "CA file {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
-            path.display()
-        )));
+        return Err(Error::invalid(
+            "CA file",
+            format!(
+                "{} holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                path.display()
+            ),
+        ));
     }
     Ok(())
 }
@@ -253,7 +259,7 @@ mod tests {
             assert_eq!(m.as_str().to_uppercase().parse::<SslMode>().unwrap(), m);
         }
         let e = "verify-full".parse::<SslMode>().unwrap_err().to_string();
-        assert!(e.contains("unknown ssl-mode \"verify-full\""), "{e}");
+        assert!(e.contains("invalid ssl-mode: \"verify-full\""), "{e}");
         assert!(e.contains("verify_identity"), "{e}");
         assert_eq!(SslMode::default(), SslMode::DEFAULT);
     }
@@ -311,7 +317,7 @@ mod tests {
         assert!(check_url(&url(&format!("{ca_q}&ssl-mode=disabled"))).is_ok());
 
         let e = check_url(&url("ssl-mode=on")).unwrap_err();
-        assert!(e.contains("unknown ssl-mode \"on\""), "{e}");
+        assert!(e.contains("invalid ssl-mode: \"on\""), "{e}");
         let e = check_url(&url(&ca_q)).unwrap_err();
         assert!(e.contains("ssl-mode is preferred (the default)"), "{e}");
         let e = check_url(&url(&format!("ssl-mode=required&{ca_q}"))).unwrap_err();
@@ -322,7 +328,7 @@ mod tests {
         )))
         .unwrap_err();
         assert!(
-            e.starts_with("ssl-ca: CA file") && e.contains("no PEM certificate"),
+            e.starts_with("ssl-ca: invalid CA file: ") && e.contains("no PEM certificate"),
             "{e}"
         );
         let e = check_url(&url("ssl-mode=verify_ca&ssl-ca=/nonexistent/ca.pem")).unwrap_err();

@@ -310,9 +310,9 @@ mod tests {
             f(&mut d);
             invalid(&d)
         };
-        assert!(with(&|d| d.name = "a b".into()).starts_with("schedule name \"a b\""));
-        assert!(with(&|d| d.kind = String::new()).starts_with("kind must not be empty"));
-        assert!(with(&|d| d.queue = "q!".into()).starts_with("queue \"q!\""));
+        assert!(with(&|d| d.name = "a b".into()).starts_with("invalid schedule name: \"a b\""));
+        assert!(with(&|d| d.kind = String::new()).starts_with("invalid kind: must not be empty"));
+        assert!(with(&|d| d.queue = "q!".into()).starts_with("invalid queue: \"q!\""));
         assert!(with(&|d| d.payload = "{".into()).starts_with("payload is not valid JSON"));
         assert!(with(&|d| d.max_attempts = Some(0)).contains("max_attempts"));
         let keep_twice = with(&|d| {

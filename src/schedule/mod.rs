@@ -9,9 +9,9 @@
 
 /// An enum stored as text: `as_str` is the value in the database and on the command line, `FromStr`
 /// and `Deserialize` (config files) accept exactly those values, and an unknown one is an error that
-/// lists them.
+/// lists them, naming the type as `$what` ("on error").
 macro_rules! string_enum {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+    ($(#[$m:meta])* $name:ident ($what:literal) { $($(#[$vm:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
         $(#[$m])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum $name { $($(#[$vm])* $variant),+ }
@@ -36,11 +36,13 @@ macro_rules! string_enum {
             type Err = $crate::error::Error;
             fn from_str(s: &str) -> $crate::error::Result<Self> {
                 $name::ALL.iter().copied().find(|v| v.as_str() == s.trim()).ok_or_else(|| {
-                    $crate::error::Error::InvalidArgument(format!(
-                        "unknown {} {s:?}; expected one of {}",
-                        words(stringify!($name)),
-                        $name::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
-                    ))
+                    $crate::error::Error::invalid(
+                        $what,
+                        format!(
+                            "{s:?} is not one of {}",
+                            $name::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
+                        ),
+                    )
                 })
             }
         }
@@ -58,18 +60,6 @@ macro_rules! string_enum {
             }
         }
     };
-}
-
-/// A type name as words for messages: `OnError` is "on error".
-fn words(type_name: &str) -> String {
-    let mut out = String::with_capacity(type_name.len() + 4);
-    for c in type_name.chars() {
-        if c.is_ascii_uppercase() && !out.is_empty() {
-            out.push(' ');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    out
 }
 
 mod def;
@@ -90,7 +80,7 @@ string_enum! {
     /// (most periodic jobs are not written to run concurrently with themselves), and the missed time is
     /// not lost: it runs as soon as the previous run ends. It cannot pile up either: however many times
     /// passed meanwhile, the misfire policy decides how many run (`once` by default: one).
-    Overlap {
+    Overlap ("overlap") {
         /// Hold the run until the previous one has ended (default).
         Wait = "wait",
         /// Drop this planned time and go on to the next.
@@ -106,7 +96,7 @@ string_enum! {
     /// The default is `retry` (3 attempts in all): a transient failure gets a second try within seconds
     /// instead of at the next planned time (which, for a daily job, is a day later), and a persistent one
     /// still ends after a few seconds, counts as one failure, and leaves the schedule on its times.
-    OnError {
+    OnError ("on error") {
         /// The job is retried with backoff up to `max_attempts` (default 3) (default).
         Retry = "retry",
         /// One attempt per run; a failure waits for the next planned time.
@@ -119,7 +109,7 @@ string_enum! {
 
 string_enum! {
     /// What happens to planned times that passed while no scheduler was running.
-    Misfire {
+    Misfire ("misfire") {
         /// One run makes up for all of them (default; anacron does this).
         Once = "once",
         /// A run for each of them, at most `max_catch_up` (default 100), the newest ones.
@@ -131,7 +121,7 @@ string_enum! {
 
 string_enum! {
     /// The life of a schedule.
-    ScheduleState {
+    ScheduleState ("schedule state") {
         /// Runs at its planned times.
         Enabled = "enabled",
         /// Paused by an operator (or by the `pause` error policy); `jobq schedule resume` goes on.
@@ -145,7 +135,7 @@ string_enum! {
 
 string_enum! {
     /// Why a run was created. Stored in `jobq_schedule_runs.cause`.
-    Cause {
+    Cause ("cause") {
         /// Its planned time came.
         Scheduled = "scheduled",
         /// A planned time that passed while no scheduler ran (or while the previous run held it back).
@@ -159,7 +149,7 @@ string_enum! {
 
 string_enum! {
     /// How a run's job ended, as the scheduler sees it. Stored in `jobq_schedule_runs.outcome`.
-    Outcome {
+    Outcome ("outcome") {
         /// The job is done.
         Done = "done",
         /// The job is dead (failed its last attempt).
@@ -217,7 +207,7 @@ mod tests {
         let e = "sometimes".parse::<Misfire>().unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown misfire \"sometimes\"; expected one of once, all, skip"
+            "invalid misfire: \"sometimes\" is not one of once, all, skip"
         );
         #[derive(Debug, serde::Deserialize)]
         struct Section {
@@ -227,9 +217,12 @@ mod tests {
         let e = toml::from_str::<Section>("overlap = \"never\"")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("expected one of wait, skip, allow"), "{e}");
+        assert!(
+            e.contains("\"never\" is not one of wait, skip, allow"),
+            "{e}"
+        );
         let e = "x".parse::<ScheduleState>().unwrap_err().to_string();
-        assert!(e.starts_with("unknown schedule state \"x\""), "{e}");
+        assert!(e.starts_with("invalid schedule state: \"x\""), "{e}");
     }
 
     #[test]

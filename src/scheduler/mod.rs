@@ -79,23 +79,19 @@ impl SchedulerConfig {
 
     fn validate(&self) -> Result<()> {
         for (name, d) in [
-            ("interval", self.interval),
-            ("heartbeat interval", self.heartbeat_interval),
+            ("scheduler interval", self.interval),
+            ("scheduler heartbeat interval", self.heartbeat_interval),
         ] {
             if d.is_zero() {
-                return Err(Error::InvalidArgument(format!(
-                    "scheduler {name} must be above zero"
-                )));
+                return Err(Error::invalid(name, "must be above zero"));
             }
         }
         for (name, n) in [
-            ("max_jobs_per_tick", self.max_jobs_per_tick),
-            ("max_catch_up", self.max_catch_up),
+            ("scheduler max_jobs_per_tick", self.max_jobs_per_tick),
+            ("scheduler max_catch_up", self.max_catch_up),
         ] {
             if n == 0 {
-                return Err(Error::InvalidArgument(format!(
-                    "scheduler {name} must be at least 1"
-                )));
+                return Err(Error::invalid(name, "must be at least 1"));
             }
         }
         for d in &self.definitions {
@@ -462,13 +458,16 @@ mod tests {
             ..Default::default()
         };
         let e = pool_free.validate().unwrap_err().to_string();
-        assert_eq!(e, "scheduler max_jobs_per_tick must be at least 1");
+        assert_eq!(e, "invalid scheduler max_jobs_per_tick: must be at least 1");
         let still = SchedulerConfig {
             heartbeat_interval: Duration::ZERO,
             ..Default::default()
         };
         let e = still.validate().unwrap_err().to_string();
-        assert_eq!(e, "scheduler heartbeat interval must be above zero");
+        assert_eq!(
+            e,
+            "invalid scheduler heartbeat interval: must be above zero"
+        );
         let bad_def = SchedulerConfig {
             definitions: vec![ScheduleDef::new("x", "k", "0 25 * * *")],
             ..Default::default()

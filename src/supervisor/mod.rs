@@ -138,8 +138,9 @@ impl Supervisor {
     /// A supervisor whose children run against the database of `pool`.
     pub fn new(pool: MySqlPool, cfg: SupervisorConfig) -> Result<Self> {
         if cfg.workers == 0 {
-            return Err(Error::InvalidArgument(
-                "supervise needs at least one worker (-n)".into(),
+            return Err(Error::invalid(
+                "supervisor workers",
+                "supervise needs at least one worker (-n)",
             ));
         }
         Ok(Self { pool, cfg })

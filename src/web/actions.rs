@@ -38,9 +38,10 @@ impl ScheduleAction {
             "resume" => Self::Resume,
             "run-now" => Self::RunNow,
             other => {
-                return Err(Error::InvalidArgument(format!(
-                    "unknown schedule action {other:?} (pause, resume, run-now)"
-                )));
+                return Err(Error::invalid(
+                    "schedule action",
+                    format!("{other:?} is not one of pause, resume, run-now"),
+                ));
             }
         })
     }
@@ -143,7 +144,7 @@ pub(super) async fn bulk_form(
     {
         Some(Ok(a)) => a,
         Some(Err(e)) => return failure(&app, &e),
-        None => return failure(&app, &Error::InvalidArgument("no action chosen".into())),
+        None => return failure(&app, &Error::invalid("action", "none chosen")),
     };
     let confirmed = form_field(&body, "confirm").as_deref() == Some("yes");
     if form_field(&body, "scope").as_deref() == Some("filter") {
@@ -159,10 +160,10 @@ pub(super) async fn bulk_form(
     if ids.len() > MAX_BULK {
         return failure(
             &app,
-            &Error::InvalidArgument(format!(
-                "{} jobs selected; at most {MAX_BULK} at once",
-                ids.len()
-            )),
+            &Error::invalid(
+                "selection",
+                format!("{} jobs selected; at most {MAX_BULK} at once", ids.len()),
+            ),
         );
     }
     if !confirmed {
@@ -224,14 +225,6 @@ async fn bulk_filter(
         Ok(ids) => ids,
         Err(e) => return failure(app, &e),
     };
-    if ids.len() > MAX_FILTER_BULK as usize {
-        return failure(
-            app,
-            &Error::InvalidArgument(format!(
-                "more than {MAX_FILTER_BULK} jobs match {described}; narrow the filter"
-            )),
-        );
-    }
     if ids.is_empty() {
         return back(
             app,
@@ -279,6 +272,27 @@ async fn bulk_filter(
         &format!("/jobs?{}", query.to_query()),
         &summary(action, done, ids.len(), &refused),
     )
+}
+
+/// The ids of the jobs matching `query`, at most [`MAX_FILTER_BULK`].
+///
+/// # Errors
+/// A filter that does not parse, a failed read, or more matching jobs than that.
+pub(super) async fn matching(app: &App, query: &JobsQuery) -> Result<Vec<JobId>> {
+    let ids = app
+        .jobs
+        .matching_ids(&query.filter(MAX_FILTER_BULK + 1)?)
+        .await?;
+    if ids.len() > MAX_FILTER_BULK as usize {
+        return Err(Error::invalid(
+            "filter",
+            format!(
+                "more than {MAX_FILTER_BULK} jobs match {}; narrow the filter",
+                query.describe()
+            ),
+        ));
+    }
+    Ok(ids)
 }
 
 /// `retry: 2 of 3 jobs; 1 refused, first: …`.

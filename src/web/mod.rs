@@ -48,7 +48,7 @@ impl WebConfig {
     /// Checks the prefix: empty, or `/` followed by path segments, without a trailing `/`.
     ///
     /// # Errors
-    /// [`crate::Error::InvalidArgument`] naming the bad prefix.
+    /// [`crate::Error::Invalid`] naming the bad prefix.
     pub fn validate(&self) -> crate::Result<()> {
         let p = &self.prefix;
         let ok = p.is_empty()
@@ -63,10 +63,13 @@ impl WebConfig {
         if ok {
             Ok(())
         } else {
-            Err(crate::Error::InvalidArgument(format!(
-                "web prefix {p:?} must be empty or like \"/jobq\" (a leading /, no trailing /, \
-                 letters, digits and - _ . ~)"
-            )))
+            Err(crate::Error::invalid(
+                "web prefix",
+                format!(
+                    "{p:?} must be empty or like \"/jobq\" (a leading /, no trailing /, letters, \
+                     digits and - _ . ~)"
+                ),
+            ))
         }
     }
 }
@@ -95,7 +98,7 @@ impl App {
 /// credentials and CSRF checks.
 ///
 /// # Errors
-/// [`crate::Error::InvalidArgument`] for a bad prefix.
+/// [`crate::Error::Invalid`] for a bad prefix.
 pub fn router(pool: MySqlPool, cfg: WebConfig) -> crate::Result<Router> {
     cfg.validate()?;
     let app = App {

@@ -89,38 +89,44 @@ impl WorkerConfig {
 
     pub(super) fn validate(&self) -> Result<()> {
         if self.queues.is_empty() {
-            return Err(Error::InvalidArgument(
-                "worker needs at least one queue".into(),
-            ));
+            return Err(Error::invalid("worker queues", "name at least one queue"));
         }
         for q in &self.queues {
             Name::Queue.check(q)?;
         }
         if self.concurrency == 0 || self.batch_size == 0 {
-            return Err(Error::InvalidArgument(
-                "worker concurrency and batch size must be at least 1".into(),
+            return Err(Error::invalid(
+                "worker concurrency or batch size",
+                "must be at least 1",
             ));
         }
         if self.concurrency > Self::MAX_CONCURRENCY {
-            return Err(Error::InvalidArgument(format!(
-                "worker concurrency {} is above the maximum of {} jobs per worker process; run more \
-                 worker processes instead",
-                self.concurrency,
-                Self::MAX_CONCURRENCY
-            )));
+            return Err(Error::invalid(
+                "worker concurrency",
+                format!(
+                    "{} is above the maximum of {} jobs per worker process; run more worker \
+                     processes instead",
+                    self.concurrency,
+                    Self::MAX_CONCURRENCY
+                ),
+            ));
         }
         if self.poll_interval.is_zero() || self.heartbeat_interval.is_zero() {
-            return Err(Error::InvalidArgument(
-                "worker poll and heartbeat intervals must be above zero".into(),
+            return Err(Error::invalid(
+                "worker poll or heartbeat interval",
+                "must be above zero",
             ));
         }
         if self.fence_after < self.heartbeat_interval * 3 {
-            return Err(Error::InvalidArgument(format!(
-                "worker fence_after ({}) must be at least three heartbeat intervals ({}): a single \
-                 slow heartbeat would otherwise stop every running job",
-                humantime::format_duration(self.fence_after),
-                humantime::format_duration(self.heartbeat_interval * 3)
-            )));
+            return Err(Error::invalid(
+                "worker fence_after",
+                format!(
+                    "{} must be at least three heartbeat intervals ({}): a single slow heartbeat \
+                     would otherwise stop every running job",
+                    humantime::format_duration(self.fence_after),
+                    humantime::format_duration(self.heartbeat_interval * 3)
+                ),
+            ));
         }
         Ok(())
     }

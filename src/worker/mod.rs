@@ -91,9 +91,9 @@ impl Worker {
     pub fn new(pool: MySqlPool, handlers: Handlers, cfg: WorkerConfig) -> Result<Self> {
         cfg.validate()?;
         if handlers.is_empty() {
-            return Err(Error::InvalidArgument(
-                "worker has no handlers: register at least one kind (or add [handlers.KIND] to jobq.toml)"
-                    .into(),
+            return Err(Error::invalid(
+                "worker handlers",
+                "none registered: register at least one kind (or add [handlers.KIND] to jobq.toml)",
             ));
         }
         Ok(Self {

@@ -648,7 +648,10 @@ async fn database_url_precedence_flag_then_jobq_env_then_database_url_env_then_c
 async fn a_lease_or_fence_too_short_for_the_heartbeat_is_refused() {
     let db = TestDb::new().await;
     let out = run_jobq(Some(&db.url), &["reaper", "--once", "--lease", "1s"]);
-    assert_fails(&out, &["lease 1s", "three worker heartbeat intervals"]);
+    assert_fails(
+        &out,
+        &["reaper lease: 1s", "three worker heartbeat intervals"],
+    );
     assert_eq!(out.status.code(), Some(1));
     let dir = scratch_dir();
     let cfg = write_config(
@@ -659,7 +662,7 @@ async fn a_lease_or_fence_too_short_for_the_heartbeat_is_refused() {
         Some(&db.url),
         &["reaper", "--once", "--config", cfg.to_str().unwrap()],
     );
-    assert_fails(&out, &["lease 5s", "at least 6s"]);
+    assert_fails(&out, &["reaper lease: 5s", "at least 6s"]);
     let cfg = write_config(
         &dir,
         "[worker]\nheartbeat_interval = \"2s\"\nfence_after = \"5s\"\n\
@@ -669,7 +672,10 @@ async fn a_lease_or_fence_too_short_for_the_heartbeat_is_refused() {
         Some(&db.url),
         &["worker", "--config", cfg.to_str().unwrap()],
     );
-    assert_fails(&out, &["fence_after (5s)", "three heartbeat intervals"]);
+    assert_fails(
+        &out,
+        &["worker fence_after: 5s", "three heartbeat intervals"],
+    );
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -52,5 +52,6 @@ mod browser;
 mod web_browser;
 // A 3-node Galera cluster (scripts/galera.sh): processes spread over the nodes.
 mod galera;
+mod queues;
 // Workers on many hosts: hosts made of network and pid namespaces, each with a supervisor and a reaper.
 mod hosts;

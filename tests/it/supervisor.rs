@@ -389,7 +389,10 @@ async fn a_failed_in_process_service_is_started_again() {
             let (starts, shutdown) = (starts.clone(), shutdown.clone());
             async move {
                 match starts.fetch_add(1, Ordering::SeqCst) {
-                    0 => Err(jobq::Error::InvalidArgument("first start fails".into())),
+                    0 => Err(jobq::Error::Invalid {
+                        what: "service",
+                        reason: "first start fails".into(),
+                    }),
                     1 => panic!("second start panics"),
                     _ => {
                         shutdown.cancelled().await;

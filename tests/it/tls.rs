@@ -302,17 +302,17 @@ fn bad_tls_settings_exit_1_naming_the_setting() {
 
     let e = run(&url, &[("JOBQ_DATABASE_SSL_MODE", "verify-full")], None);
     assert!(
-        e.contains("JOBQ_DATABASE_SSL_MODE: unknown ssl-mode \"verify-full\"")
+        e.contains("JOBQ_DATABASE_SSL_MODE: invalid ssl-mode: \"verify-full\"")
             && e.contains("verify_identity"),
         "{e}"
     );
     let e = run(&url, &[], Some("database_ssl_mode = \"on\"\n"));
     assert!(
-        e.contains("database_ssl_mode") && e.contains("unknown ssl-mode \"on\""),
+        e.contains("database_ssl_mode") && e.contains("invalid ssl-mode: \"on\""),
         "{e}"
     );
     let e = run(&format!("{url}?ssl-mode=strict"), &[], None);
-    assert!(e.contains("unknown ssl-mode \"strict\""), "{e}");
+    assert!(e.contains("invalid ssl-mode: \"strict\""), "{e}");
 
     let e = run(
         &url,

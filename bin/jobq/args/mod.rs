@@ -10,6 +10,7 @@ use jobq::{ReaperConfig, SupervisorConfig};
 
 mod bench;
 mod jobs;
+pub mod queue;
 mod schedule;
 
 pub use bench::BenchArgs;
@@ -90,6 +91,9 @@ pub enum Command {
     /// List, inspect, retry and cancel jobs.
     #[command(subcommand)]
     Jobs(JobsCommand),
+    /// Pause and resume queues for every worker on every host; list the paused ones.
+    #[command(subcommand)]
+    Queue(queue::QueueCommand),
     /// Delete done, dead and cancelled jobs older than the retention.
     Prune(PruneArgs),
     /// Make the jobs of dead workers runnable again; clean the process registry; prune old jobs.

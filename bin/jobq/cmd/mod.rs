@@ -5,6 +5,7 @@ mod enqueue;
 mod jobs;
 mod migrate;
 mod prune;
+mod queue;
 mod reaper;
 mod schedule;
 mod scheduler;
@@ -135,6 +136,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Enqueue(args) => enqueue::run(&env, args).await,
         Command::Stats(args) => stats::run(&env, args).await,
         Command::Jobs(cmd) => jobs::run(&env, cmd).await,
+        Command::Queue(cmd) => queue::run(&env, cmd).await,
         Command::Reaper(args) => reaper::run(&env, args).await,
         Command::Supervise(args) => supervise::run(&env, args).await,
         Command::Schedule(cmd) => schedule::run(&env, cmd).await,

@@ -1,0 +1,68 @@
+//! `jobq queue pause|resume|list`.
+
+use anyhow::Result;
+use jobq::Queues;
+
+use super::Env;
+use crate::args::queue::QueueCommand;
+use crate::out::{age, outln};
+
+pub async fn run(env: &Env, cmd: QueueCommand) -> Result<()> {
+    let queues = Queues::new(env.migrated_pool(super::SERIAL_CONNECTIONS).await?);
+    match cmd {
+        QueueCommand::Pause(a) => {
+            let p = queues
+                .pause(&a.queue, &actor(), a.reason.as_deref())
+                .await?;
+            match (p.newly, p.had_waiting_jobs) {
+                (false, _) => outln!("queue {} was paused already", a.queue)?,
+                (true, true) => outln!(
+                    "queue {} paused: no worker claims from it until `jobq queue resume {}`",
+                    a.queue,
+                    a.queue
+                )?,
+                (true, false) => outln!(
+                    "queue {} paused (it has no waiting jobs: check the name; jobs that come are held)",
+                    a.queue
+                )?,
+            }
+        }
+        QueueCommand::Resume(a) => {
+            if queues.resume(&a.queue).await? {
+                outln!("queue {} resumed", a.queue)?;
+            } else {
+                outln!("queue {} was not paused", a.queue)?;
+            }
+        }
+        QueueCommand::List(a) => {
+            let paused = queues.paused().await?;
+            if a.format.json {
+                outln!("{}", serde_json::to_string_pretty(&paused)?)?;
+                return Ok(());
+            }
+            if paused.is_empty() {
+                outln!("no paused queues")?;
+            }
+            let now = chrono::Utc::now();
+            for p in paused {
+                let since = (now - p.paused_at).num_milliseconds() as f64 / 1000.0;
+                outln!(
+                    "{:<20} paused {} ago by {}{}",
+                    p.name,
+                    age(since),
+                    p.paused_by,
+                    p.reason.map(|r| format!(": {r}")).unwrap_or_default()
+                )?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Who is running this command, for the record: the login name and host.
+fn actor() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown user".to_string());
+    format!("{user}@{}", gethostname::gethostname().to_string_lossy())
+}

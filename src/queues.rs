@@ -1,0 +1,75 @@
+//! Queue control: pausing and resuming queues, for every worker on every host at once.
+
+use sqlx::MySqlPool;
+
+use crate::db::queues;
+pub use crate::db::queues::PausedQueue;
+use crate::error::{Error, Result};
+use crate::name::Name;
+
+/// Pauses, resumes and lists paused queues. A paused queue keeps taking jobs; no worker claims from it
+/// until it is resumed (its next claim after the pause already skips it), and jobs that were running
+/// finish. Pauses live in the database, so they outlast restarts.
+#[derive(Debug, Clone)]
+pub struct Queues {
+    pool: MySqlPool,
+}
+
+/// What [`Queues::pause`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Paused {
+    /// False when the queue was paused already (its first pause's who and why are kept).
+    pub newly: bool,
+    /// False when no job was waiting in the queue: pausing a name nobody uses yet is allowed (it holds
+    /// back the jobs that come), but may be a typo.
+    pub had_waiting_jobs: bool,
+}
+
+impl Queues {
+    /// Operations on `pool`'s queues.
+    pub fn new(pool: MySqlPool) -> Self {
+        Self { pool }
+    }
+
+    /// Pauses `queue`, recording `by` (who) and `reason` (why, if given).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a queue name the schema cannot hold or a `by`/`reason` over 255
+    /// characters, before anything is written; a database error.
+    pub async fn pause(&self, queue: &str, by: &str, reason: Option<&str>) -> Result<Paused> {
+        Name::Queue.check(queue)?;
+        for (what, text) in [("pause actor", Some(by)), ("pause reason", reason)] {
+            if let Some(t) = text
+                && t.chars().count() > queues::NOTE_WIDTH
+            {
+                return Err(Error::invalid(
+                    what,
+                    format!("is longer than {} characters", queues::NOTE_WIDTH),
+                ));
+            }
+        }
+        let had_waiting_jobs = queues::has_waiting(&self.pool, queue).await?;
+        let newly = queues::pause(&self.pool, queue, by, reason).await?;
+        Ok(Paused {
+            newly,
+            had_waiting_jobs,
+        })
+    }
+
+    /// Resumes `queue`: workers claim from it again at their next claim. False when it was not paused.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a queue name the schema cannot hold; a database error.
+    pub async fn resume(&self, queue: &str) -> Result<bool> {
+        Name::Queue.check(queue)?;
+        queues::resume(&self.pool, queue).await
+    }
+
+    /// The paused queues, by name.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn paused(&self) -> Result<Vec<PausedQueue>> {
+        queues::paused(&self.pool).await
+    }
+}
