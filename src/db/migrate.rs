@@ -77,6 +77,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0009_attempts.sql"),
     },
     Migration {
+        version: 10,
+        name: "0010_queue_control.sql",
+        sql: include_str!("../../migrations/0010_queue_control.sql"),
+    },
+    Migration {
         version: 11,
         name: "0011_queues.sql",
         sql: include_str!("../../migrations/0011_queues.sql"),

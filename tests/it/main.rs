@@ -55,3 +55,5 @@ mod galera;
 mod queues;
 // Workers on many hosts: hosts made of network and pid namespaces, each with a supervisor and a reaper.
 mod hosts;
+// The DBA views: jobq_jobs, jobq_jobs_running, jobq_schedules_next.
+mod views;
