@@ -149,6 +149,15 @@ async fn the_queue_commands_pause_list_and_resume() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json[0]["name"], "mail");
     assert_eq!(json[0]["reason"], "SMTP down");
+    let out = run_jobq(Some(&db.url), &["stats"]);
+    assert!(
+        text(&out).contains("queue mail is PAUSED") && text(&out).contains("SMTP down"),
+        "{}",
+        text(&out)
+    );
+    let out = run_jobq(Some(&db.url), &["stats", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["paused"][0]["name"], "mail");
     let out = run_jobq(Some(&db.url), &["queue", "resume", "mail"]);
     assert!(text(&out).contains("queue mail resumed"), "{}", text(&out));
     let out = run_jobq(Some(&db.url), &["queue", "pause", "bad name"]);

@@ -50,6 +50,7 @@ pub async fn run(env: &Env, args: StatsArgs) -> Result<()> {
         outln!()?;
         print_due_by_kind(&stats)?;
     }
+    print_paused(&stats)?;
 
     outln!()?;
     if stats.processes.is_empty() {
@@ -150,6 +151,30 @@ fn shown(kind: &str) -> String {
     } else {
         format!("{kind:?}")
     }
+}
+
+/// The paused queues, whose due jobs wait for `jobq queue resume`.
+fn print_paused(stats: &Stats) -> Result<()> {
+    if stats.paused.is_empty() {
+        return Ok(());
+    }
+    outln!()?;
+    let now = Utc::now();
+    for p in &stats.paused {
+        let since = (now - p.paused_at).num_milliseconds() as f64 / 1000.0;
+        outln!(
+            "queue {} is PAUSED ({} ago, by {}{}): no worker claims from it until `jobq queue resume {}`",
+            p.name,
+            age(since),
+            p.paused_by,
+            p.reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default(),
+            p.name
+        )?;
+    }
+    Ok(())
 }
 
 /// `stats --json`: the statistics as the library reads them, and the groups of due jobs no live worker

@@ -138,6 +138,8 @@ pub struct Stats {
     pub due_by_kind: Vec<KindLag>,
     /// Registered processes.
     pub processes: Vec<ProcessRow>,
+    /// Paused queues (no worker claims from them).
+    pub paused: Vec<crate::PausedQueue>,
 }
 
 impl Stats {
@@ -250,11 +252,13 @@ pub(crate) async fn stats(pool: &MySqlPool) -> Result<Stats> {
     let lag = lag(pool).await?;
     let due_by_kind = due_by_kind(pool).await?;
     let processes = processes(pool).await?;
+    let paused = crate::db::queues::paused(pool).await?;
     Ok(Stats {
         counts,
         lag,
         due_by_kind,
         processes,
+        paused,
     })
 }
 
