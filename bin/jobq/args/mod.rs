@@ -206,6 +206,32 @@ pub struct WorkerOptions {
 }
 
 impl WorkerOptions {
+    /// The flags that give these options again: what a supervisor passes its `jobq worker` children.
+    /// Written beside the flags themselves, and read back through the parser by a test, so that a flag
+    /// the children would not understand fails that test.
+    pub fn to_flags(&self) -> Vec<String> {
+        let mut a = Vec::new();
+        if !self.queues.is_empty() {
+            a.push(format!("--queue={}", self.queues.join(",")));
+        }
+        if let Some(c) = self.concurrency {
+            a.push(format!("--concurrency={c}"));
+        }
+        if let Some(b) = self.batch_size {
+            a.push(format!("--batch-size={b}"));
+        }
+        if let Some(p) = self.poll_interval {
+            a.push(format!("--poll-interval={}", human(p)));
+        }
+        if let Some(g) = self.shutdown_grace {
+            a.push(format!("--shutdown-grace={}", human(g)));
+        }
+        if let Some(t) = self.default_timeout {
+            a.push(format!("--default-timeout={}", human(t)));
+        }
+        a
+    }
+
     /// Lays the flags given over the config file's `[worker]` section: a flag wins over its key.
     pub fn overlay(&self, file: &mut WorkerSection) {
         if !self.queues.is_empty() {
@@ -357,5 +383,42 @@ fn parse_concurrency(s: &str) -> Result<u32, String> {
             "above the maximum of {max} jobs per worker process; run more worker processes instead"
         )),
         n => Ok(n),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[test]
+    fn worker_flags_read_back_as_the_same_options() {
+        // Every field set: a new option must be added here, and to `to_flags`, to compile and pass.
+        let opts = WorkerOptions {
+            queues: vec!["mail".into(), "default".into()],
+            concurrency: Some(7),
+            batch_size: Some(3),
+            poll_interval: Some(Duration::from_millis(1500)),
+            shutdown_grace: Some(Duration::from_secs(90)),
+            default_timeout: Some(Duration::from_secs(3 * 3600 + 1)),
+        };
+        let argv = ["jobq", "worker"]
+            .into_iter()
+            .map(String::from)
+            .chain(opts.to_flags());
+        let Command::Worker(w) = Cli::try_parse_from(argv).unwrap().command else {
+            panic!("not the worker command");
+        };
+        assert_eq!(format!("{:?}", w.opts), format!("{opts:?}"));
+        assert_eq!(
+            WorkerOptions {
+                queues: Vec::new(),
+                ..opts
+            }
+            .to_flags()
+            .len(),
+            5
+        );
     }
 }

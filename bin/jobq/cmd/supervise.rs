@@ -185,24 +185,6 @@ fn check_reload(config_path: Option<&Path>, opts: &WorkerOptions) -> Result<()> 
 /// Each child's arguments: `worker --forever` and the worker flags the supervisor was given.
 fn child_args(o: &WorkerOptions) -> Vec<String> {
     let mut a = vec!["worker".to_string(), "--forever".to_string()];
-    let d = |d: std::time::Duration| humantime::format_duration(d).to_string();
-    if !o.queues.is_empty() {
-        a.push(format!("--queue={}", o.queues.join(",")));
-    }
-    if let Some(c) = o.concurrency {
-        a.push(format!("--concurrency={c}"));
-    }
-    if let Some(b) = o.batch_size {
-        a.push(format!("--batch-size={b}"));
-    }
-    if let Some(p) = o.poll_interval {
-        a.push(format!("--poll-interval={}", d(p)));
-    }
-    if let Some(g) = o.shutdown_grace {
-        a.push(format!("--shutdown-grace={}", d(g)));
-    }
-    if let Some(t) = o.default_timeout {
-        a.push(format!("--default-timeout={}", d(t)));
-    }
+    a.extend(o.to_flags());
     a
 }
