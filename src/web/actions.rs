@@ -85,7 +85,8 @@ pub(super) async fn audit(app: &App, actor: &Actor, action: &str, target: &str, 
     }
 }
 
-/// `POST /jobs/{id}/{action}` from a page. A delete asks for confirmation first.
+/// `POST /jobs/{id}/{action}` from a page. A cancel or a delete asks for confirmation first, on a page
+/// of its own (the pages run no script, so there is no dialog to ask in).
 pub(super) async fn job_form(
     State(app): State<App>,
     Extension(actor): Extension<Actor>,
@@ -98,14 +99,16 @@ pub(super) async fn job_form(
         Err(e) => return failure(&app, &e),
     };
     let id = JobId::from(id);
-    if action == JobAction::Delete && form_field(&body, "confirm").as_deref() != Some("yes") {
+    let confirmed = form_field(&body, "confirm").as_deref() == Some("yes");
+    if let Some(detail) = confirmation(action, id).filter(|_| !confirmed) {
         return confirm(
             &app,
             &csrf,
-            &format!("Delete job {id}?"),
-            &format!("Job {id} and its row are removed for good."),
-            &app.link(&format!("/jobs/{id}/delete")),
+            &format!("{} job {id}?", capitalised(action.as_str())),
+            &detail,
+            &app.link(&format!("/jobs/{id}/{}", action.as_str())),
             "",
+            &app.link(&format!("/jobs/{id}")),
         );
     }
     match app.jobs.apply(action, id).await {
@@ -126,6 +129,18 @@ pub(super) async fn job_form(
             back(&app, &to, &msg)
         }
         Err(e) => failure(&app, &e),
+    }
+}
+
+/// What a confirmation of `action` on job `id` says will happen; `None` for the actions done at once.
+fn confirmation(action: JobAction, id: JobId) -> Option<String> {
+    match action {
+        JobAction::Cancel => Some(format!(
+            "Job {id} will not run again. If it is running now, its worker is told to stop it, and it \
+             ends cancelled once the handler stops."
+        )),
+        JobAction::Delete => Some(format!("Job {id} and its row are removed for good.")),
+        _ => None,
     }
 }
 
@@ -181,6 +196,7 @@ pub(super) async fn bulk_form(
             &format!("Jobs {}{more}.", listed.join(", ")),
             &app.link("/jobs/bulk"),
             &hidden,
+            &app.link("/jobs"),
         );
     }
     let (done, refused) = apply_many(&app, action, &ids).await;
@@ -217,11 +233,7 @@ async fn bulk_filter(
         ..JobsQuery::default()
     };
     let described = query.describe();
-    let ids = match query.filter(MAX_FILTER_BULK + 1) {
-        Ok(f) => app.jobs.matching_ids(&f).await,
-        Err(e) => Err(e),
-    };
-    let ids = match ids {
+    let ids = match matching(app, &query).await {
         Ok(ids) => ids,
         Err(e) => return failure(app, &e),
     };
@@ -256,6 +268,7 @@ async fn bulk_filter(
              does not allow it are left as they are.",
             &app.link("/jobs/bulk"),
             &hidden,
+            &app.link("/jobs"),
         );
     }
     let (done, refused) = apply_many(app, action, &ids).await;
@@ -357,7 +370,7 @@ fn back(app: &App, path: &str, notice: &str) -> Response {
     Redirect::to(&app.link(&format!("{path}{sep}notice={}", query_value(notice)))).into_response()
 }
 
-/// A page asking to confirm: posts `hidden` fields and `confirm=yes` to `action`.
+/// A page asking to confirm: posts `hidden` fields and `confirm=yes` to `action`; "no" goes to `back`.
 fn confirm(
     app: &App,
     csrf: &CsrfToken,
@@ -365,6 +378,7 @@ fn confirm(
     detail: &str,
     action: &str,
     hidden: &str,
+    back: &str,
 ) -> Response {
     page(
         app,
@@ -378,7 +392,7 @@ fn confirm(
             esc(detail),
             esc(action),
             csrf_field(csrf),
-            esc(&app.link("/jobs"))
+            esc(back)
         ),
     )
 }

@@ -93,6 +93,80 @@ pub(super) async fn job_action(
     .await)
 }
 
+/// `POST /api/jobs/bulk`: `{"action": "retry", "ids": [1, 2]}` for the given jobs (at most 1,000), or
+/// `{"action": "cancel", "filter": {"state": "queued", "queue": "mail"}}` for every job matching the
+/// filter when the request arrives (at most 10,000; an empty filter matches every job). Each job is
+/// changed on its own, as by its own action; jobs whose state does not allow it are counted as refused.
+/// No confirmation step: the caller has decided.
+pub(super) async fn bulk(
+    State(app): State<App>,
+    Extension(actor): Extension<Actor>,
+    body: axum::body::Bytes,
+) -> Response {
+    ok(async {
+        let req: BulkRequest = serde_json::from_slice(&body)
+            .map_err(|e| Error::invalid("bulk request", e.to_string()))?;
+        let action = req.action.parse::<JobAction>()?;
+        let (ids, target) = match (req.ids, req.filter) {
+            (Some(ids), None) => {
+                if ids.len() > actions::MAX_BULK {
+                    return Err(Error::invalid(
+                        "bulk request",
+                        format!(
+                            "{} jobs given; at most {} at once",
+                            ids.len(),
+                            actions::MAX_BULK
+                        ),
+                    ));
+                }
+                let target = ids
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",");
+                (ids.into_iter().map(JobId::from).collect(), target)
+            }
+            (None, Some(filter)) => {
+                let target = format!("filter {}", filter.describe());
+                (actions::matching(&app, &filter).await?, target)
+            }
+            _ => {
+                return Err(Error::invalid(
+                    "bulk request",
+                    "give either \"ids\" or \"filter\"",
+                ));
+            }
+        };
+        let (changed, refused) = actions::apply_many(&app, action, &ids).await;
+        actions::audit(
+            &app,
+            &actor,
+            &format!("jobs.{}", action.as_str()),
+            &target,
+            changed,
+        )
+        .await;
+        Ok(json!({
+            "ok": true,
+            "action": action.as_str(),
+            "matched": ids.len(),
+            "changed": changed,
+            "refused": refused.len(),
+            "first_refusal": refused.first(),
+        }))
+    }
+    .await)
+}
+
+/// The body of `POST /api/jobs/bulk`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BulkRequest {
+    action: String,
+    ids: Option<Vec<u64>>,
+    filter: Option<JobsQuery>,
+}
+
 pub(super) async fn schedules(State(app): State<App>) -> Response {
     ok(app.schedules.list().await)
 }

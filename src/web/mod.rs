@@ -122,6 +122,7 @@ pub fn router(pool: MySqlPool, cfg: WebConfig) -> crate::Result<Router> {
         .route("/assets/app.css", get(html::stylesheet))
         .route("/api/overview", get(api::overview))
         .route("/api/jobs", get(api::jobs))
+        .route("/api/jobs/bulk", post(api::bulk))
         .route("/api/jobs/{id}", get(api::job))
         .route("/api/jobs/{id}/{action}", post(api::job_action))
         .route("/api/schedules", get(api::schedules))

@@ -55,6 +55,21 @@ fn form_post(uri: &str, token: &str, body: &str) -> Request<Body> {
         .unwrap()
 }
 
+/// A JSON POST as a script on the dashboard's own origin sends it: the CSRF token in its header.
+fn api_post(uri: &str, token: &str, json: &str) -> Request<Body> {
+    Request::post(uri)
+        .header(header::COOKIE, format!("jobq_csrf={token}"))
+        .header("x-csrf-token", token)
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("sec-fetch-site", "same-origin")
+        .body(Body::from(json.to_string()))
+        .unwrap()
+}
+
+fn json(r: &Resp) -> serde_json::Value {
+    serde_json::from_str(&r.body).unwrap_or_else(|e| panic!("{e}: {}", r.body))
+}
+
 async fn state(db: &TestDb, id: u64) -> String {
     db.scalar(&format!(
         "SELECT CAST(state AS CHAR) FROM job_queue WHERE id = {id}"
@@ -149,7 +164,16 @@ async fn every_page_renders_what_the_database_holds_escaped() {
         "{}",
         job.body
     );
-    assert!(job.body.contains("h:1:2:3-4:00ff"));
+    assert!(
+        job.body.contains("title=\"h:1:2:3-4:00ff\""),
+        "{}",
+        job.body
+    );
+    assert!(
+        job.body.contains(">h pid 1<"),
+        "the claimant's host and pid: {}",
+        job.body
+    );
     let api: serde_json::Value =
         serde_json::from_str(&get(&app, "/api/jobs/3").await.body).unwrap();
     assert_eq!(api["attempts"], 3);
@@ -588,4 +612,218 @@ async fn a_bulk_action_on_a_filter_confirms_the_count_and_acts_on_what_matches_t
             .unwrap()
             .contains("no+jobs+match")
     );
+}
+
+#[tokio::test]
+async fn the_overview_counts_each_queues_jobs_by_state() {
+    let db = seeded().await;
+    db.exec("INSERT INTO job_queue (queue, kind, state, finished_at) VALUES ('mail', 'send', 'dead', NOW(6))")
+        .await;
+    db.exec("INSERT INTO job_queue (queue, kind) VALUES ('mail', 'send'), ('mail', 'send')")
+        .await;
+    let app = app(&db, WebConfig::default());
+    let page = get(&app, "/").await;
+    assert_eq!(page.status, StatusCode::OK);
+    let row = |queue: &str| -> String {
+        let from = page
+            .body
+            .find(&format!("<tr data-queue=\"{queue}\">"))
+            .unwrap_or_else(|| panic!("no line for {queue}: {}", page.body));
+        let rest = &page.body[from..];
+        rest[..rest.find("</tr>").unwrap()].to_string()
+    };
+    let cell = |line: &str, state: &str| -> String {
+        let from = line.find(&format!("data-state=\"{state}\"")).unwrap();
+        let cell = &line[from..from + line[from..].find("</a>").unwrap()];
+        cell[cell.rfind('>').unwrap() + 1..].to_string()
+    };
+    let default = row("default");
+    assert_eq!(cell(&default, "queued"), "60", "{default}");
+    assert_eq!(cell(&default, "done"), "55");
+    assert_eq!(cell(&default, "dead"), "5");
+    let mail = row("mail");
+    assert_eq!(cell(&mail, "queued"), "2", "{mail}");
+    assert_eq!(cell(&mail, "dead"), "1");
+    assert_eq!(cell(&mail, "running"), "0");
+    assert!(mail.contains("/jobs?queue=mail&amp;state=dead"), "{mail}");
+
+    let o = json(&get(&app, "/api/overview").await);
+    let mail_dead = o["queue_states"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["queue"] == "mail" && c["state"] == "dead")
+        .unwrap();
+    assert_eq!(mail_dead["count"], 1);
+    assert_eq!(mail_dead["capped"], false);
+}
+
+#[tokio::test]
+async fn cancelling_a_job_from_its_page_asks_first() {
+    let db = seeded().await;
+    let app = app(&db, WebConfig::default());
+    let token = csrf(&app, "/").await;
+    let page = get(&app, "/jobs/100").await;
+    assert!(
+        page.body.contains("data-action=\"cancel\""),
+        "{}",
+        page.body
+    );
+    let r = send(&app, form_post("/jobs/100/cancel", &token, "")).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.body.contains("Cancel job 100?"), "{}", r.body);
+    assert!(r.body.contains("name=\"confirm\" value=\"yes\""));
+    assert!(
+        r.body.contains("href=\"/jobs/100\""),
+        "no leads back to the job"
+    );
+    assert_eq!(
+        state(&db, 100).await,
+        "queued",
+        "nothing happens before the confirmation"
+    );
+    let r = send(&app, form_post("/jobs/100/cancel", &token, "confirm=yes")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert_eq!(state(&db, 100).await, "cancelled");
+    // Retry and run now need no confirmation: they make a job run, as it was meant to.
+    let r = send(&app, form_post("/jobs/100/retry", &token, "")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    assert_eq!(state(&db, 100).await, "queued");
+}
+
+#[tokio::test]
+async fn the_api_lists_schedules_processes_and_the_audit_trail_and_acts_on_jobs() {
+    let db = seeded().await;
+    jobq::Schedules::new(db.pool.clone())
+        .create(&jobq::ScheduleDef::new("nightly", "report", "0 3 * * *"))
+        .await
+        .unwrap();
+    db.exec(
+        "INSERT INTO jobq_processes (token, role, host, pid, connection_id, server_id, server_epoch, \
+         version) VALUES ('w1:42:7:1-1:00ff', 'worker', 'w1', 42, 7, 1, 1, '0.1.0')",
+    )
+    .await;
+    let app = app(&db, WebConfig::default());
+    let token = csrf(&app, "/").await;
+
+    let list = json(&get(&app, "/api/schedules").await);
+    assert_eq!(list[0]["name"], "nightly", "{list}");
+    assert_eq!(list[0]["state"], "enabled");
+    let one = json(&get(&app, "/api/schedules/nightly").await);
+    assert_eq!(one["schedule"]["spec"], "0 3 * * *", "{one}");
+    assert_eq!(one["next"].as_array().unwrap().len(), 5);
+    assert!(one["runs"].as_array().unwrap().is_empty());
+    let missing = get(&app, "/api/schedules/nope").await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+
+    let procs = json(&get(&app, "/api/processes").await);
+    assert_eq!(procs[0]["process"]["host"], "w1", "{procs}");
+    assert_eq!(procs[0]["process"]["pid"], 42);
+    assert_eq!(procs[0]["running_jobs"], 0);
+
+    let r = send(&app, api_post("/api/jobs/1/retry", &token, "")).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(json(&r)["ok"], true);
+    assert_eq!(state(&db, 1).await, "queued");
+    let r = send(&app, api_post("/api/jobs/1/retry", &token, "")).await;
+    assert_eq!(
+        r.status,
+        StatusCode::CONFLICT,
+        "a queued job is not retried: {}",
+        r.body
+    );
+
+    let audit = json(&get(&app, "/api/audit").await);
+    assert_eq!(audit.as_array().unwrap().len(), 1, "{audit}");
+    assert_eq!(audit[0]["action"], "job.retry");
+    assert_eq!(audit[0]["target"], "1");
+    assert_eq!(audit[0]["affected"], 1);
+}
+
+#[tokio::test]
+async fn the_bulk_api_acts_on_ids_or_on_a_filter_and_is_guarded_like_every_post() {
+    let db = seeded().await;
+    db.exec("INSERT INTO job_queue (queue, kind) VALUES ('mail', 'send'), ('mail', 'send')")
+        .await;
+    let app = app(&db, WebConfig::default());
+    let token = csrf(&app, "/").await;
+
+    let r = send(
+        &app,
+        api_post(
+            "/api/jobs/bulk",
+            &token,
+            r#"{"action": "retry", "ids": [1, 2, 100]}"#,
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let v = json(&r);
+    assert_eq!(
+        (v["matched"].as_i64(), v["changed"].as_i64()),
+        (Some(3), Some(2)),
+        "{v}"
+    );
+    assert_eq!(v["refused"], 1, "job 100 is queued: {v}");
+    assert!(v["first_refusal"].as_str().unwrap().contains("100"), "{v}");
+    assert_eq!(state(&db, 1).await, "queued");
+
+    let r = send(
+        &app,
+        api_post(
+            "/api/jobs/bulk",
+            &token,
+            r#"{"action": "cancel", "filter": {"queue": "mail", "state": "queued"}}"#,
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(json(&r)["changed"], 2);
+    let cancelled: i64 = db
+        .scalar("SELECT COUNT(*) FROM job_queue WHERE queue = 'mail' AND state = 'cancelled'")
+        .await;
+    assert_eq!(cancelled, 2);
+    let target: String = db
+        .scalar("SELECT CAST(target AS CHAR) FROM jobq_audit WHERE action = 'jobs.cancel'")
+        .await;
+    assert!(target.contains("queue=\"mail\""), "{target}");
+
+    for bad in [
+        r#"{"action": "retry"}"#,
+        r#"{"action": "retry", "ids": [1], "filter": {}}"#,
+        r#"{"action": "explode", "ids": [1]}"#,
+        r#"{"action": "retry", "ids": [1], "extra": 1}"#,
+        "not json",
+    ] {
+        let r = send(&app, api_post("/api/jobs/bulk", &token, bad)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {}", r.body);
+        assert!(json(&r)["error"].is_string());
+    }
+    // Without the CSRF token, or in read-only mode, nothing is changed.
+    let mut bare = api_post(
+        "/api/jobs/bulk",
+        &token,
+        r#"{"action": "delete", "ids": [1]}"#,
+    );
+    bare.headers_mut().remove("x-csrf-token");
+    assert_eq!(send(&app, bare).await.status, StatusCode::FORBIDDEN);
+    let ro = self::app(
+        &db,
+        WebConfig {
+            read_only: true,
+            ..Default::default()
+        },
+    );
+    let token = csrf(&ro, "/").await;
+    let r = send(
+        &ro,
+        api_post(
+            "/api/jobs/bulk",
+            &token,
+            r#"{"action": "delete", "ids": [1]}"#,
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    assert_eq!(state(&db, 1).await, "queued");
 }

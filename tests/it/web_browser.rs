@@ -1,6 +1,6 @@
 //! The dashboard in a real browser: headless Chromium opens every page of a running `jobq web`,
-//! filters the jobs, retries a dead job and pauses a schedule, and saves a screenshot of each page
-//! under `target/screenshots/`.
+//! filters the jobs, retries a dead job, cancels a queued one through its confirmation page and pauses
+//! a schedule, and saves a screenshot of each page under `target/screenshots/`.
 
 use std::process::Child;
 use std::time::Duration;
@@ -60,6 +60,10 @@ async fn in_chromium_every_page_opens_a_filter_finds_dead_jobs_retry_and_pause_w
         "the chart",
         "document.querySelectorAll('svg.chart rect').length === 120",
     );
+    assert_eq!(
+        b.eval("document.querySelector('#queues tr[data-queue=default] td[data-state=dead]').textContent"),
+        "2"
+    );
     b.screenshot(&shots.join("overview.png"));
 
     // Filter the jobs list by state through its form.
@@ -99,6 +103,16 @@ async fn in_chromium_every_page_opens_a_filter_finds_dead_jobs_retry_and_pause_w
     assert_eq!(state(&db, 7).await, "queued");
     assert_eq!(state(&db, 3).await, "dead");
 
+    // Cancel a queued job: the button leads to a confirmation page, which does it.
+    b.goto(&format!("{base}/jobs/5"));
+    b.navigate_by("document.querySelector('button[data-action=cancel]').click()");
+    assert_eq!(b.eval("document.title"), "Cancel job 5? · jobq");
+    assert_eq!(state(&db, 5).await, "queued");
+    b.screenshot(&shots.join("confirm.png"));
+    b.navigate_by("document.querySelector('#confirm button[type=submit]').click()");
+    b.wait_for("the notice", "document.querySelector('.notice')");
+    assert_eq!(state(&db, 5).await, "cancelled");
+
     // Pause the schedule from the schedules page.
     b.goto(&format!("{base}/schedules"));
     b.screenshot(&shots.join("schedules.png"));
@@ -121,12 +135,18 @@ async fn in_chromium_every_page_opens_a_filter_finds_dead_jobs_retry_and_pause_w
     );
     b.screenshot(&shots.join("schedule.png"));
 
+    // The schedule's own page, opened by its address: its fields, next runs and (no) runs.
+    b.goto(&format!("{base}/schedules/nightly-report"));
+    assert_eq!(b.eval("document.title"), "Schedule nightly-report · jobq");
+    assert_eq!(b.eval("document.querySelectorAll('#next li').length"), 5);
+    b.screenshot(&shots.join("schedule-detail.png"));
+
     b.goto(&format!("{base}/processes"));
     b.screenshot(&shots.join("processes.png"));
     b.goto(&format!("{base}/audit"));
     assert_eq!(
         b.eval("[...document.querySelectorAll('#audit tbody tr td:nth-child(3)')].map(t => t.textContent).join()"),
-        "schedule.pause,job.retry"
+        "schedule.pause,job.cancel,job.retry"
     );
     b.screenshot(&shots.join("audit.png"));
     for page in [
@@ -136,6 +156,8 @@ async fn in_chromium_every_page_opens_a_filter_finds_dead_jobs_retry_and_pause_w
         "job",
         "schedules",
         "schedule",
+        "schedule-detail",
+        "confirm",
         "processes",
         "audit",
     ] {

@@ -1,0 +1,194 @@
+//! `/jobs/{id}`: one job's actions, fields, claimant, payload, last error and attempts.
+
+use std::fmt::Write;
+
+use axum::Extension;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+
+use super::{Notice, failure};
+use crate::db::admin;
+use crate::job::{JobRecord, State as JobState};
+use crate::token::ClaimToken;
+use crate::web::App;
+use crate::web::guard::CsrfToken;
+use crate::web::html::{badge, button, esc, page, when, when_opt};
+use crate::{AttemptRecord, JobId};
+
+pub(in crate::web) async fn job(
+    State(app): State<App>,
+    Extension(csrf): Extension<CsrfToken>,
+    Path(id): Path<u64>,
+    Query(n): Query<Notice>,
+) -> Response {
+    let (j, attempts) = match tokio::try_join!(app.jobs.get(id), app.jobs.attempts(id)) {
+        Ok(x) => x,
+        Err(e) => return failure(&app, &e),
+    };
+    let mut b = action_buttons(&app, &csrf, JobId::from(id), j.state);
+    b.push_str(&fields(&j, &claimant(&app, j.claim.as_deref()).await));
+    let pretty = serde_json::from_str::<serde_json::Value>(&j.payload)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or_else(|_| j.payload.clone());
+    let _ = write!(
+        b,
+        "<h2>Payload</h2><pre id=\"payload\">{}</pre>",
+        esc(&pretty)
+    );
+    if let Some(err) = &j.last_error {
+        let _ = write!(
+            b,
+            "<h2>Last error</h2><pre id=\"last-error\">{}</pre>",
+            esc(err)
+        );
+    }
+    b.push_str(&attempts_table(&j, &attempts));
+    page(&app, &format!("Job {id}"), n.notice.as_deref(), &b)
+}
+
+/// The actions the job's state allows. Cancel and delete ask for confirmation on a page of their own.
+fn action_buttons(app: &App, csrf: &CsrfToken, id: JobId, state: JobState) -> String {
+    use JobState::{Cancelled, Dead, Done, Queued, Retry, Running};
+    let link = |action: &str| app.link(&format!("/jobs/{id}/{action}"));
+    let mut b = String::from("<div class=\"actions\">");
+    if matches!(state, Done | Dead | Cancelled | Retry) {
+        b.push_str(&button(app, csrf, &link("retry"), "Retry"));
+    }
+    if matches!(state, Queued | Retry) {
+        b.push_str(&button(app, csrf, &link("run-now"), "Run now"));
+    }
+    if matches!(state, Queued | Retry | Running) {
+        b.push_str(&button(app, csrf, &link("cancel"), "Cancel"));
+    }
+    if state != Running {
+        b.push_str(&button(app, csrf, &link("delete"), "Delete"));
+    }
+    b.push_str("</div>");
+    b
+}
+
+/// The job's fields, `claimant` already rendered.
+fn fields(j: &JobRecord, claimant: &str) -> String {
+    let mut b = String::from("<dl class=\"fields\">");
+    let mut field = |k: &str, v: String| {
+        let _ = write!(b, "<dt>{k}</dt><dd>{v}</dd>");
+    };
+    field("state", badge(j.state.as_str()));
+    field("queue", esc(&j.queue));
+    field("kind", esc(&j.kind));
+    field("priority", j.priority.to_string());
+    field("attempts", format!("{} of {}", j.attempts, j.max_attempts));
+    field(
+        "timeout",
+        j.timeout_secs.map_or("-".into(), |t| format!("{t} s")),
+    );
+    field("created", when(&j.created_at));
+    field("run at", when(&j.run_at));
+    field("claimed", when_opt(&j.claimed_at));
+    field("started", when_opt(&j.started_at));
+    field("finished", when_opt(&j.finished_at));
+    field("claimant", claimant.to_string());
+    b.push_str("</dl>");
+    b
+}
+
+/// The claim token with what the registry says of its process: pid, host, version, last heartbeat;
+/// or that it is not registered (gone, or about to be reaped).
+async fn claimant(app: &App, claim: Option<&str>) -> String {
+    let Some(token) = claim else {
+        return "-".into();
+    };
+    let registered = admin::processes(&app.pool)
+        .await
+        .ok()
+        .and_then(|ps| ps.into_iter().find(|p| p.token == token));
+    match registered {
+        Some(p) => format!(
+            "{} <small>(pid {} on {}, jobq {}, last heartbeat {})</small>",
+            esc(token),
+            p.pid,
+            esc(&p.host),
+            esc(&p.version),
+            when(&p.heartbeat_at)
+        ),
+        None => format!(
+            "{} <small class=\"warn\">(not registered: gone, or about to be reaped)</small>",
+            esc(token)
+        ),
+    }
+}
+
+/// Who ran an attempt, as its claim token says: `host pid N`, the whole token in the title. A token
+/// that does not parse (written by another program) is shown as it is.
+fn claimed_by(claim: Option<&str>) -> String {
+    let Some(token) = claim else {
+        return "-".into();
+    };
+    match token.parse::<ClaimToken>() {
+        Ok(t) => format!(
+            "<span class=\"claimant\" title=\"{}\">{} pid {}</span>",
+            esc(token),
+            esc(&t.host),
+            t.pid
+        ),
+        Err(_) => format!("<small>{}</small>", esc(token)),
+    }
+}
+
+/// Every attempt: the recorded ones that did not end done, then the one the row holds now (running, or
+/// done).
+fn attempts_table(j: &JobRecord, attempts: &[AttemptRecord]) -> String {
+    let mut b = String::from(
+        "<h2>Attempts</h2><table id=\"attempts\"><thead><tr><th class=\"num\">#</th><th>outcome</th>\
+         <th>started</th><th>ended</th><th>claimant</th><th>error</th></tr></thead><tbody>",
+    );
+    for a in attempts {
+        let _ = write!(
+            b,
+            "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+             <td class=\"err\" title=\"{err}\">{err}</td></tr>",
+            a.attempt,
+            badge(&a.outcome),
+            when_opt(&a.started_at),
+            when(&a.ended_at),
+            claimed_by(a.claim.as_deref()),
+            err = esc(a.error.as_deref().unwrap_or("")),
+        );
+    }
+    let current = match j.state {
+        JobState::Running => Some(("running", "-".to_string())),
+        JobState::Done => Some(("done", when_opt(&j.finished_at))),
+        _ => None,
+    };
+    let none = attempts.is_empty() && current.is_none();
+    if let Some((outcome, ended)) = current {
+        let _ = write!(
+            b,
+            "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{ended}</td><td>{}</td>\
+             <td></td></tr>",
+            j.attempts,
+            badge(outcome),
+            when_opt(&j.started_at),
+            claimed_by(j.claim.as_deref()),
+        );
+    }
+    if none {
+        b.push_str("<tr><td colspan=\"6\">no attempt recorded</td></tr>");
+    }
+    b.push_str("</tbody></table>");
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::claimed_by;
+
+    #[test]
+    fn an_attempt_names_its_claimants_host_and_pid() {
+        let shown = claimed_by(Some("web-3:4121:88:1-1763852400:9f0c2e1a5b7d3c44"));
+        assert!(shown.contains(">web-3 pid 4121<"), "{shown}");
+        assert!(shown.contains("title=\"web-3:4121:88:1-1763852400:9f0c2e1a5b7d3c44\""));
+        assert_eq!(claimed_by(None), "-");
+        assert!(claimed_by(Some("not<a token")).contains("not&lt;a token"));
+    }
+}

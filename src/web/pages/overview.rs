@@ -1,0 +1,224 @@
+//! `/`: what needs attention now, the jobs by state, the last hour, and each queue's jobs by state.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use axum::extract::{Query, State};
+use axum::response::Response;
+
+use super::{Notice, failure};
+use crate::db::admin;
+use crate::db::gauges::{self, QueueStateCount};
+use crate::job::State as JobState;
+use crate::web::App;
+use crate::web::html::{chart, esc, page, query_value};
+
+/// What the overview shows, gathered in one go (the statements run side by side). Every part is cheap
+/// on a table with millions of finished rows: state counts stop at a cap, the queue lines read waiting
+/// and running rows only, the per-queue states count each state's rows up to a cap, the chart counts
+/// the last hour's index entries (and, kept between views, only the last two minutes after the first).
+#[derive(Debug, serde::Serialize)]
+pub(in crate::web) struct Overview {
+    states: Vec<admin::StateCount>,
+    queues: Vec<admin::QueueSummary>,
+    /// Jobs per queue and state; a state marked `capped` had more rows than were counted.
+    queue_states: Vec<QueueStateCount>,
+    last_hour: Vec<admin::MinuteCount>,
+    unserved: Vec<UnservedGroup>,
+    processes: Vec<admin::ProcessRow>,
+}
+
+/// Due jobs no live worker will claim, and why.
+#[derive(Debug, serde::Serialize)]
+struct UnservedGroup {
+    #[serde(flatten)]
+    group: admin::KindLag,
+    reason: admin::Unserved,
+}
+
+pub(in crate::web) async fn gather(app: &App) -> crate::Result<Overview> {
+    let (states, queues, queue_states, last_hour, due_by_kind, processes) = tokio::try_join!(
+        admin::state_counts(&app.pool),
+        admin::queue_summaries(&app.pool),
+        gauges::queue_state_counts(&app.pool),
+        app.minutes.last_hour(&app.pool),
+        admin::due_by_kind(&app.pool),
+        admin::processes(&app.pool),
+    )?;
+    let unserved = admin::unserved(&due_by_kind, &processes)
+        .into_iter()
+        .map(|(k, reason)| UnservedGroup {
+            group: k.clone(),
+            reason,
+        })
+        .collect();
+    Ok(Overview {
+        states,
+        queues,
+        queue_states,
+        last_hour,
+        unserved,
+        processes,
+    })
+}
+
+pub(in crate::web) async fn overview(State(app): State<App>, Query(n): Query<Notice>) -> Response {
+    let o = match gather(&app).await {
+        Ok(o) => o,
+        Err(e) => return failure(&app, &e),
+    };
+    let mut b = headline(&o);
+    b.push_str(&state_cards(&app, &o.states));
+    b.push_str("<h2>Finished per minute, last hour</h2>");
+    b.push_str(&chart(&o.last_hour));
+    b.push_str(&queues_table(&app, &o));
+    b.push_str(&unserved_list(&o.unserved));
+    page(&app, "Overview", n.notice.as_deref(), &b)
+}
+
+/// The cards of what needs attention: due now, the oldest due job's wait, running, the last hour's
+/// done and dead, the workers.
+fn headline(o: &Overview) -> String {
+    let due: i64 = o.queues.iter().map(|q| q.due).sum();
+    let oldest = o
+        .queues
+        .iter()
+        .filter_map(|q| q.oldest_due_secs)
+        .fold(None, |m: Option<f64>, s| Some(m.map_or(s, |m| m.max(s))));
+    let running: i64 = o.queues.iter().map(|q| q.running).sum();
+    let workers = o.processes.iter().filter(|p| p.role == "worker").count();
+    let done_hour: i64 = o.last_hour.iter().map(|m| m.done).sum();
+    let dead_hour: i64 = o.last_hour.iter().map(|m| m.dead).sum();
+    format!(
+        "<div class=\"cards\">\
+         <div class=\"card\"><b id=\"due\">{due}</b>due now</div>\
+         <div class=\"card\"><b id=\"oldest-due\">{}</b>oldest due job waiting</div>\
+         <div class=\"card\"><b>{running}</b>running</div>\
+         <div class=\"card\"><b>{done_hour}</b>done in the last hour</div>\
+         <div class=\"card\"><b>{dead_hour}</b>dead in the last hour</div>\
+         <div class=\"card\"><b>{workers}</b>workers</div></div>",
+        oldest.map_or("-".into(), crate::human_age),
+    )
+}
+
+/// One card per state, linking to the jobs in it.
+fn state_cards(app: &App, states: &[admin::StateCount]) -> String {
+    let mut b = String::from("<h2>Jobs by state</h2><div class=\"cards\" id=\"states\">");
+    for c in states {
+        let _ = write!(
+            b,
+            "<a class=\"card\" href=\"{}\"><b>{}{}</b>{}</a>",
+            esc(&app.link(&format!("/jobs?state={}", c.state.as_str()))),
+            c.count,
+            if c.capped { "+" } else { "" },
+            c.state.as_str()
+        );
+    }
+    b.push_str("</div>");
+    b
+}
+
+/// The states of the per-queue table, in the order a job passes through them.
+const QUEUE_COLUMNS: [JobState; 6] = [
+    JobState::Queued,
+    JobState::Running,
+    JobState::Retry,
+    JobState::Done,
+    JobState::Dead,
+    JobState::Cancelled,
+];
+
+/// One line per queue with waiting, running or counted jobs: due, the oldest due job's wait, then its
+/// jobs in each state, each linking to them.
+fn queues_table(app: &App, o: &Overview) -> String {
+    let mut b = String::from(
+        "<h2>Queues</h2><table id=\"queues\"><thead><tr><th>queue</th><th class=\"num\">due</th>\
+         <th class=\"num\">oldest due</th>",
+    );
+    for s in QUEUE_COLUMNS {
+        let capped = o.queue_states.iter().any(|c| c.state == s && c.capped);
+        let _ = write!(
+            b,
+            "<th class=\"num\"{}>{}{}</th>",
+            if capped {
+                " title=\"more rows than were counted: the most recent ones\""
+            } else {
+                ""
+            },
+            s.as_str(),
+            if capped { "*" } else { "" }
+        );
+    }
+    b.push_str("</tr></thead><tbody>");
+    let lines = queue_lines(o);
+    if lines.is_empty() {
+        b.push_str("<tr><td colspan=\"9\">no jobs</td></tr>");
+    }
+    for (queue, (summary, counts)) in &lines {
+        let _ = write!(
+            b,
+            "<tr data-queue=\"{}\"><td><a href=\"{}\">{}</a></td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td>",
+            esc(queue),
+            esc(&app.link(&format!("/jobs?queue={}", query_value(queue)))),
+            esc(queue),
+            summary.map_or(0, |s| s.due),
+            summary
+                .and_then(|s| s.oldest_due_secs)
+                .map_or("-".into(), crate::human_age),
+        );
+        for (state, n) in QUEUE_COLUMNS.iter().zip(counts) {
+            let href = format!(
+                "/jobs?queue={}&state={}",
+                query_value(queue),
+                state.as_str()
+            );
+            let _ = write!(
+                b,
+                "<td class=\"num\" data-state=\"{}\"><a href=\"{}\">{n}</a></td>",
+                state.as_str(),
+                esc(&app.link(&href))
+            );
+        }
+        b.push_str("</tr>");
+    }
+    b.push_str("</tbody></table>");
+    b
+}
+
+/// Every queue of either reading, by name: its due-and-running line, if it has one, and its counts in
+/// [`QUEUE_COLUMNS`] order.
+fn queue_lines(o: &Overview) -> BTreeMap<&str, (Option<&admin::QueueSummary>, [i64; 6])> {
+    let mut lines: BTreeMap<&str, (Option<&admin::QueueSummary>, [i64; 6])> = BTreeMap::new();
+    for q in &o.queues {
+        lines.entry(&q.queue).or_default().0 = Some(q);
+    }
+    for c in &o.queue_states {
+        if let Some(i) = QUEUE_COLUMNS.iter().position(|s| *s == c.state) {
+            lines.entry(&c.queue).or_default().1[i] = c.count;
+        }
+    }
+    lines
+}
+
+/// Due jobs no live worker will claim, if any.
+fn unserved_list(unserved: &[UnservedGroup]) -> String {
+    if unserved.is_empty() {
+        return String::new();
+    }
+    let mut b = String::from(
+        "<h2>Due jobs no live worker will claim</h2><ul class=\"warn\" id=\"unserved\">",
+    );
+    for u in unserved {
+        let _ = write!(
+            b,
+            "<li>{} jobs of kind {} in queue {}: {}</li>",
+            u.group.due,
+            esc(&format!("{:?}", u.group.kind)),
+            esc(&u.group.queue),
+            esc(&u.reason.to_string())
+        );
+    }
+    b.push_str("</ul>");
+    b
+}
