@@ -147,22 +147,14 @@ pub struct ReapReport {
     pub unserved: u64,
 }
 
-impl std::fmt::Display for ReapReport {
-    /// The counters that are not zero, as `name=value` (for logs).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        crate::counts::write(
-            f,
-            &[
-                ("dead_claimants", self.dead_claimants),
-                ("requeued", self.requeued),
-                ("ended", self.ended),
-                ("forgotten", self.forgotten),
-                ("pruned", self.pruned),
-                ("unserved", self.unserved),
-            ],
-        )
-    }
-}
+crate::counts::counters!(ReapReport {
+    dead_claimants,
+    requeued,
+    ended,
+    forgotten,
+    pruned,
+    unserved
+});
 
 impl crate::service::PassReport for ReapReport {
     fn is_quiet(&self) -> bool {

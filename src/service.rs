@@ -14,7 +14,7 @@ use std::time::Duration;
 use sqlx::MySqlPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::warn;
 
 use crate::backoff::Backoff;
 use crate::db::registry::{Bounds, Role};
@@ -243,8 +243,8 @@ pub fn registrations() -> Vec<RegistrationHealth> {
         .collect()
 }
 
-/// What a maintenance pass reports: whether it did anything worth an info line.
-pub(crate) trait PassReport: std::fmt::Display {
+/// What a maintenance pass reports: its counters, and whether it did anything worth an info line.
+pub(crate) trait PassReport: crate::counts::Logged {
     /// True when the pass found nothing to do.
     fn is_quiet(&self) -> bool;
 }
@@ -270,8 +270,7 @@ pub(crate) async fn run_every<R, F, Fut>(
             _ = tick.tick() => {}
         }
         match pass().await {
-            Ok(r) if r.is_quiet() => debug!("{name} pass: {r}"),
-            Ok(r) => info!("{name} pass: {r}"),
+            Ok(r) => r.log(&format!("{name} pass"), r.is_quiet()),
             Err(e) => warn!(error = %e, retry_in = ?interval, "{name} pass failed"),
         }
     }

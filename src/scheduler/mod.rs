@@ -140,26 +140,18 @@ pub struct TickReport {
     pub broken: u64,
 }
 
-impl std::fmt::Display for TickReport {
-    /// The counters that are not zero, as `name=value` (for logs).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        crate::counts::write(
-            f,
-            &[
-                ("created", self.created),
-                ("due", self.due),
-                ("skipped", self.skipped),
-                ("held", self.held),
-                ("finished", self.finished),
-                ("lost_races", self.lost_races),
-                ("ended_runs", self.ended_runs),
-                ("failed_runs", self.failed_runs),
-                ("paused", self.paused),
-                ("broken", self.broken),
-            ],
-        )
-    }
-}
+crate::counts::counters!(TickReport {
+    created,
+    due,
+    skipped,
+    held,
+    finished,
+    lost_races,
+    ended_runs,
+    failed_runs,
+    paused,
+    broken
+});
 
 impl PassReport for TickReport {
     fn is_quiet(&self) -> bool {

@@ -145,7 +145,7 @@ impl Worker {
         let report = running
             .stop(claim_conn_closed, registration, &self.pool)
             .await;
-        info!("worker stopped: {report}");
+        crate::counts::Logged::log(&report, "worker stopped", false);
         result.map(|()| report)
     }
 }

@@ -26,25 +26,17 @@ pub struct WorkerReport {
     pub claim_errors: u64,
 }
 
-impl std::fmt::Display for WorkerReport {
-    /// The counters that are not zero, as `name=value` (for logs).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        crate::counts::write(
-            f,
-            &[
-                ("claimed", self.claimed),
-                ("done", self.done),
-                ("retried", self.retried),
-                ("dead", self.dead),
-                ("cancelled", self.cancelled),
-                ("released", self.released),
-                ("lost", self.lost),
-                ("fenced", self.fenced),
-                ("claim_errors", self.claim_errors),
-            ],
-        )
-    }
-}
+crate::counts::counters!(WorkerReport {
+    claimed,
+    done,
+    retried,
+    dead,
+    cancelled,
+    released,
+    lost,
+    fenced,
+    claim_errors
+});
 
 /// The live counts behind a [`WorkerReport`], bumped by the claim loop and the job tasks.
 #[derive(Debug, Default)]
