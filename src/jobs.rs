@@ -197,4 +197,14 @@ impl Jobs {
     pub async fn prune(&self, retention: Duration) -> Result<u64> {
         crate::db::prune::prune_finished(&self.pool, retention).await
     }
+
+    /// [`Jobs::prune`], adding the jobs deleted to `deleted` batch by batch as they go, so that another
+    /// task can show the progress of a long prune.
+    pub async fn prune_counting(
+        &self,
+        retention: Duration,
+        deleted: &std::sync::atomic::AtomicU64,
+    ) -> Result<u64> {
+        crate::db::prune::prune_counting(&self.pool, retention, deleted).await
+    }
 }

@@ -1,6 +1,7 @@
 //! Deleting finished jobs past their retention, in small batches so no statement holds many locks or
 //! runs long.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sqlx::MySqlPool;
@@ -14,6 +15,16 @@ pub(crate) const PRUNE_BATCH: u32 = 1000;
 /// Deletes done, dead and cancelled jobs that finished more than `retention` ago, and schedule runs that
 /// ended as long ago. Returns how many jobs were deleted. Walks the `finished` indexes one batch at a time.
 pub(crate) async fn prune_finished(pool: &MySqlPool, retention: Duration) -> Result<u64> {
+    prune_counting(pool, retention, &AtomicU64::new(0)).await
+}
+
+/// [`prune_finished`], adding each batch's deleted jobs to `deleted` as it commits, for a progress
+/// display to read while a long history is deleted.
+pub(crate) async fn prune_counting(
+    pool: &MySqlPool,
+    retention: Duration,
+    deleted: &AtomicU64,
+) -> Result<u64> {
     let secs = retention.as_secs_f64();
     let mut total = 0;
     for state in ["done", "dead", "cancelled"] {
@@ -32,6 +43,7 @@ pub(crate) async fn prune_finished(pool: &MySqlPool, retention: Duration) -> Res
             })
             .await?;
             total += n;
+            deleted.fetch_add(n, Ordering::Relaxed);
             if n < u64::from(PRUNE_BATCH) {
                 break;
             }
