@@ -33,7 +33,8 @@
 //! * **Keeping workers alive**: a [`Reaper`] ([`ReaperConfig`], [`ReapReport`]) makes the rows of
 //!   dead claimants runnable again; a [`Supervisor`] ([`SupervisorConfig`], [`SupervisorReport`])
 //!   keeps N worker processes alive ([`SUPERVISOR_PID_ENV`], [`SUPERVISOR_SLOT_ENV`]) and releases a dead child's rows at
-//!   once; [`keep_alive`]
+//!   once; [`Scale`] changes how many workers supervisors keep while they run ([`ScaleSetting`]);
+//!   [`keep_alive`]
 //!   restarts an in-process service that fails.
 //! * **Looking at the queue**: [`Jobs`] gets, lists ([`JobFilter`], [`JobRecord`], [`State`]),
 //!   retries, cancels ([`CancelOutcome`]), deletes and prunes jobs, and reads [`Stats`] ([`QueueCount`],
@@ -121,8 +122,9 @@ pub use scheduler::{
 };
 // Keeping workers alive.
 pub use reaper::{ReapReport, Reaper, ReaperConfig};
+pub use db::scale::ScaleSetting;
 pub use supervisor::{
-    SUPERVISOR_PID_ENV, SUPERVISOR_SLOT_ENV, Supervisor, SupervisorConfig, SupervisorReport,
+    SUPERVISOR_PID_ENV, SUPERVISOR_SLOT_ENV, Scale, Supervisor, SupervisorConfig, SupervisorReport,
     keep_alive,
 };
 // Looking at the queue.

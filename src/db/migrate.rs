@@ -86,6 +86,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0011_queues.sql",
         sql: include_str!("../../migrations/0011_queues.sql"),
     },
+    Migration {
+        version: 13,
+        name: "0013_scale.sql",
+        sql: include_str!("../../migrations/0013_scale.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -18,6 +18,7 @@ pub(crate) mod queues;
 pub(crate) mod reap;
 pub(crate) mod registry;
 pub(crate) mod row;
+pub(crate) mod scale;
 pub(crate) mod schedule;
 pub(crate) mod tls;
 

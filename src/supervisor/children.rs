@@ -18,6 +18,21 @@ pub(super) struct Slot {
     pub(super) started: Instant,
     pub(super) backoff: Backoff,
     pub(super) restart_at: Option<Instant>,
+    /// Asked to drain and not to be restarted: the supervisor was scaled down.
+    pub(super) retiring: bool,
+}
+
+impl Slot {
+    /// A slot whose child starts at once.
+    pub(super) fn starting_now(min_backoff: Duration, max_backoff: Duration) -> Slot {
+        Slot {
+            pid: None,
+            started: Instant::now(),
+            backoff: Backoff::new(min_backoff, max_backoff),
+            restart_at: Some(Instant::now()),
+            retiring: false,
+        }
+    }
 }
 
 /// A child's end: its slot, its pid, and how it ended.
@@ -63,10 +78,69 @@ impl Children {
         }
     }
 
-    /// Plans a roll of every child but the one rolling now.
+    /// Plans a roll of every child but the one rolling now and those retiring.
     pub(super) fn roll_all(&mut self) {
         let now = self.rolling_now;
-        self.rolling = (0..self.slots.len()).filter(|i| Some(*i) != now).collect();
+        self.rolling = (0..self.slots.len())
+            .filter(|i| Some(*i) != now && !self.slots[*i].retiring)
+            .collect();
+    }
+
+    /// The number of workers kept: slots not retiring.
+    pub(super) fn kept(&self) -> u32 {
+        self.slots.iter().filter(|s| !s.retiring).count() as u32
+    }
+
+    /// Keeps `n` workers from now on. Growing takes back retiring slots first (lowest first; a child
+    /// already asked to drain is restarted when it exits), then adds slots that start at once. Shrinking
+    /// retires the highest slots: their children are asked to drain (SIGTERM: running jobs finish within
+    /// their grace) and are not restarted. Slot numbers stay stable for the children that remain.
+    pub(super) fn resize(&mut self, n: u32, min_backoff: Duration, max_backoff: Duration) {
+        let mut kept = self.kept();
+        for slot in self.slots.iter_mut().filter(|s| s.retiring) {
+            if kept >= n {
+                break;
+            }
+            slot.retiring = false;
+            if slot.pid.is_none() {
+                slot.restart_at = Some(Instant::now());
+            }
+            kept += 1;
+        }
+        while kept < n {
+            self.slots
+                .push(Slot::starting_now(min_backoff, max_backoff));
+            kept += 1;
+        }
+        for i in (0..self.slots.len()).rev() {
+            if kept <= n {
+                break;
+            }
+            let slot = &mut self.slots[i];
+            if slot.retiring {
+                continue;
+            }
+            slot.retiring = true;
+            slot.restart_at = None;
+            self.rolling.retain(|r| *r != i);
+            if let Some(pid) = slot.pid {
+                info!(pid, slot = i, "scaling down: asking a worker to drain");
+                signal(pid, Signal::SIGTERM);
+            }
+            kept -= 1;
+        }
+        self.trim();
+    }
+
+    /// Drops trailing slots that are retired and whose child is gone.
+    pub(super) fn trim(&mut self) {
+        while self
+            .slots
+            .last()
+            .is_some_and(|s| s.retiring && s.pid.is_none())
+        {
+            self.slots.pop();
+        }
     }
 
     /// How long until the earliest planned restart or sweep (an hour when none is planned).

@@ -21,11 +21,10 @@ use sqlx::MySqlPool;
 use tokio::process::Command;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
-use crate::backoff::Backoff;
-use crate::db::reap;
 use crate::db::registry::Role;
+use crate::db::{reap, scale};
 use crate::error::{Error, Result};
 use crate::service::Register;
 use crate::token::ProcessIdentity;
@@ -33,9 +32,14 @@ use crate::worker::WorkerConfig;
 
 mod children;
 mod keep_alive;
+mod scale_api;
 
 use children::{Children, Exit, SWEEP_AFTER, Slot, Sweep, describe, is_alive, signal};
 pub use keep_alive::keep_alive;
+pub use scale_api::Scale;
+
+/// How often a supervisor reads the worker count `jobq scale` stores.
+const SCALE_EVERY: Duration = Duration::from_secs(2);
 
 /// The environment variable naming a worker's supervisor.
 pub const SUPERVISOR_PID_ENV: &str = "JOBQ_SUPERVISOR_PID";
@@ -160,12 +164,7 @@ impl Supervisor {
         let (exit_tx, mut exits) = mpsc::unbounded_channel::<Exit>();
         let mut kids = Children {
             slots: (0..self.cfg.workers)
-                .map(|_| Slot {
-                    pid: None,
-                    started: Instant::now(),
-                    backoff: Backoff::new(self.cfg.min_backoff, self.cfg.max_backoff),
-                    restart_at: Some(Instant::now()),
-                })
+                .map(|_| Slot::starting_now(self.cfg.min_backoff, self.cfg.max_backoff))
                 .collect(),
             rolling: VecDeque::new(),
             rolling_now: None,
@@ -173,6 +172,8 @@ impl Supervisor {
             report: SupervisorReport::default(),
         };
         info!(workers = self.cfg.workers, "supervisor started");
+        let mut scale_check = tokio::time::interval(SCALE_EVERY);
+        scale_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
 
         loop {
             self.start_due(&mut kids, &exit_tx);
@@ -187,6 +188,7 @@ impl Supervisor {
                     kids.roll_all();
                 }
                 Some(exit) = exits.recv() => self.on_exit(&mut kids, exit).await,
+                _ = scale_check.tick() => self.follow_scale(&mut kids).await,
                 () = tokio::time::sleep(kids.until_next_wake()) => {}
             }
         }
@@ -202,6 +204,28 @@ impl Supervisor {
         let report = kids.report;
         info!("supervisor stopped: {report}");
         Ok(report)
+    }
+
+    /// Resizes to the worker count `jobq scale` stored for this host (or every host), or back to the
+    /// configured count when none is stored. A failed read keeps the current count.
+    async fn follow_scale(&self, kids: &mut Children) {
+        let host = &ProcessIdentity::current().host;
+        let want = match scale::wanted(&self.pool, host).await {
+            Ok(w) => w.unwrap_or(self.cfg.workers),
+            Err(e) => {
+                debug!(error = %e, "could not read the stored worker count; keeping the current one");
+                return;
+            }
+        };
+        let want = want.min(Scale::MAX_WORKERS);
+        if want != kids.kept() {
+            info!(
+                from = kids.kept(),
+                to = want,
+                "scaling workers (jobq scale)"
+            );
+            kids.resize(want, self.cfg.min_backoff, self.cfg.max_backoff);
+        }
     }
 
     /// Starts the children whose (re)start time has come; one that cannot be started is tried again
@@ -233,6 +257,15 @@ impl Supervisor {
             return;
         }
         slot.pid = None;
+        if slot.retiring {
+            info!(pid, "retired worker exited");
+            if kids.rolling_now == Some(i) {
+                kids.rolling_now = None;
+            }
+            self.release_dead(kids, pid, describe(&status)).await;
+            kids.trim();
+            return;
+        }
         let rolled = kids.rolling_now == Some(i);
         if rolled {
             kids.rolling_now = None;

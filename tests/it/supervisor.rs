@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::common::{TestDb, jobq, scratch_dir, wait_output, wait_until, write_config};
+use crate::common::{TestDb, jobq, run_jobq, scratch_dir, wait_output, wait_until, write_config};
 
 /// Pids of the direct children of `parent` (from /proc).
 fn children_of(parent: u32) -> Vec<u32> {
@@ -414,4 +414,116 @@ async fn a_failed_in_process_service_is_started_again() {
     );
     shutdown.cancel();
     task.await.unwrap();
+}
+
+/// `jobq scale` changes a running supervisor's worker count within seconds: up, then down while jobs
+/// run (the retired workers finish theirs first; no job runs twice), then back to its own `-n` on
+/// `--reset`. Bad counts and host names are refused with nothing stored.
+#[tokio::test]
+async fn scale_changes_a_running_supervisors_workers_without_dropping_jobs() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = write_config(&dir, "[handlers.nap]\ncommand = [\"sleep\", \"3\"]\n");
+    let log_path = dir.join("supervise.log");
+    let mut sup = jobq(
+        Some(&db.url),
+        &[
+            "supervise",
+            "-n",
+            "1",
+            "-c",
+            "2",
+            "--config",
+            cfg.to_str().unwrap(),
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(&log_path).unwrap())
+    .spawn()
+    .unwrap();
+    let pid = sup.id();
+    n_workers(pid, 1).await;
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let out = run_jobq(Some(&db.url), &["scale", "-n", "3"]);
+    assert!(text(&out).contains("keep 3 workers"), "{}", text(&out));
+    let asked = Instant::now();
+    n_workers(pid, 3).await;
+    eprintln!(
+        "scaled up to 3 workers {:?} after jobq scale",
+        asked.elapsed()
+    );
+    wait_until(
+        "three registered workers",
+        Duration::from_secs(15),
+        || async {
+            db.scalar::<i64>("SELECT COUNT(*) FROM jobq_processes WHERE role = 'worker'")
+                .await
+                == 3
+        },
+    )
+    .await;
+    db.exec("INSERT INTO job_queue (kind) SELECT 'nap' FROM seq_1_to_6")
+        .await;
+    wait_until(
+        "jobs running on several workers",
+        Duration::from_secs(15),
+        || async {
+            db.scalar::<i64>("SELECT COUNT(DISTINCT claim) FROM job_queue WHERE state = 'running'")
+                .await
+                >= 2
+        },
+    )
+    .await;
+    let out = run_jobq(Some(&db.url), &["scale", "-n", "1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let asked = Instant::now();
+    n_workers(pid, 1).await;
+    eprintln!(
+        "scaled down to 1 worker {:?} after jobq scale",
+        asked.elapsed()
+    );
+    wait_until("every job done", Duration::from_secs(30), || async {
+        db.states().await == "done=6"
+    })
+    .await;
+    let most: i64 = db.scalar("SELECT CAST(MAX(attempts) AS SIGNED) FROM job_queue").await;
+    assert_eq!(most, 1, "a job was interrupted by the scale-down");
+
+    let out = run_jobq(Some(&db.url), &["scale", "-n", "5000"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("invalid worker count"),
+        "{}",
+        text(&out)
+    );
+    let out = run_jobq(Some(&db.url), &["scale", "-n", "2", "--host", "bad host"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("invalid host"), "{}", text(&out));
+    let out = run_jobq(Some(&db.url), &["scale"]);
+    assert!(
+        text(&out).contains("(every host)") && text(&out).contains("1 workers"),
+        "{}",
+        text(&out)
+    );
+    let out = run_jobq(Some(&db.url), &["scale", "-n", "2"]);
+    assert!(out.status.success(), "{}", text(&out));
+    n_workers(pid, 2).await;
+    let out = run_jobq(Some(&db.url), &["scale", "--reset"]);
+    assert!(
+        text(&out).contains("go back to their own -n"),
+        "{}",
+        text(&out)
+    );
+    n_workers(pid, 1).await;
+    kill(Pid::from_raw(pid as i32), Signal::SIGTERM).unwrap();
+    let status = sup.wait().unwrap();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(status.success(), "{log}");
+    assert!(log.contains("scaling workers"), "{log}");
 }

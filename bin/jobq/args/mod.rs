@@ -11,6 +11,7 @@ use jobq::{ReaperConfig, SupervisorConfig};
 mod bench;
 mod jobs;
 pub mod queue;
+pub mod scale;
 mod schedule;
 
 pub use bench::BenchArgs;
@@ -101,6 +102,9 @@ pub enum Command {
     /// Keep N worker processes alive: restart those that die and release their jobs at once.
     /// SIGTERM/SIGINT drains them; SIGHUP rolls them (they re-read the config).
     Supervise(SuperviseArgs),
+    /// Change how many workers running supervisors keep (all hosts, or one), within seconds; show the
+    /// stored counts.
+    Scale(scale::ScaleArgs),
     /// Define, inspect and control schedules: cron expressions, intervals, calendar specs, one-off times.
     #[command(subcommand)]
     Schedule(ScheduleCommand),

@@ -7,6 +7,7 @@ mod migrate;
 mod prune;
 mod queue;
 mod reaper;
+mod scale;
 mod schedule;
 mod scheduler;
 mod stats;
@@ -139,10 +140,19 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Queue(cmd) => queue::run(&env, cmd).await,
         Command::Reaper(args) => reaper::run(&env, args).await,
         Command::Supervise(args) => supervise::run(&env, args).await,
+        Command::Scale(args) => scale::run(&env, args).await,
         Command::Schedule(cmd) => schedule::run(&env, cmd).await,
         Command::Scheduler(args) => scheduler::run(&env, args).await,
         Command::Bench(args) => bench::run(&env, args).await,
         Command::Prune(args) => prune::run(&env, args).await,
         Command::Web(args) => web::run(&env, args).await,
     }
+}
+
+/// Who is running this command, for the record: the login name and host.
+pub(crate) fn actor() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "unknown user".to_string());
+    format!("{user}@{}", gethostname::gethostname().to_string_lossy())
 }

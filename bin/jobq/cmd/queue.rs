@@ -12,7 +12,7 @@ pub async fn run(env: &Env, cmd: QueueCommand) -> Result<()> {
     match cmd {
         QueueCommand::Pause(a) => {
             let p = queues
-                .pause(&a.queue, &actor(), a.reason.as_deref())
+                .pause(&a.queue, &super::actor(), a.reason.as_deref())
                 .await?;
             match (p.newly, p.had_waiting_jobs) {
                 (false, _) => outln!("queue {} was paused already", a.queue)?,
@@ -57,12 +57,4 @@ pub async fn run(env: &Env, cmd: QueueCommand) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Who is running this command, for the record: the login name and host.
-fn actor() -> String {
-    let user = std::env::var("USER")
-        .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown user".to_string());
-    format!("{user}@{}", gethostname::gethostname().to_string_lossy())
 }
