@@ -23,6 +23,39 @@ impl RetryPolicy {
     /// Default cap: 1 hour.
     pub const DEFAULT_CAP: Duration = Duration::from_secs(3600);
 
+    /// The longest cap accepted: 30 days. A retry's `run_at` is now plus the wait and must stay within
+    /// what a TIMESTAMP holds (2038-01-19); a month is far beyond any useful backoff and keeps that true
+    /// until the last month of the range.
+    pub const MAX_CAP: Duration = Duration::from_secs(30 * 24 * 3600);
+
+    /// Checks the bounds; `base_key` and `cap_key` are the names the caller's user knows them by
+    /// (`retry.base` in `[retry]`, `retry_base` in `[handlers.KIND]`).
+    ///
+    /// # Errors
+    /// A zero base (every retry would follow at once), a cap below the base (the backoff could never
+    /// reach its own first step), or a cap above [`RetryPolicy::MAX_CAP`].
+    pub fn check(&self, base_key: &str, cap_key: &str) -> Result<(), String> {
+        let show = |d: Duration| humantime::format_duration(d).to_string();
+        if self.base.is_zero() {
+            return Err(format!("{base_key} must be above zero"));
+        }
+        if self.cap < self.base {
+            return Err(format!(
+                "{cap_key} ({}) is below {base_key} ({})",
+                show(self.cap),
+                show(self.base)
+            ));
+        }
+        if self.cap > Self::MAX_CAP {
+            return Err(format!(
+                "{cap_key} ({}) is above the longest backoff jobq takes ({})",
+                show(self.cap),
+                show(Self::MAX_CAP)
+            ));
+        }
+        Ok(())
+    }
+
     /// The wait before the attempt after failed attempt `attempt` (1-based), given a uniform random
     /// number in `[0, 1)`. Pure, so tests can pin the randomness.
     pub fn delay(&self, attempt: u16, unit_random: f64) -> Duration {
@@ -80,6 +113,25 @@ mod tests {
             total > Duration::from_secs(6 * 3600) && total < Duration::from_secs(8 * 3600),
             "{total:?}"
         );
+    }
+
+    #[test]
+    fn check_names_the_key_that_is_wrong() {
+        let p = |base: u64, cap: u64| RetryPolicy {
+            base: Duration::from_secs(base),
+            cap: Duration::from_secs(cap),
+        };
+        assert_eq!(p(1, 10).check("b", "c"), Ok(()));
+        assert_eq!(
+            p(0, 10).check("b", "c").unwrap_err(),
+            "b must be above zero"
+        );
+        assert_eq!(
+            p(10, 1).check("b", "c").unwrap_err(),
+            "c (1s) is below b (10s)"
+        );
+        let too_long = p(1, RetryPolicy::MAX_CAP.as_secs() + 1).check("b", "c");
+        assert!(too_long.unwrap_err().starts_with("c (30days 1s) is above"));
     }
 
     #[test]

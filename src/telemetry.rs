@@ -79,7 +79,7 @@ const METRICS: &[(&str, Kind, Option<Unit>, &str)] = &[
         Kind::Counter,
         None,
         "Attempts ended by this process's workers, by queue, kind and outcome (done, retry, dead, timeout, \
-      cancelled, requeued, claim_lost); a timed-out attempt is timeout, whether the job is retried or dead.",
+      cancelled, requeued, snoozed, claim_lost); a timed-out attempt is timeout, whether the job is retried or dead.",
     ),
     (
         "jobq_job_duration_seconds",

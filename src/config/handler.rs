@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::HumanDuration;
-use crate::handler::HandlerSpec;
+use crate::handler::{HandlerOptions, HandlerSpec};
+use crate::retry::RetryPolicy;
 
 /// `[handlers.KIND]`: exactly one of `command` or `sql`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -25,6 +26,16 @@ pub struct HandlerConfig {
     pub params: Option<Vec<String>>,
     /// Run-time limit for jobs of this kind that set none themselves.
     pub timeout: Option<HumanDuration>,
+    /// Attempts before a job of this kind is dead, replacing the row's `max_attempts` (see
+    /// [`HandlerOptions::max_attempts`]).
+    pub max_attempts: Option<u16>,
+    /// The first backoff of this kind, instead of `[retry]`'s `base`.
+    pub retry_base: Option<HumanDuration>,
+    /// The longest backoff of this kind, instead of `[retry]`'s `cap`.
+    pub retry_cap: Option<HumanDuration>,
+    /// Command handlers: exit status 75 (`EX_TEMPFAIL`) snoozes the job for this long instead of
+    /// failing it (see [`crate::JobError::snooze`]). Unset: 75 is a failure like any other status.
+    pub snooze: Option<HumanDuration>,
 }
 
 impl HandlerConfig {
@@ -45,15 +56,22 @@ impl HandlerConfig {
                         "`command` must name a program: command = [\"prog\", \"arg\"]".into(),
                     );
                 }
+                let snooze = self.snooze.map(|d| d.0);
+                if let Some(d) = snooze {
+                    check_snooze(d)?;
+                }
                 Ok(HandlerSpec::Command {
                     argv: argv.clone(),
                     env: self.env.clone().unwrap_or_default(),
                     inherit_env: self.inherit_env.clone(),
+                    snooze,
                 })
             }
             (None, Some(sql)) => {
-                if self.env.is_some() || self.inherit_env.is_some() {
-                    return Err("`env` and `inherit_env` belong to `command` handlers".into());
+                if self.env.is_some() || self.inherit_env.is_some() || self.snooze.is_some() {
+                    return Err(
+                        "`env`, `inherit_env` and `snooze` belong to `command` handlers".into(),
+                    );
                 }
                 let params = self.params.clone().unwrap_or_default();
                 let placeholders = count_placeholders(sql);
@@ -76,6 +94,38 @@ impl HandlerConfig {
             }
         }
     }
+}
+
+impl HandlerConfig {
+    /// The per-kind settings, with `global` (the `[retry]` policy) filling in the backoff bound this
+    /// entry leaves out when it sets the other.
+    ///
+    /// # Errors
+    /// An option out of range, named as the file spells it.
+    pub fn options(&self, global: RetryPolicy) -> std::result::Result<HandlerOptions, String> {
+        let retry = (self.retry_base.is_some() || self.retry_cap.is_some()).then(|| RetryPolicy {
+            base: self.retry_base.map_or(global.base, |d| d.0),
+            cap: self.retry_cap.map_or(global.cap, |d| d.0),
+        });
+        let options = HandlerOptions {
+            timeout: self.timeout.map(|d| d.0),
+            max_attempts: self.max_attempts,
+            retry,
+        };
+        options.check()?;
+        Ok(options)
+    }
+}
+
+/// A snooze must be above zero (a job that snoozes for nothing would be claimed again at once, in a
+/// loop) and must leave `run_at` within what a TIMESTAMP holds.
+fn check_snooze(d: std::time::Duration) -> std::result::Result<(), String> {
+    if d.is_zero() {
+        return Err("snooze must be above zero".into());
+    }
+    crate::handler::snooze_until(d, chrono::Utc::now())
+        .map(|_| ())
+        .map_err(|e| format!("snooze: {e}"))
 }
 
 /// Counts `?` outside quoted strings and backquoted names.

@@ -39,6 +39,13 @@
 //! timeout = "5m"
 //! env = { IMAGE_DIR = "/srv/images" }
 //!
+//! [handlers.fetch]               # per-kind attempts and backoff; exit 75 snoozes the job
+//! command = ["/usr/local/bin/fetch-feed"]
+//! max_attempts = 5
+//! retry_base = "30s"
+//! retry_cap = "10m"
+//! snooze = "15m"
+//!
 //! [handlers.rollup]              # an SQL statement, parameters bound from payload fields
 //! sql = "CALL rollup(?, ?)"
 //! params = ["day", "region"]
@@ -53,7 +60,7 @@ use serde::Deserialize;
 
 use crate::db::SslMode;
 use crate::error::{Error, Result};
-use crate::handler::{HandlerSpec, Handlers};
+use crate::handler::{HandlerOptions, HandlerSpec, Handlers};
 use crate::name::Name;
 use crate::reaper::ReaperConfig;
 use crate::retry::RetryPolicy;
@@ -248,25 +255,29 @@ impl Config {
         if self.scheduler.max_jobs_per_tick == Some(0) {
             return Err("scheduler.max_jobs_per_tick must be at least 1".into());
         }
-        self.retry_policy()?;
+        let global = self.retry_policy()?;
         for (kind, h) in &self.handlers {
             Name::Kind
                 .check(kind)
                 .map_err(|e| format!("handlers.{kind}: {e}"))?;
             h.spec().map_err(|e| format!("handlers.{kind}: {e}"))?;
+            h.options(global)
+                .map_err(|e| format!("handlers.{kind}: {e}"))?;
         }
         crate::schedule::validate_sections(&self.schedules)?;
         Ok(())
     }
 
-    /// Validated handler specs with their per-kind timeouts.
-    pub fn handler_specs(&self) -> Vec<(String, HandlerSpec, Option<Duration>)> {
+    /// Validated handler specs with their per-kind settings (entries that do not validate are left
+    /// out: [`Config::load`] refuses them first).
+    pub fn handler_specs(&self) -> Vec<(String, HandlerSpec, HandlerOptions)> {
+        let global = self.retry_policy().unwrap_or_default();
         self.handlers
             .iter()
             .filter_map(|(kind, h)| {
-                h.spec()
-                    .ok()
-                    .map(|spec| (kind.clone(), spec, h.timeout.map(|t| t.0)))
+                let spec = h.spec().ok()?;
+                let options = h.options(global).ok()?;
+                Some((kind.clone(), spec, options))
             })
             .collect()
     }
@@ -295,6 +306,7 @@ impl Config {
                 }
             ));
         }
+        policy.check("retry.base", "retry.cap")?;
         Ok(policy)
     }
 
@@ -311,6 +323,7 @@ impl Config {
                 argv,
                 env,
                 inherit_env,
+                ..
             } = &spec
             {
                 // The PATH the command will see: its own, else the worker's unless `inherit_env`
@@ -338,8 +351,8 @@ impl Config {
     pub fn handlers(&self, pool: &sqlx::MySqlPool) -> Result<Handlers> {
         self.check_programs()?;
         let mut handlers = Handlers::new();
-        for (kind, spec, timeout) in self.handler_specs() {
-            handlers = handlers.register_spec(&kind, spec, timeout, pool)?;
+        for (kind, spec, options) in self.handler_specs() {
+            handlers = handlers.register_spec(&kind, spec, options, pool)?;
         }
         Ok(handlers)
     }

@@ -36,7 +36,7 @@ params = ["day", "region"]
     let specs = c.handler_specs();
     assert_eq!(specs.len(), 2);
     assert_eq!(specs[0].0, "resize");
-    assert_eq!(specs[1].2, None);
+    assert_eq!(specs[1].2.timeout, None);
 }
 
 #[test]
@@ -141,4 +141,56 @@ fn zero_intervals_huge_concurrency_and_a_cap_below_base_are_named() {
         assert!(e.contains(needle), "{text:?}: {e}");
     }
     assert!(parse("[worker]\nconcurrency = 10000\n[retry]\nbase = \"1h\"\n").is_ok());
+}
+
+#[test]
+fn a_handler_entry_takes_its_own_attempts_backoff_and_snooze() {
+    let c = parse(
+        r#"
+[retry]
+base = "1s"
+cap = "2h"
+[handlers.fetch]
+command = ["fetch"]
+max_attempts = 5
+retry_base = "30s"
+snooze = "15m"
+[handlers.plain]
+command = ["plain"]
+"#,
+    )
+    .unwrap();
+    let specs = c.handler_specs();
+    let (kind, spec, options) = &specs[0];
+    assert_eq!(kind, "fetch");
+    assert_eq!(options.max_attempts, Some(5));
+    // The bound the entry leaves out comes from [retry].
+    assert_eq!(
+        options.retry,
+        Some(RetryPolicy {
+            base: Duration::from_secs(30),
+            cap: Duration::from_secs(7200),
+        })
+    );
+    assert!(matches!(
+        spec,
+        HandlerSpec::Command { snooze: Some(d), .. } if *d == Duration::from_secs(900)
+    ));
+    let (_, spec, options) = &specs[1];
+    assert_eq!(*options, crate::handler::HandlerOptions::default());
+    assert!(matches!(spec, HandlerSpec::Command { snooze: None, .. }));
+}
+
+#[test]
+fn a_backoff_cap_past_a_month_is_refused() {
+    let e = parse("[retry]\ncap = \"60d\"\n").unwrap_err();
+    assert!(
+        e.contains("retry.cap (") && e.contains("is above the longest backoff jobq takes (30days)"),
+        "{e}"
+    );
+    let e = parse("[handlers.k]\ncommand = [\"k\"]\nretry_cap = \"60d\"\n").unwrap_err();
+    assert!(
+        e.contains("handlers.k: retry_cap (") && e.contains("above the longest backoff"),
+        "{e}"
+    );
 }

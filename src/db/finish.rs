@@ -50,6 +50,13 @@ pub enum Finish {
         /// Why.
         reason: String,
     },
+    /// The handler asked to run again after `delay` without failing: queued again with `run_at` that
+    /// far ahead by the database clock, and the attempt is not counted (`attempts` goes back down), so
+    /// snoozes never make a job dead. `last_error` is left as it was.
+    Snooze {
+        /// How long from now, by the database clock.
+        delay: Duration,
+    },
 }
 
 /// Finishes tries this many times in all on deadlocks and lost connections (about half a minute), so a
@@ -67,18 +74,40 @@ pub async fn finish(
     attempt: u16,
     finish: &Finish,
 ) -> Result<bool> {
-    let stmt = Statement::of(finish);
+    finish_bounded(pool, id, token, attempt, finish, None).await
+}
+
+/// [`finish`], and a failure (retry or dead) also stores `max_attempts` in the row when given: the
+/// bound the worker applied (a handler's own), so that the row shows the bound it was judged by.
+pub(crate) async fn finish_bounded(
+    pool: &MySqlPool,
+    id: u64,
+    token: &str,
+    attempt: u16,
+    finish: &Finish,
+    max_attempts: Option<u16>,
+) -> Result<bool> {
+    let stmt = Statement::of(finish, max_attempts);
     let Some(outcome) = attempt_outcome(finish) else {
         return retry_transient("finish", TRIES, || stmt.run(pool, id, token, attempt)).await;
     };
+    let note = attempt_note(finish).or_else(|| stmt.text.clone());
+    // A snoozed attempt is recorded before the change, while the row still holds its number (the
+    // change takes it back); the transaction undoes the record if the fence does not match.
+    let before = matches!(finish, Finish::Snooze { .. });
     // An attempt that did not end done is recorded with the change, in one transaction.
     retry_transient("finish", TRIES, || async {
         let mut tx = pool.begin().await?;
+        if before {
+            crate::db::attempts::record(&mut tx, &[id], outcome, token, note.as_deref()).await?;
+        }
         if !stmt.run(&mut *tx, id, token, attempt).await? {
             tx.rollback().await?;
             return Ok(false);
         }
-        crate::db::attempts::record(&mut tx, &[id], outcome, token, stmt.text.as_deref()).await?;
+        if !before {
+            crate::db::attempts::record(&mut tx, &[id], outcome, token, note.as_deref()).await?;
+        }
         tx.commit().await?;
         Ok(true)
     })
@@ -95,6 +124,19 @@ fn attempt_outcome(finish: &Finish) -> Option<&'static str> {
         Finish::Dead { .. } => Some("'dead'"),
         Finish::Cancelled { .. } => Some("'cancelled'"),
         Finish::Interrupted { .. } => Some("'interrupted'"),
+        // Read before the change (see `finish_bounded`): the cancel request decides, as it does there.
+        Finish::Snooze { .. } => Some("IF(cancel_requested_at IS NULL, 'snoozed', 'cancelled')"),
+    }
+}
+
+/// The error column of an attempt record that is not the row's new `last_error`.
+fn attempt_note(finish: &Finish) -> Option<String> {
+    match finish {
+        Finish::Snooze { delay } => Some(format!(
+            "snoozed for {}",
+            humantime::format_duration(*delay)
+        )),
+        _ => None,
     }
 }
 
@@ -103,10 +145,17 @@ struct Statement {
     sql: &'static str,
     delay_us: Option<i64>,
     text: Option<String>,
+    /// `Some` for the failures, whose statements bind a `max_attempts` to store (NULL: keep the row's).
+    max_attempts: Option<Option<u16>>,
+}
+
+/// A delay as the statements bind it: microseconds.
+fn micros(delay: Duration) -> i64 {
+    delay.as_micros().min(i64::MAX as u128) as i64
 }
 
 impl Statement {
-    fn of(finish: &Finish) -> Self {
+    fn of(finish: &Finish, max_attempts: Option<u16>) -> Self {
         let (sql, delay_us, text): (&str, Option<i64>, Option<String>) = match finish {
             Finish::Done => (FINISH_DONE_SQL.as_str(), None, None),
             // A cancel requested while the attempt ran wins over another attempt.
@@ -114,13 +163,15 @@ impl Statement {
                 "UPDATE job_queue SET \
                  state = IF(cancel_requested_at IS NULL, 'retry', 'cancelled'), \
                  finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), claim = NULL, \
-                 run_at = NOW(6) + INTERVAL ? MICROSECOND, last_error = ? \
+                 run_at = NOW(6) + INTERVAL ? MICROSECOND, last_error = ?, \
+                 max_attempts = COALESCE(?, max_attempts) \
                  WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
-                Some(delay.as_micros().min(i64::MAX as u128) as i64),
+                Some(micros(*delay)),
                 Some(truncate_error(error)),
             ),
             Finish::Dead { error } => (
-                "UPDATE job_queue SET state = 'dead', claim = NULL, finished_at = NOW(6), last_error = ? \
+                "UPDATE job_queue SET state = 'dead', claim = NULL, finished_at = NOW(6), last_error = ?, \
+                 max_attempts = COALESCE(?, max_attempts) \
                  WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
                 None,
                 Some(truncate_error(error)),
@@ -153,11 +204,28 @@ impl Statement {
                 None,
                 Some(truncate_error(reason)),
             ),
+            // As a release, but later: the attempt is given back, and the row waits for `delay`. A
+            // cancel requested meanwhile wins, and the attempt then counts like any cancelled one.
+            Finish::Snooze { delay } => (
+                "UPDATE job_queue SET \
+                 state = IF(cancel_requested_at IS NULL, 'queued', 'cancelled'), \
+                 finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), \
+                 run_at = IF(cancel_requested_at IS NULL, NOW(6) + INTERVAL ? MICROSECOND, run_at), \
+                 attempts = IF(cancel_requested_at IS NULL, attempts - 1, attempts), \
+                 claimed_at = IF(cancel_requested_at IS NULL, NULL, claimed_at), \
+                 started_at = IF(cancel_requested_at IS NULL, NULL, started_at), \
+                 claim = NULL \
+                 WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
+                Some(micros(*delay)),
+                None,
+            ),
         };
+        let fails = matches!(finish, Finish::Retry { .. } | Finish::Dead { .. });
         Self {
             sql,
             delay_us,
             text,
+            max_attempts: fails.then_some(max_attempts),
         }
     }
 
@@ -178,6 +246,9 @@ impl Statement {
         }
         if let Some(t) = &self.text {
             q = q.bind(t.as_str());
+        }
+        if let Some(max) = self.max_attempts {
+            q = q.bind(max);
         }
         let r = q.bind(id).bind(token).bind(attempt).execute(exec).await?;
         Ok(r.rows_affected() == 1)
@@ -200,7 +271,7 @@ pub(crate) async fn finish_done_batch(
 ) -> Result<Vec<bool>> {
     if let [(id, attempt)] = items {
         let (id, attempt) = (*id, *attempt);
-        let stmt = &Statement::of(&Finish::Done);
+        let stmt = &Statement::of(&Finish::Done, None);
         let done = conn
             .run("finish", TRIES, |mut c| async move {
                 let r = stmt.run(&mut c, id, token, attempt).await;

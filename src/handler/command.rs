@@ -3,6 +3,10 @@
 //! The job's payload is written to the program's stdin; `JOBQ_JOB_ID`, `JOBQ_KIND`, `JOBQ_QUEUE`,
 //! `JOBQ_ATTEMPT`, `JOBQ_MAX_ATTEMPTS` and `JOBQ_CLAIM` are in its environment. Exit status 0 finishes
 //! the job; any other status, a signal or a timeout fails it, with the tail of stderr as the error. Its stdout is the worker's stdout.
+//! With a `snooze` delay configured, exit status [`EX_TEMPFAIL`] (75) snoozes the job instead: it runs
+//! again after that delay, and the attempt does not count (see [`JobError::snooze`]). The delay is the
+//! handler's setting rather than something the program prints, because stdout belongs to the job's
+//! output and is not read by the worker.
 //!
 //! The program runs in a process group of its own, so that stopping it (timeout, cancel, shutdown) stops
 //! everything it started: SIGTERM to the group, then SIGKILL after a grace period. The group is also
@@ -35,6 +39,11 @@ const STDERR_TAIL: usize = 4096;
 /// How long to keep reading stderr after the program has exited.
 const STDERR_DRAIN: Duration = Duration::from_secs(1);
 
+/// The exit status that snoozes a job when the handler has a `snooze` delay: sysexits.h's
+/// `EX_TEMPFAIL`, "temporary failure; user is invited to retry", which mail transfer agents already use
+/// for "try again later".
+pub const EX_TEMPFAIL: i32 = 75;
+
 /// Time between SIGTERM and SIGKILL when a command has to stop.
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
 
@@ -50,6 +59,7 @@ struct Inner {
     env: BTreeMap<String, String>,
     inherit_only: Option<Vec<String>>,
     kill_grace: Duration,
+    snooze: Option<Duration>,
 }
 
 /// A program that starts each command for the worker and kills it when the worker dies (see
@@ -88,6 +98,7 @@ impl CommandHandler {
                 env,
                 inherit_only: None,
                 kill_grace: DEFAULT_KILL_GRACE,
+                snooze: None,
             }),
         }
     }
@@ -95,6 +106,12 @@ impl CommandHandler {
     /// With `Some(names)`, only these variables of the worker's environment are inherited.
     pub fn inherit_only(mut self, names: Option<Vec<String>>) -> Self {
         Arc::make_mut(&mut self.inner).inherit_only = names;
+        self
+    }
+
+    /// With `Some(delay)`, exit status [`EX_TEMPFAIL`] snoozes the job for `delay` instead of failing it.
+    pub fn snooze_on_tempfail(mut self, delay: Option<Duration>) -> Self {
+        Arc::make_mut(&mut self.inner).snooze = delay;
         self
     }
 }
@@ -192,6 +209,9 @@ impl Inner {
             .unwrap_or_default();
         if status.success() {
             return Ok(());
+        }
+        if let Some(delay) = self.snooze.filter(|_| status.code() == Some(EX_TEMPFAIL)) {
+            return Err(JobError::snooze(delay));
         }
         Err(JobError::retry(format!(
             "{program} {}{}{}",

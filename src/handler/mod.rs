@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::Result;
 use crate::name::Name;
+use crate::retry::RetryPolicy;
 
 /// A boxed, sendable future: what a [`Handler`] returns.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
@@ -99,11 +100,19 @@ impl JobContext {
     }
 }
 
-/// A failed attempt.
+/// An attempt that did not succeed: it failed (retried with backoff, or dead at once if fatal), or it
+/// asked to run again later without failing (a snooze).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobError {
     message: String,
-    fatal: bool,
+    kind: ErrorKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ErrorKind {
+    Retry,
+    Fatal,
+    Snooze(Duration),
 }
 
 impl JobError {
@@ -111,7 +120,7 @@ impl JobError {
     pub fn retry(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
-            fatal: false,
+            kind: ErrorKind::Retry,
         }
     }
 
@@ -119,18 +128,59 @@ impl JobError {
     pub fn fatal(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
-            fatal: true,
+            kind: ErrorKind::Fatal,
         }
     }
 
-    /// The message kept in `last_error`.
+    /// Not a failure: run the job again after `delay` (by the database clock). The attempt is not
+    /// counted, so a job that snoozes while it waits for something (a rate limit, a file that is not
+    /// there yet) never uses up its `max_attempts`, which keeps bounding real failures. The row goes
+    /// back to `queued` with its `last_error` untouched, and `jobq_attempts` records the attempt as
+    /// `snoozed`. A delay that would put `run_at` past what a TIMESTAMP holds (2038-01-19) is refused:
+    /// the attempt then fails with an error that says so.
+    pub fn snooze(delay: Duration) -> Self {
+        Self {
+            message: format!("snoozed for {}", humantime::format_duration(delay)),
+            kind: ErrorKind::Snooze(delay),
+        }
+    }
+
+    /// The message kept in `last_error` (for a snooze, which keeps `last_error` as it was: the one
+    /// recorded in `jobq_attempts`).
     pub fn message(&self) -> &str {
         &self.message
     }
 
     /// True when the job must not be retried.
     pub fn is_fatal(&self) -> bool {
-        self.fatal
+        self.kind == ErrorKind::Fatal
+    }
+
+    /// The delay of a [`JobError::snooze`]; None for failures.
+    pub fn snoozed(&self) -> Option<Duration> {
+        match self.kind {
+            ErrorKind::Snooze(d) => Some(d),
+            _ => None,
+        }
+    }
+}
+
+/// When a snooze of `delay` from `now` ends, or why it cannot: `run_at` is a TIMESTAMP, and past its
+/// range MariaDB would store the current time instead and the job would run again at once.
+pub(crate) fn snooze_until(
+    delay: Duration,
+    now: chrono::DateTime<chrono::Utc>,
+) -> std::result::Result<chrono::DateTime<chrono::Utc>, String> {
+    let until = chrono::Duration::from_std(delay)
+        .ok()
+        .and_then(|d| now.checked_add_signed(d));
+    match until {
+        Some(t) if crate::job::storable(&t) => Ok(t),
+        _ => Err(format!(
+            "a snooze of {} would put run_at past what a TIMESTAMP holds ({})",
+            humantime::format_duration(delay),
+            crate::job::timestamp_range_text()
+        )),
     }
 }
 
@@ -163,11 +213,46 @@ where
     }
 }
 
-/// A registered handler and its default run-time limit.
+/// A registered handler and how the worker treats its jobs.
 #[derive(Clone)]
 pub(crate) struct Entry {
     pub(crate) handler: Arc<dyn Handler>,
-    pub(crate) timeout: Option<Duration>,
+    pub(crate) options: HandlerOptions,
+}
+
+/// How a worker treats the jobs of one kind besides running them: the settings of `[handlers.KIND]`,
+/// or of [`Handlers::register_with_options`]. A field left `None` falls back to the job's own value or
+/// the worker's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandlerOptions {
+    /// Run-time limit for jobs of this kind that set none themselves (`timeout_secs`).
+    pub timeout: Option<Duration>,
+    /// Attempts before a job of this kind is dead. It replaces the row's `max_attempts` (which is the
+    /// column's default, 20, unless the enqueuer set one): the operator who configures the kind knows
+    /// how often it is worth trying. The worker writes it into the row when an attempt fails, so the
+    /// row, `jobq jobs show` and the `jobq_jobs` view show the bound that was applied.
+    pub max_attempts: Option<u16>,
+    /// The backoff between failed attempts of this kind, instead of the worker's.
+    pub retry: Option<RetryPolicy>,
+}
+
+impl HandlerOptions {
+    /// Checks the values; the message names the field.
+    ///
+    /// # Errors
+    /// `max_attempts` of 0, a zero timeout, or a retry policy [`RetryPolicy::check`] refuses.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        if self.max_attempts == Some(0) {
+            return Err("max_attempts must be at least 1".into());
+        }
+        if self.timeout.is_some_and(|t| t.is_zero()) {
+            return Err("timeout must be above zero".into());
+        }
+        if let Some(r) = &self.retry {
+            r.check("retry_base", "retry_cap")?;
+        }
+        Ok(())
+    }
 }
 
 /// A handler definition after validation.
@@ -181,6 +266,9 @@ pub enum HandlerSpec {
         env: BTreeMap<String, String>,
         /// The only inherited variables, when set.
         inherit_env: Option<Vec<String>>,
+        /// The delay of a snooze when the program exits with [`command::EX_TEMPFAIL`]; `None`: that
+        /// status is a failure like any other.
+        snooze: Option<Duration>,
     },
     /// Run one SQL statement.
     Sql {
@@ -222,17 +310,44 @@ impl Handlers {
 
     /// Registers `handler` with a run-time limit for jobs of this kind that set none themselves.
     pub fn register_with_timeout(
-        mut self,
+        self,
         kind: &str,
         handler: impl Handler,
         timeout: Option<Duration>,
     ) -> Result<Self> {
+        self.register_with_options(
+            kind,
+            handler,
+            HandlerOptions {
+                timeout,
+                ..HandlerOptions::default()
+            },
+        )
+    }
+
+    /// Registers `handler` with per-kind settings: run-time limit, attempts, backoff.
+    ///
+    /// # Errors
+    /// When `kind` is not a valid kind name, or an option is out of range (see
+    /// [`HandlerOptions::check`]); nothing is registered then.
+    pub fn register_with_options(
+        mut self,
+        kind: &str,
+        handler: impl Handler,
+        options: HandlerOptions,
+    ) -> Result<Self> {
         Name::Kind.check(kind)?;
+        options
+            .check()
+            .map_err(|reason| crate::error::Error::Handler {
+                kind: kind.to_string(),
+                reason,
+            })?;
         self.map.insert(
             kind.to_string(),
             Entry {
                 handler: Arc::new(handler),
-                timeout,
+                options,
             },
         );
         Ok(self)
@@ -243,7 +358,7 @@ impl Handlers {
         self,
         kind: &str,
         spec: HandlerSpec,
-        timeout: Option<Duration>,
+        options: HandlerOptions,
         pool: &sqlx::MySqlPool,
     ) -> Result<Self> {
         match spec {
@@ -251,15 +366,18 @@ impl Handlers {
                 argv,
                 env,
                 inherit_env,
-            } => self.register_with_timeout(
+                snooze,
+            } => self.register_with_options(
                 kind,
-                command::CommandHandler::new(argv, env).inherit_only(inherit_env),
-                timeout,
+                command::CommandHandler::new(argv, env)
+                    .inherit_only(inherit_env)
+                    .snooze_on_tempfail(snooze),
+                options,
             ),
-            HandlerSpec::Sql { sql, params } => self.register_with_timeout(
+            HandlerSpec::Sql { sql, params } => self.register_with_options(
                 kind,
                 sql::SqlHandler::new(pool.clone(), sql, params),
-                timeout,
+                options,
             ),
         }
     }

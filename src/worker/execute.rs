@@ -12,7 +12,7 @@ use tracing::{debug, error, info, warn};
 use super::Shared;
 use super::ledger::Entry;
 use crate::db::claim::ClaimedJob;
-use crate::db::finish::{Finish, finish};
+use crate::db::finish::{Finish, finish_bounded};
 use crate::error::Error;
 use crate::handler::{JobContext, JobError};
 use crate::telemetry;
@@ -100,7 +100,7 @@ async fn run_handler(
     let timeout = job
         .timeout_secs
         .map(|s| Duration::from_secs(u64::from(s)))
-        .or(registered.timeout)
+        .or(registered.options.timeout)
         .unwrap_or(shared.cfg.default_timeout);
     let cancel = shared.hard_stop.child_token();
     let ctx = JobContext {
@@ -108,7 +108,7 @@ async fn run_handler(
         kind: job.kind.clone(),
         queue: job.queue.clone(),
         attempt: job.attempt(),
-        max_attempts: job.max_attempts,
+        max_attempts: max_attempts(shared, job),
         claim: shared.token.clone(),
         payload: job.payload.clone(),
         cancel: cancel.clone(),
@@ -139,6 +139,15 @@ async fn run_handler(
         let _ = task.await;
     }
     ended
+}
+
+/// The attempts a job may use: its handler's `max_attempts` when it sets one, else the row's.
+fn max_attempts(shared: &Shared, job: &ClaimedJob) -> u16 {
+    shared
+        .handlers
+        .get(&job.kind)
+        .and_then(|e| e.options.max_attempts)
+        .unwrap_or(job.max_attempts)
 }
 
 /// Turns how the handler ended into what happens to the row; `None` when the row is no longer ours.
@@ -174,7 +183,15 @@ fn decide(
         // A handler that returns an error after it was told to stop for shutdown was interrupted; it
         // did not fail on its own.
         Ended::Returned(_) if shared.hard_stop.is_cancelled() => return Some(interrupted()),
-        Ended::Returned(Ok(Err(e))) => (e.message().to_string(), e.is_fatal()),
+        Ended::Returned(Ok(Err(e))) => match e.snoozed() {
+            None => (e.message().to_string(), e.is_fatal()),
+            // Checked by the worker's clock: the database's is a statement away, and a snooze near the
+            // end of the range is a handler's mistake either way.
+            Some(delay) => match crate::handler::snooze_until(delay, chrono::Utc::now()) {
+                Ok(_) => return Some(Finish::Snooze { delay }),
+                Err(why) => (format!("refused to snooze: {why}"), false),
+            },
+        },
         // The error's text is what the row keeps (`last_error`): "handler panicked: <message>".
         Ended::Returned(Err(join)) => (Error::task_failed("handler", join).to_string(), false),
         Ended::TimedOut(t) => (
@@ -183,11 +200,16 @@ fn decide(
         ),
         Ended::HardStop => return Some(interrupted()),
     };
-    Some(if fatal || attempt >= job.max_attempts {
+    let retry = shared
+        .handlers
+        .get(&job.kind)
+        .and_then(|e| e.options.retry)
+        .unwrap_or(shared.cfg.retry);
+    Some(if fatal || attempt >= max_attempts(shared, job) {
         Finish::Dead { error: message }
     } else {
         Finish::Retry {
-            delay: shared.cfg.retry.next_delay(attempt),
+            delay: retry.next_delay(attempt),
             error: message,
         }
     })
@@ -221,8 +243,10 @@ async fn finish_patiently(
             }))
         });
     }
+    // A handler's own bound is stored with a failure, so the row shows what it was judged by.
+    let bound = Some(max_attempts(shared, job)).filter(|m| *m != job.max_attempts);
     super::patiently(&shared.hard_stop, "the job's outcome", || {
-        finish(&shared.pool, job.id, &shared.token, attempt, outcome)
+        finish_bounded(&shared.pool, job.id, &shared.token, attempt, outcome, bound)
     })
     .await
     .map_err(Arc::new)
@@ -242,26 +266,32 @@ async fn record(
             let counter = match outcome {
                 Finish::Done => {
                     debug!(job_id = job.id, kind = %job.kind, attempt, "job done");
-                    &c.done
+                    Some(&c.done)
                 }
                 Finish::Retry { delay, error } => {
                     warn!(job_id = job.id, kind = %job.kind, attempt, retry_in = %humantime::format_duration(round(*delay)), error = %error, "job failed; will retry");
-                    &c.retried
+                    Some(&c.retried)
                 }
                 Finish::Dead { error } => {
                     error!(job_id = job.id, kind = %job.kind, attempt, error = %error, "job failed for good; it is dead");
-                    &c.dead
+                    Some(&c.dead)
                 }
                 Finish::Cancelled { .. } => {
                     info!(job_id = job.id, kind = %job.kind, attempt, "job cancelled");
-                    &c.cancelled
+                    Some(&c.cancelled)
                 }
                 Finish::Release | Finish::Interrupted { .. } => {
                     debug!(job_id = job.id, kind = %job.kind, "job handed back");
-                    &c.released
+                    Some(&c.released)
+                }
+                Finish::Snooze { delay } => {
+                    info!(job_id = job.id, kind = %job.kind, attempt, run_in = %humantime::format_duration(round(*delay)), "job snoozed; the attempt does not count");
+                    None
                 }
             };
-            counter.fetch_add(1, Ordering::Relaxed);
+            if let Some(counter) = counter {
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
             telemetry::job_finished(&job.queue, &job.kind, outcome_label(outcome, timed_out));
         }
         Ok(false) => {
@@ -287,6 +317,7 @@ fn outcome_label(outcome: &Finish, timed_out: bool) -> &'static str {
         Finish::Dead { .. } => "dead",
         Finish::Cancelled { .. } => "cancelled",
         Finish::Release | Finish::Interrupted { .. } => "requeued",
+        Finish::Snooze { .. } => "snoozed",
     }
 }
 

@@ -57,3 +57,5 @@ mod queues;
 mod hosts;
 // The DBA views: jobq_jobs, jobq_jobs_running, jobq_schedules_next.
 mod views;
+// Snoozes and per-kind attempts and backoff.
+mod snooze;
