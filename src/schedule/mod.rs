@@ -63,11 +63,13 @@ macro_rules! string_enum {
 }
 
 mod def;
+mod log;
 mod record;
 mod spec;
 
 pub(crate) use def::validate_sections;
 pub use def::{ScheduleDef, ScheduleSection};
+pub use log::{LIBRARY_ACTOR, LogAction, SCHEDULER_ACTOR, ScheduleLogEntry};
 pub use record::{RunRecord, ScheduleRecord};
 pub use spec::Spec;
 

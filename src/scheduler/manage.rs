@@ -1,6 +1,9 @@
 //! Managing schedules: create, update, upsert (config sync), drop, pause, resume, run now, abort, and
 //! reading them back. The CLI and library users go through [`Schedules`]; the SQL is in
 //! [`crate::db::schedule`].
+//!
+//! Every change is written to the change log (`jobq_schedule_log`) with who made it and why, in the
+//! same transaction as the change where there is one (abort cancels jobs one by one, and logs after).
 
 use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::MySqlPool;
@@ -8,16 +11,28 @@ use tracing::{info, warn};
 
 use super::Clock;
 use super::policy;
-use crate::db::schedule::{self as sql, Fire, Reschedule};
+use crate::db::schedule::{self as sql, Fire, Logged, Note, Reschedule};
 use crate::error::{Error, Result};
 use crate::job::JobId;
-use crate::schedule::{Cause, RunRecord, ScheduleDef, ScheduleRecord, ScheduleState, Spec};
+use crate::schedule::{
+    Cause, LIBRARY_ACTOR, LogAction, RunRecord, ScheduleDef, ScheduleLogEntry, ScheduleRecord,
+    ScheduleState, Spec,
+};
 
-/// Operations on stored schedules. Cheap to create; holds a pool handle and a clock.
+/// The longest actor the log keeps (its column is VARCHAR(255)).
+const MAX_ACTOR_CHARS: usize = 255;
+/// The longest reason taken: a sentence or a ticket reference, not a document.
+const MAX_REASON_CHARS: usize = 1000;
+
+/// Operations on stored schedules. Cheap to create; holds a pool handle, a clock, and who makes the
+/// changes and why ([`Schedules::by`], [`Schedules::because`]), which every change writes to the
+/// schedule's change log ([`Schedules::log`]).
 #[derive(Debug, Clone)]
 pub struct Schedules {
     pool: MySqlPool,
     clock: Clock,
+    actor: String,
+    reason: Option<String>,
 }
 
 /// What [`Schedules::upsert`] did.
@@ -51,7 +66,72 @@ impl Schedules {
 
     /// Schedules timed by `clock` (tests use a manual clock).
     pub fn with_clock(pool: MySqlPool, clock: Clock) -> Self {
-        Self { pool, clock }
+        Self {
+            pool,
+            clock,
+            actor: LIBRARY_ACTOR.to_string(),
+            reason: None,
+        }
+    }
+
+    /// Changes made through the returned value are logged as made by `actor` (default
+    /// [`LIBRARY_ACTOR`]): a user name, a service, a ticket system. Checked by each change: an empty
+    /// actor or one over 255 characters is [`Error::Invalid`], and nothing is written.
+    pub fn by(mut self, actor: impl Into<String>) -> Self {
+        self.actor = actor.into();
+        self
+    }
+
+    /// Changes made through the returned value are logged with `reason` (None: no reason). Checked by
+    /// each change: a blank reason or one over 1,000 characters is [`Error::Invalid`], and nothing is
+    /// written.
+    pub fn because(mut self, reason: Option<impl Into<String>>) -> Self {
+        self.reason = reason.map(Into::into);
+        self
+    }
+
+    /// Who and why, checked: what every change writes to the log.
+    fn note(&self) -> Result<Note<'_>> {
+        let actor = self.actor.trim();
+        if actor.is_empty() {
+            return Err(Error::invalid("actor", "must not be empty"));
+        }
+        let n = actor.chars().count();
+        if n > MAX_ACTOR_CHARS {
+            return Err(Error::invalid(
+                "actor",
+                format!("is {n} characters long; at most {MAX_ACTOR_CHARS}"),
+            ));
+        }
+        let reason = match self.reason.as_deref().map(str::trim) {
+            None => None,
+            Some("") => {
+                return Err(Error::invalid(
+                    "reason",
+                    "is empty; give one, or leave the reason out",
+                ));
+            }
+            Some(r) => {
+                let n = r.chars().count();
+                if n > MAX_REASON_CHARS {
+                    return Err(Error::invalid(
+                        "reason",
+                        format!("is {n} characters long; at most {MAX_REASON_CHARS}"),
+                    ));
+                }
+                Some(r)
+            }
+        };
+        Ok(Note { actor, reason })
+    }
+
+    /// A change of schedule `name` to log, by and for this value's actor and reason.
+    fn logged<'a>(&'a self, name: &'a str, action: LogAction) -> Result<Logged<'a>> {
+        Ok(Logged {
+            name,
+            action,
+            note: self.note()?,
+        })
     }
 
     async fn now(&self) -> Result<DateTime<Utc>> {
@@ -79,6 +159,21 @@ impl Schedules {
     pub async fn runs(&self, name: &str, limit: u32) -> Result<Vec<RunRecord>> {
         let s = self.get(name).await?;
         sql::runs(&self.pool, s.id, limit).await
+    }
+
+    /// The changes made to the schedule(s) of this name, newest first, at most `limit`: also those of
+    /// a schedule that was dropped, and of earlier schedules of the same name (see
+    /// [`ScheduleLogEntry::schedule_id`]).
+    ///
+    /// # Errors
+    /// [`Error::ScheduleNotFound`] when there is no schedule of that name and none was ever logged.
+    pub async fn log(&self, name: &str, limit: u32) -> Result<Vec<ScheduleLogEntry>> {
+        let entries = sql::log_of(&self.pool, name, limit).await?;
+        if entries.is_empty() {
+            // A schedule with no entries (made before the log existed) has an empty log.
+            self.get(name).await?;
+        }
+        Ok(entries)
     }
 
     /// The next `n` planned times of a stored schedule, from now (or from its next run, if that is
@@ -135,6 +230,7 @@ impl Schedules {
     /// planned time); [`Error::ScheduleExists`] if the name is taken.
     pub async fn create(&self, def: &ScheduleDef) -> Result<ScheduleRecord> {
         let spec = def.validate()?;
+        let note = self.note()?;
         let now = self.now().await?;
         let (anchor, next) = Self::timing(def, &spec, now)?;
         let state = if def.paused {
@@ -142,7 +238,7 @@ impl Schedules {
         } else {
             ScheduleState::Enabled
         };
-        sql::insert(&self.pool, def, anchor, Some(next), state).await?;
+        sql::insert(&self.pool, def, anchor, Some(next), state, note).await?;
         info!(schedule = %def.name, spec = %spec, next = %next, "schedule created");
         self.get(&def.name).await
     }
@@ -153,6 +249,7 @@ impl Schedules {
     /// [`Schedules::resume`].
     pub async fn update(&self, def: &ScheduleDef) -> Result<Upserted> {
         let spec = def.validate()?;
+        self.note()?;
         let current = self.get(&def.name).await?;
         self.apply(&current, def, &spec).await
     }
@@ -186,7 +283,7 @@ impl Schedules {
             }
             None
         };
-        sql::update_definition(&self.pool, current.id, def, reschedule).await?;
+        sql::update_definition(&self.pool, current.id, def, reschedule, self.note()?).await?;
         Ok(if reschedule.is_some() {
             info!(schedule = %def.name, spec = %spec, "schedule rescheduled");
             Upserted::Rescheduled
@@ -198,6 +295,7 @@ impl Schedules {
     /// Creates the schedule, or updates the one of that name (see [`Schedules::update`]).
     pub async fn upsert(&self, def: &ScheduleDef) -> Result<Upserted> {
         let spec = def.validate()?;
+        self.note()?;
         if let Some(current) = sql::get(&self.pool, &def.name).await? {
             return self.apply(&current, def, &spec).await;
         }
@@ -230,8 +328,9 @@ impl Schedules {
     /// Deletes a schedule and its run history. Jobs it created are left as they are (abort them first
     /// to stop them).
     pub async fn remove(&self, name: &str) -> Result<()> {
+        let note = self.note()?;
         let s = self.get(name).await?;
-        sql::delete(&self.pool, s.id).await?;
+        sql::delete(&self.pool, s.id, name, note).await?;
         info!(schedule = %name, "schedule dropped");
         Ok(())
     }
@@ -242,6 +341,7 @@ impl Schedules {
     /// # Errors
     /// [`Error::ScheduleState`] when the schedule is finished or broken.
     pub async fn pause(&self, name: &str) -> Result<()> {
+        let logged = self.logged(name, LogAction::Pause)?;
         let s = self.get(name).await?;
         let ok = sql::set_state(
             &self.pool,
@@ -250,6 +350,7 @@ impl Schedules {
             ScheduleState::Paused,
             None,
             false,
+            logged,
         )
         .await?;
         if !ok {
@@ -268,6 +369,7 @@ impl Schedules {
     /// # Errors
     /// [`Error::ScheduleState`] when the schedule is finished.
     pub async fn resume(&self, name: &str) -> Result<ScheduleRecord> {
+        let logged = self.logged(name, LogAction::Resume)?;
         let s = self.get(name).await?;
         if !matches!(
             s.state,
@@ -301,6 +403,7 @@ impl Schedules {
             state,
             Some(next),
             true,
+            logged,
         )
         .await?;
         self.get(name).await
@@ -313,6 +416,7 @@ impl Schedules {
     /// [`Error::ScheduleRunExists`] when a run for this very instant exists (a scheduled run at the same
     /// microsecond): trying again a moment later works.
     pub async fn run_now(&self, name: &str) -> Result<JobId> {
+        let logged = self.logged(name, LogAction::RunNow)?;
         let s = self.get(name).await?;
         let now = self.now().await?;
         let fire = Fire {
@@ -320,7 +424,7 @@ impl Schedules {
             cause: Cause::Manual,
             run_at: now,
         };
-        sql::fire_one(&self.pool, s.id, &fire)
+        sql::fire_logged(&self.pool, s.id, &fire, Some(logged))
             .await?
             .ok_or_else(|| Error::ScheduleRunExists {
                 name: name.into(),
@@ -332,6 +436,7 @@ impl Schedules {
     /// through their worker, which tells the handler to stop and ends the job `cancelled`. The schedule
     /// itself goes on; pause it first to stop new runs too.
     pub async fn abort(&self, name: &str) -> Result<AbortReport> {
+        let logged = self.logged(name, LogAction::Abort)?;
         let s = self.get(name).await?;
         let mut report = AbortReport::default();
         for id in sql::active_jobs(&self.pool, s.id).await? {
@@ -344,6 +449,10 @@ impl Schedules {
         if report.cancelled > 0 {
             warn!(schedule = %name, jobs = report.cancelled, "schedule's jobs aborted");
         }
+        // Each cancel is its own statement (a running job's is a request its worker acts on), so the
+        // abort is logged once they are made, not in one transaction with them.
+        let mut conn = self.pool.acquire().await?;
+        crate::db::schedule::write_log(&mut conn, s.id, &logged).await?;
         Ok(report)
     }
 }

@@ -195,7 +195,9 @@ impl Scheduler {
 
     /// Upserts `cfg.definitions` (see [`Schedules::sync`]).
     pub async fn sync_definitions(&self) -> Result<Vec<(String, Upserted)>> {
-        self.schedules().sync(&self.cfg.definitions).await
+        let why = Some("synced from the configuration's [schedules] sections");
+        let schedules = self.schedules().by(crate::schedule::SCHEDULER_ACTOR);
+        schedules.because(why).sync(&self.cfg.definitions).await
     }
 
     /// Runs until `shutdown` is cancelled: registers in the process registry, syncs the configured

@@ -103,7 +103,7 @@ pub fn router(pool: MySqlPool, cfg: WebConfig) -> crate::Result<Router> {
     cfg.validate()?;
     let app = App {
         jobs: Jobs::new(pool.clone()),
-        schedules: Schedules::new(pool.clone()),
+        schedules: Schedules::new(pool.clone()).by("jobq web"),
         pool,
         cfg: Arc::new(cfg),
         minutes: minutes::MinuteCache::default(),

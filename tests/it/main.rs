@@ -59,3 +59,5 @@ mod hosts;
 mod views;
 // Snoozes and per-kind attempts and backoff.
 mod snooze;
+// The schedules' change log: library, scheduler and CLI.
+mod schedule_log;

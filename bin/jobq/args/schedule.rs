@@ -14,6 +14,8 @@ const SHOW_RUNS: u32 = 10;
 const RUNS_LIMIT: u32 = 20;
 /// Times `schedule next` prints unless told: enough to see the pattern.
 const NEXT_COUNT: usize = 5;
+/// Changes `schedule log` lists unless told.
+const LOG_LIMIT: u32 = 50;
 
 /// The spec grammar, shown by `jobq schedule create --help`.
 const SPEC_HELP: &str = "SPEC is one of:\n  \
@@ -34,10 +36,12 @@ pub enum ScheduleCommand {
     /// keep its state and next run.
     #[command(after_help = SPEC_HELP)]
     Update(ScheduleUpdateArgs),
-    /// Delete a schedule and its run history (jobs it created stay in the queue).
+    /// Delete a schedule and its run history (jobs it created stay in the queue; its change log stays).
     Drop {
         /// Schedule name.
         name: String,
+        #[command(flatten)]
+        why: Reason,
     },
     /// Every schedule: state, spec, next run, failures.
     List {
@@ -68,17 +72,34 @@ pub enum ScheduleCommand {
     Pause {
         /// Schedule name.
         name: String,
+        #[command(flatten)]
+        why: Reason,
     },
     /// Resume a paused or broken schedule from its next planned time after now (missed times are not made
     /// up); a broken schedule's failure count starts again at 0.
     Resume {
         /// Schedule name.
         name: String,
+        #[command(flatten)]
+        why: Reason,
     },
     /// Create a run now, whatever the schedule's times, state and overlap policy. Prints the job id.
     RunNow {
         /// Schedule name.
         name: String,
+        #[command(flatten)]
+        why: Reason,
+    },
+    /// Who changed a schedule, how and why: create, update, pause, resume, run-now, abort, drop, and the
+    /// scheduler's own changes (broken after failures, paused by on_error). Also for a dropped schedule.
+    Log {
+        /// Schedule name.
+        name: String,
+        /// At most this many, newest first.
+        #[arg(long, short = 'n', default_value_t = LOG_LIMIT)]
+        limit: u32,
+        #[command(flatten)]
+        format: Format,
     },
     /// Print the next planned times of a schedule, or of a spec given with --spec (nothing is stored).
     #[command(after_help = SPEC_HELP)]
@@ -91,7 +112,37 @@ pub enum ScheduleCommand {
         /// Also pause the schedule, so no new run starts.
         #[arg(long)]
         pause: bool,
+        #[command(flatten)]
+        why: Reason,
     },
+}
+
+impl ScheduleCommand {
+    /// The `--reason` of a command that changes a schedule.
+    pub fn reason(&self) -> Option<&str> {
+        match self {
+            Self::Create(a) => a.why.reason.as_deref(),
+            Self::Update(a) => a.why.reason.as_deref(),
+            Self::Drop { why, .. }
+            | Self::Pause { why, .. }
+            | Self::Resume { why, .. }
+            | Self::RunNow { why, .. }
+            | Self::Abort { why, .. } => why.reason.as_deref(),
+            Self::List { .. }
+            | Self::Show { .. }
+            | Self::Runs { .. }
+            | Self::Next(_)
+            | Self::Log { .. } => None,
+        }
+    }
+}
+
+/// `--reason`, on every command that changes a schedule.
+#[derive(Debug, Args)]
+pub struct Reason {
+    /// Why: kept in the schedule's change log (`jobq schedule log NAME`) with who did it.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
 }
 
 /// Options shared by `create` and `update`; on `update` only those given change.
@@ -156,6 +207,8 @@ pub struct ScheduleCreateArgs {
     pub paused: bool,
     #[command(flatten)]
     pub options: ScheduleOptions,
+    #[command(flatten)]
+    pub why: Reason,
 }
 
 #[derive(Debug, Args)]
@@ -170,6 +223,8 @@ pub struct ScheduleUpdateArgs {
     pub spec: Option<String>,
     #[command(flatten)]
     pub options: ScheduleOptions,
+    #[command(flatten)]
+    pub why: Reason,
 }
 
 #[derive(Debug, Args)]

@@ -1,10 +1,10 @@
-//! `jobq schedule create|update|drop|list|show|runs|pause|resume|run-now|next|abort`.
+//! `jobq schedule create|update|drop|list|show|runs|pause|resume|run-now|next|abort|log`.
 
 use anyhow::{Result, anyhow};
 use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use jobq::State;
-use jobq::schedule::{Outcome, RunRecord, ScheduleDef, ScheduleRecord, Spec};
+use jobq::schedule::{Outcome, RunRecord, ScheduleDef, ScheduleLogEntry, ScheduleRecord, Spec};
 use jobq::{Schedules, Upserted};
 
 use super::Env;
@@ -25,7 +25,10 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
         _ => None,
     };
     let pool = env.migrated_pool(super::ONE_OFF_CONNECTIONS).await?;
-    let schedules = Schedules::new(pool);
+    // Every change is logged with the OS user who made it and the --reason given.
+    let schedules = Schedules::new(pool)
+        .by(super::actor())
+        .because(cmd.reason());
     match cmd {
         ScheduleCommand::Create(_) => {
             let def = create.expect("built above");
@@ -37,7 +40,7 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
             )?;
         }
         ScheduleCommand::Update(a) => update(&schedules, &a).await?,
-        ScheduleCommand::Drop { name } => {
+        ScheduleCommand::Drop { name, .. } => {
             schedules.remove(&name).await?;
             outln!("schedule {name} dropped")?;
         }
@@ -64,11 +67,11 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
                 print_runs(&runs)?;
             }
         }
-        ScheduleCommand::Pause { name } => {
+        ScheduleCommand::Pause { name, .. } => {
             schedules.pause(&name).await?;
             outln!("schedule {name} paused")?;
         }
-        ScheduleCommand::Resume { name } => {
+        ScheduleCommand::Resume { name, .. } => {
             let s = schedules.resume(&name).await?;
             outln!(
                 "schedule {name} is {}; next run {}",
@@ -76,7 +79,7 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
                 fmt_opt(s.next_run_at, s.spec()?.tz())
             )?;
         }
-        ScheduleCommand::RunNow { name } => {
+        ScheduleCommand::RunNow { name, .. } => {
             let id = schedules.run_now(&name).await?;
             outln!("{id}")?;
         }
@@ -86,7 +89,38 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
                 .ok_or_else(|| anyhow!("give a schedule name or --spec"))?;
             next(&schedules, &name, a.count, a.format.json).await?;
         }
-        ScheduleCommand::Abort { name, pause } => abort(&schedules, &name, pause).await?,
+        ScheduleCommand::Abort { name, pause, .. } => abort(&schedules, &name, pause).await?,
+        ScheduleCommand::Log {
+            name,
+            limit,
+            format,
+        } => {
+            let log = schedules.log(&name, limit).await?;
+            if format.json {
+                crate::out::json(&log)?;
+            } else {
+                print_log(&log)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `log NAME`: one change a line, newest first.
+fn print_log(log: &[ScheduleLogEntry]) -> Result<()> {
+    if log.is_empty() {
+        outln!("no changes logged")?;
+        return Ok(());
+    }
+    outln!("{:<27} {:<8} {:<24} REASON", "AT (UTC)", "ACTION", "BY")?;
+    for e in log {
+        outln!(
+            "{:<27} {:<8} {:<24} {}",
+            e.at.format("%Y-%m-%d %H:%M:%S%.6f"),
+            e.action,
+            clean(&e.actor, false),
+            e.reason.as_deref().map_or("-".into(), |r| clean(r, false))
+        )?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
-//! Scheduler SQL: schedules (`jobq_schedules`, in `schedules.rs`) and their runs
-//! (`jobq_schedule_runs`, in `runs.rs`).
+//! Scheduler SQL: schedules (`jobq_schedules`, in `schedules.rs`), their runs (`jobq_schedule_runs`,
+//! in `runs.rs`) and their change log (`jobq_schedule_log`, in `log.rs`, written in the transaction of
+//! each change it records).
 //!
 //! The invariant kept in `runs.rs`: **each planned time of a schedule gets at most one job**, however many
 //! schedulers run. `advance` moves a schedule's `next_run_at` only from the value its caller read
@@ -9,6 +10,7 @@
 //! `next_run_at`. A run's outcome is recorded once (`WHERE outcome IS NULL`), so failure counts are right
 //! however many schedulers see the job end.
 
+mod log;
 mod runs;
 mod schedules;
 
@@ -17,8 +19,9 @@ use sqlx::MySqlPool;
 
 use crate::error::Result;
 
+pub(crate) use log::{Logged, Note, of_schedule as log_of, write_logged as write_log};
 pub(crate) use runs::{
-    Advance, Fire, active_jobs, advance, ended_runs, fire_one, record_outcome, runs,
+    Advance, Fire, active_jobs, advance, ended_runs, fire_logged, fire_one, record_outcome, runs,
 };
 pub(crate) use schedules::{
     Reschedule, delete, due, get, insert, list, set_state, startup_schedules, update_definition,

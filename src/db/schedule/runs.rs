@@ -6,12 +6,15 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySqlConnection, MySqlPool, Row};
 
 use super::TRIES;
+use super::log::{Logged, Note};
 use crate::db::retry_transient;
-use crate::db::row::{opt_parsed, opt_text, parsed};
+use crate::db::row::{opt_parsed, opt_text, parsed, text};
 use crate::errno::is_duplicate_entry;
 use crate::error::Result;
 use crate::job::JobId;
-use crate::schedule::{Cause, OnError, Outcome, RunRecord, ScheduleDef, ScheduleState};
+use crate::schedule::{
+    Cause, LogAction, OnError, Outcome, RunRecord, SCHEDULER_ACTOR, ScheduleDef, ScheduleState,
+};
 
 impl<'r> sqlx::FromRow<'r, MySqlRow> for RunRecord {
     fn from_row(row: &'r MySqlRow) -> Result<Self, sqlx::Error> {
@@ -101,9 +104,23 @@ pub(crate) async fn fire_one(
     schedule_id: u64,
     fire: &Fire,
 ) -> Result<Option<JobId>> {
+    fire_logged(pool, schedule_id, fire, None).await
+}
+
+/// [`fire_one`], and with `logged` the change log's row for it, in the same transaction (an operator's
+/// run-now; a scheduler's startup run is not logged).
+pub(crate) async fn fire_logged(
+    pool: &MySqlPool,
+    schedule_id: u64,
+    fire: &Fire,
+    logged: Option<Logged<'_>>,
+) -> Result<Option<JobId>> {
     retry_transient("create schedule run", TRIES, || async {
         let mut tx = pool.begin().await?;
         let job = insert_run(&mut tx, schedule_id, fire).await?;
+        if let (Some(_), Some(l)) = (job, logged) {
+            super::log::write_logged(&mut tx, schedule_id, &l).await?;
+        }
         tx.commit().await?;
         if job.is_some() {
             crate::telemetry::schedule_job(fire.cause.as_str());
@@ -258,7 +275,7 @@ where
             return Ok(None);
         }
         let row = sqlx::query(
-            "SELECT state, consecutive_failures, on_error, broken_after FROM jobq_schedules \
+            "SELECT name, state, consecutive_failures, on_error, broken_after FROM jobq_schedules \
              WHERE id = ? FOR UPDATE",
         )
         .bind(run.schedule_id)
@@ -286,10 +303,47 @@ where
         .bind(run.schedule_id)
         .execute(&mut *tx)
         .await?;
+        if let Some((action, reason)) = policy_change(run, before, after, failures, broken_after) {
+            let name = text(&row, "name")?;
+            let note = Note {
+                actor: SCHEDULER_ACTOR,
+                reason: Some(&reason),
+            };
+            super::log::write(&mut tx, run.schedule_id, &name, action, note).await?;
+        }
         tx.commit().await?;
         Ok(Some((before, after)))
     })
     .await
+}
+
+/// The change log's entry for a state the scheduler's policy moved a schedule to after a run: broken
+/// after too many failures, or paused by `on_error = "pause"`; None for every other outcome.
+fn policy_change(
+    run: &EndedRun,
+    before: ScheduleState,
+    after: ScheduleState,
+    failures: u32,
+    broken_after: u32,
+) -> Option<(LogAction, String)> {
+    if before == after {
+        return None;
+    }
+    let error = run.error.as_deref().unwrap_or("no error recorded");
+    let error = crate::db::finish::truncate_error(error);
+    match after {
+        ScheduleState::Broken => Some((
+            LogAction::Broken,
+            format!(
+                "{failures} failed runs in a row (broken_after = {broken_after}); last error: {error}"
+            ),
+        )),
+        ScheduleState::Paused => Some((
+            LogAction::Pause,
+            format!("a run failed and on_error is pause; error: {error}"),
+        )),
+        _ => None,
+    }
 }
 
 /// A schedule's runs, newest planned time first, with their jobs' current state.

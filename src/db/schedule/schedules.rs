@@ -6,11 +6,14 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
 use super::TRIES;
+use super::log::{self, Logged, Note};
 use crate::db::retry_transient;
 use crate::db::row::{opt_text, parsed, text};
 use crate::errno::is_duplicate_entry;
 use crate::error::{Error, Result};
-use crate::schedule::{Misfire, OnError, Overlap, ScheduleDef, ScheduleRecord, ScheduleState};
+use crate::schedule::{
+    LogAction, Misfire, OnError, Overlap, ScheduleDef, ScheduleRecord, ScheduleState,
+};
 
 const SCHEDULE_COLUMNS: &str = "id, name, kind, payload, queue, priority, max_attempts, timeout_secs, \
      spec, time_zone, anchor_at, start_at, end_at, at_startup, overlap, on_error, misfire, jitter_ms, \
@@ -71,50 +74,62 @@ fn jitter_ms(def: &ScheduleDef) -> u32 {
     def.jitter.as_millis().min(u128::from(u32::MAX)) as u32
 }
 
-/// Inserts a schedule. A taken name is [`Error::ScheduleExists`]: `name` is the table's only unique key
-/// besides the id it assigns.
+/// Inserts a schedule, and its `create` in the change log in the same transaction. A taken name is
+/// [`Error::ScheduleExists`]: `name` is the table's only unique key besides the id it assigns.
 pub(crate) async fn insert(
     pool: &MySqlPool,
     def: &ScheduleDef,
     anchor_at: DateTime<Utc>,
     next_run_at: Option<DateTime<Utc>>,
     state: ScheduleState,
+    note: Note<'_>,
 ) -> Result<u64> {
-    let r = sqlx::query(
-        "INSERT INTO jobq_schedules (name, kind, payload, queue, priority, max_attempts, timeout_secs, \
-         spec, time_zone, anchor_at, start_at, end_at, at_startup, overlap, on_error, misfire, jitter_ms, \
-         broken_after, state, next_run_at) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(&def.name)
-    .bind(&def.kind)
-    .bind(&def.payload)
-    .bind(&def.queue)
-    .bind(def.priority)
-    .bind(def.max_attempts)
-    .bind(timeout_secs(def))
-    .bind(def.spec.trim())
-    .bind(def.time_zone.trim())
-    .bind(anchor_at)
-    .bind(def.start_at)
-    .bind(def.end_at)
-    .bind(def.at_startup)
-    .bind(def.overlap.as_str())
-    .bind(def.on_error.as_str())
-    .bind(def.misfire.as_str())
-    .bind(jitter_ms(def))
-    .bind(def.broken_after)
-    .bind(state.as_str())
-    .bind(next_run_at)
-    .execute(pool)
-    .await;
-    match r {
-        Ok(done) => Ok(done.last_insert_id()),
-        Err(e) if is_duplicate_entry(&e) => Err(Error::ScheduleExists {
-            name: def.name.clone(),
-        }),
-        Err(e) => Err(e.into()),
-    }
+    let id = retry_transient("create schedule", TRIES, || async {
+        let mut tx = pool.begin().await?;
+        let r = sqlx::query(
+            "INSERT INTO jobq_schedules (name, kind, payload, queue, priority, max_attempts, \
+             timeout_secs, spec, time_zone, anchor_at, start_at, end_at, at_startup, overlap, on_error, \
+             misfire, jitter_ms, broken_after, state, next_run_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&def.name)
+        .bind(&def.kind)
+        .bind(&def.payload)
+        .bind(&def.queue)
+        .bind(def.priority)
+        .bind(def.max_attempts)
+        .bind(timeout_secs(def))
+        .bind(def.spec.trim())
+        .bind(def.time_zone.trim())
+        .bind(anchor_at)
+        .bind(def.start_at)
+        .bind(def.end_at)
+        .bind(def.at_startup)
+        .bind(def.overlap.as_str())
+        .bind(def.on_error.as_str())
+        .bind(def.misfire.as_str())
+        .bind(jitter_ms(def))
+        .bind(def.broken_after)
+        .bind(state.as_str())
+        .bind(next_run_at)
+        .execute(&mut *tx)
+        .await;
+        let id = match r {
+            Ok(done) => done.last_insert_id(),
+            Err(e) if is_duplicate_entry(&e) => {
+                tx.rollback().await?;
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        log::write(&mut tx, id, &def.name, LogAction::Create, note).await?;
+        tx.commit().await?;
+        Ok(Some(id))
+    })
+    .await?;
+    id.ok_or_else(|| Error::ScheduleExists {
+        name: def.name.clone(),
+    })
 }
 
 /// A new spec's timing, written together with a definition change.
@@ -126,13 +141,34 @@ pub(crate) struct Reschedule {
 }
 
 /// Rewrites a schedule's definition; with `reschedule`, also its anchor, next run and state. Without it
-/// the schedule keeps its state and next run (an unchanged spec from a config sync).
+/// the schedule keeps its state and next run (an unchanged spec from a config sync). The `update` is
+/// logged in the same transaction.
 pub(crate) async fn update_definition(
     pool: &MySqlPool,
     id: u64,
     def: &ScheduleDef,
     reschedule: Option<Reschedule>,
+    note: Note<'_>,
 ) -> Result<()> {
+    retry_transient("update schedule", TRIES, || async move {
+        let mut tx = pool.begin().await?;
+        definition_update(id, def, reschedule)
+            .build()
+            .execute(&mut *tx)
+            .await?;
+        log::write(&mut tx, id, &def.name, LogAction::Update, note).await?;
+        tx.commit().await
+    })
+    .await
+}
+
+/// The UPDATE of [`update_definition`], built afresh for each try (a built query gives its arguments
+/// away).
+fn definition_update<'a>(
+    id: u64,
+    def: &'a ScheduleDef,
+    reschedule: Option<Reschedule>,
+) -> QueryBuilder<'a, MySql> {
     let mut q = QueryBuilder::<MySql>::new("UPDATE jobq_schedules SET kind = ");
     q.push_bind(&def.kind)
         .push(", payload = ")
@@ -174,8 +210,7 @@ pub(crate) async fn update_definition(
             .push_bind(r.state.as_str());
     }
     q.push(" WHERE id = ").push_bind(id);
-    q.build().execute(pool).await?;
-    Ok(())
+    q
 }
 
 /// One schedule by name.
@@ -222,8 +257,9 @@ pub(crate) async fn startup_schedules(pool: &MySqlPool) -> Result<Vec<ScheduleRe
     .await?)
 }
 
-/// Changes a schedule's state if it is in one of `from`. `next_run_at`, when given, is written too;
-/// `reset_failures` zeroes the failure count. Returns false when the state was not one of `from`.
+/// Changes a schedule's state if it is in one of `from`, and logs the change in the same transaction.
+/// `next_run_at`, when given, is written too; `reset_failures` zeroes the failure count. Returns false
+/// when the state was not one of `from` (nothing is written then).
 pub(crate) async fn set_state(
     pool: &MySqlPool,
     id: u64,
@@ -231,7 +267,33 @@ pub(crate) async fn set_state(
     to: ScheduleState,
     next_run_at: Option<Option<DateTime<Utc>>>,
     reset_failures: bool,
+    logged: Logged<'_>,
 ) -> Result<bool> {
+    retry_transient("change schedule state", TRIES, || async move {
+        let mut tx = pool.begin().await?;
+        let changed = state_update(id, from, to, next_run_at, reset_failures)
+            .build()
+            .execute(&mut *tx)
+            .await?;
+        if changed.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
+        log::write_logged(&mut tx, id, &logged).await?;
+        tx.commit().await?;
+        Ok(true)
+    })
+    .await
+}
+
+/// The UPDATE of [`set_state`], built afresh for each try.
+fn state_update(
+    id: u64,
+    from: &[ScheduleState],
+    to: ScheduleState,
+    next_run_at: Option<Option<DateTime<Utc>>>,
+    reset_failures: bool,
+) -> QueryBuilder<'static, MySql> {
     let mut q = QueryBuilder::<MySql>::new("UPDATE jobq_schedules SET state = ");
     q.push_bind(to.as_str());
     if let Some(next) = next_run_at {
@@ -246,11 +308,12 @@ pub(crate) async fn set_state(
         sep.push_bind(s.as_str());
     }
     q.push(")");
-    Ok(q.build().execute(pool).await?.rows_affected() == 1)
+    q
 }
 
-/// Deletes a schedule and its run history. Jobs it created stay in the queue.
-pub(crate) async fn delete(pool: &MySqlPool, id: u64) -> Result<()> {
+/// Deletes a schedule and its run history, and logs the `drop` (the log itself stays). Jobs it created
+/// stay in the queue.
+pub(crate) async fn delete(pool: &MySqlPool, id: u64, name: &str, note: Note<'_>) -> Result<()> {
     retry_transient("drop schedule", TRIES, || async {
         let mut tx = pool.begin().await?;
         sqlx::query("DELETE FROM jobq_schedule_runs WHERE schedule_id = ?")
@@ -261,6 +324,7 @@ pub(crate) async fn delete(pool: &MySqlPool, id: u64) -> Result<()> {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+        log::write(&mut tx, id, name, LogAction::Drop, note).await?;
         tx.commit().await
     })
     .await
