@@ -266,32 +266,30 @@ async fn record(
             let counter = match outcome {
                 Finish::Done => {
                     debug!(job_id = job.id, kind = %job.kind, attempt, "job done");
-                    Some(&c.done)
+                    &c.done
                 }
                 Finish::Retry { delay, error } => {
                     warn!(job_id = job.id, kind = %job.kind, attempt, retry_in = %humantime::format_duration(round(*delay)), error = %error, "job failed; will retry");
-                    Some(&c.retried)
+                    &c.retried
                 }
                 Finish::Dead { error } => {
                     error!(job_id = job.id, kind = %job.kind, attempt, error = %error, "job failed for good; it is dead");
-                    Some(&c.dead)
+                    &c.dead
                 }
                 Finish::Cancelled { .. } => {
                     info!(job_id = job.id, kind = %job.kind, attempt, "job cancelled");
-                    Some(&c.cancelled)
+                    &c.cancelled
                 }
                 Finish::Release | Finish::Interrupted { .. } => {
                     debug!(job_id = job.id, kind = %job.kind, "job handed back");
-                    Some(&c.released)
+                    &c.released
                 }
                 Finish::Snooze { delay } => {
                     info!(job_id = job.id, kind = %job.kind, attempt, run_in = %humantime::format_duration(round(*delay)), "job snoozed; the attempt does not count");
-                    None
+                    &c.snoozed
                 }
             };
-            if let Some(counter) = counter {
-                counter.fetch_add(1, Ordering::Relaxed);
-            }
+            counter.fetch_add(1, Ordering::Relaxed);
             telemetry::job_finished(&job.queue, &job.kind, outcome_label(outcome, timed_out));
         }
         Ok(false) => {

@@ -17,6 +17,8 @@ pub struct WorkerReport {
     pub cancelled: u64,
     /// Jobs handed back on shutdown.
     pub released: u64,
+    /// Jobs whose handler asked to run again later (a snooze; the attempt is not counted).
+    pub snoozed: u64,
     /// Jobs whose row was taken away from this worker: stopped as soon as that was seen, or refused
     /// at the finish.
     pub lost: u64,
@@ -33,6 +35,7 @@ crate::counts::counters!(WorkerReport {
     dead,
     cancelled,
     released,
+    snoozed,
     lost,
     fenced,
     claim_errors
@@ -47,6 +50,7 @@ pub(crate) struct Counters {
     pub(super) dead: AtomicU64,
     pub(super) cancelled: AtomicU64,
     pub(super) released: AtomicU64,
+    pub(super) snoozed: AtomicU64,
     pub(super) lost: AtomicU64,
     pub(super) fenced: AtomicU64,
     pub(super) claim_errors: AtomicU64,
@@ -62,6 +66,7 @@ impl Counters {
             dead: g(&self.dead),
             cancelled: g(&self.cancelled),
             released: g(&self.released),
+            snoozed: g(&self.snoozed),
             lost: g(&self.lost),
             fenced: g(&self.fenced),
             claim_errors: g(&self.claim_errors),

@@ -81,7 +81,8 @@ async fn a_library_snooze_requeues_without_using_an_attempt() {
             .unwrap()
     };
     for round in 1..=3 {
-        drain(&db, handlers.clone()).await;
+        let report = drain(&db, handlers.clone()).await;
+        assert_eq!((report.claimed, report.snoozed, report.retried), (1, 1, 0));
         let (state, attempts_now, max, run_in, last_error) = row(&db, 1).await;
         assert_eq!(
             (state.as_str(), attempts_now, max, last_error),
