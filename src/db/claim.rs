@@ -28,6 +28,7 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 
 use crate::db::dedicated::Dedicated;
+use crate::db::limits::LimitScope;
 use crate::db::row::text;
 use crate::error::Result;
 use crate::statements::{CLAIM_SELECT, CLAIM_STAMP, EXACT_KIND};
@@ -131,6 +132,108 @@ pub(crate) async fn claim_batch_watched(
         uncertain.store(true, Ordering::SeqCst);
     }
     result
+}
+
+/// The claim of `kinds` in `queue` under `limits` (schema 14), on the worker's own connection: at most
+/// what the tightest limit leaves room for. Also returns the limits that are full after it: work they
+/// hold back is not worth waiting for until something changes.
+pub(crate) async fn claim_limited_watched(
+    conn: &mut Dedicated,
+    token: &str,
+    queue: &str,
+    kinds: &[String],
+    want: u32,
+    limits: &[(LimitScope, String)],
+    uncertain: &AtomicBool,
+) -> Result<(Vec<ClaimedJob>, Vec<(LimitScope, String)>)> {
+    if want == 0 || kinds.is_empty() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let result = conn
+        .run("claim", TRIES, |mut c| async move {
+            let r = claim_once_limited(&mut c, token, queue, kinds, want, limits).await;
+            if matches!(&r, Err(e) if !matches!(e, sqlx::Error::Database(_))) {
+                uncertain.store(true, Ordering::SeqCst);
+            }
+            (c, r)
+        })
+        .await;
+    if result.is_err() {
+        uncertain.store(true, Ordering::SeqCst);
+    }
+    result
+}
+
+/// A limit's maximum and the running jobs it counts, in one statement: the count walks the `finished`
+/// index's `state = 'running'` range, as many entries as jobs run now, whatever the table's size.
+fn limit_state_sql(scope: LimitScope) -> &'static str {
+    match scope {
+        LimitScope::Kind => {
+            "SELECT max_running, (SELECT COUNT(*) FROM job_queue FORCE INDEX (finished) \
+             WHERE state = 'running' AND kind = ?) FROM jobq_limits WHERE scope = 'kind' AND name = ?"
+        }
+        LimitScope::Queue => {
+            "SELECT max_running, (SELECT COUNT(*) FROM job_queue FORCE INDEX (finished) \
+             WHERE state = 'running' AND queue = ?) FROM jobq_limits WHERE scope = 'queue' AND name = ?"
+        }
+    }
+}
+
+/// One limited claim. It writes each limit row first, in one fixed order so two claims never wait for
+/// each other crosswise: the write is the lock that makes claims under one limit take turns (a locking
+/// read would do on one server, but on a Galera cluster only a write is certified). Then it counts what
+/// each limit counts and claims what the tightest leaves room for. A limit removed meanwhile no longer
+/// holds the claim back.
+async fn claim_once_limited(
+    conn: &mut MySqlConnection,
+    token: &str,
+    queue: &str,
+    kinds: &[String],
+    want: u32,
+    limits: &[(LimitScope, String)],
+) -> Result<(Vec<ClaimedJob>, Vec<(LimitScope, String)>), sqlx::Error> {
+    let mut ordered: Vec<&(LimitScope, String)> = limits.iter().collect();
+    ordered.sort_by(|a, b| (a.0.as_str(), &a.1).cmp(&(b.0.as_str(), &b.1)));
+    let mut tx = conn.begin().await?;
+    let mut left = Vec::new();
+    for limit in ordered {
+        let (scope, name) = limit;
+        sqlx::query("UPDATE jobq_limits SET claimed_at = NOW(6) WHERE scope = ? AND name = ?")
+            .bind(scope.as_str())
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        let state: Option<(u32, i64)> = sqlx::query_as(limit_state_sql(*scope))
+            .bind(name)
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some((max, running)) = state else {
+            continue;
+        };
+        left.push((limit, u32::try_from(i64::from(max) - running).unwrap_or(0)));
+    }
+    let room = left.iter().map(|(_, l)| *l).fold(want, u32::min);
+    let full_after = |took: u32| -> Vec<(LimitScope, String)> {
+        left.iter()
+            .filter(|(_, l)| *l <= took)
+            .map(|(limit, _)| (*limit).clone())
+            .collect()
+    };
+    if room == 0 {
+        tx.rollback().await?;
+        return Ok((Vec::new(), full_after(0)));
+    }
+    let mut select = claim_select(queue, kinds, room);
+    let jobs: Vec<ClaimedJob> = select.build_query_as().fetch_all(&mut *tx).await?;
+    if jobs.is_empty() {
+        tx.rollback().await?;
+        return Ok((jobs, full_after(0)));
+    }
+    let jobs = stamp_selected(&mut tx, token, jobs).await?;
+    tx.commit().await?;
+    let full = full_after(jobs.len() as u32);
+    Ok((jobs, full))
 }
 
 /// Running rows stamped with `token`, with their attempt numbers and whether an operator asked to

@@ -7,7 +7,8 @@ use std::time::Duration;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
 
-use super::{failover, hosts, tls};
+use super::hosts::{self, Host};
+use super::{failover, tls};
 use crate::errno;
 use crate::error::{ConnectFailure, Error, Result};
 use tls::SslMode;
@@ -68,12 +69,34 @@ impl ConnectConfig {
 /// # Errors
 /// [`Error::InvalidUrl`] naming what is wrong.
 pub fn connect_options(url: &str) -> Result<MySqlConnectOptions> {
-    let mut hosts = hosts::parse(url)?;
+    let mut hosts = parse_hosts(url)?;
     Ok(hosts.swap_remove(0).opts)
 }
 
+/// The hosts of `url`, each checked as [`super::connect_options`] checks a URL.
+///
+/// # Errors
+/// [`Error::InvalidUrl`] for a bad URL, and for a host list with no host in it.
+pub(crate) fn parse_hosts(url: &str) -> Result<Vec<Host>> {
+    let hosts: Vec<Host> = hosts::split(url)
+        .iter()
+        .map(|one| {
+            let opts = single_host_options(one)?;
+            let name = format!("{}:{}", opts.get_host(), opts.get_port());
+            Ok::<_, Error>(Host { opts, name })
+        })
+        .collect::<Result<_>>()?;
+    if hosts.is_empty() {
+        return Err(Error::InvalidUrl {
+            url: redact_url(url),
+            reason: "no host: expected mysql://user:password@host:port/database".into(),
+        });
+    }
+    Ok(hosts)
+}
+
 /// [`connect_options`] for a URL that names one host.
-pub(crate) fn single_host_options(url: &str) -> Result<MySqlConnectOptions> {
+fn single_host_options(url: &str) -> Result<MySqlConnectOptions> {
     if !(url.starts_with("mysql://") || url.starts_with("mariadb://")) {
         return Err(Error::InvalidUrl {
             url: redact_url(url),
@@ -184,7 +207,7 @@ pub fn redact_url(url: &str) -> String {
 /// # Errors
 /// When the URL is invalid.
 pub fn connect_lazy(cfg: &ConnectConfig) -> Result<MySqlPool> {
-    let hosts = hosts::parse(&cfg.url)?;
+    let hosts = parse_hosts(&cfg.url)?;
     let pool = pool_options(cfg).connect_lazy_with(hosts[0].opts.clone());
     hosts::watch(pool.clone(), hosts, 0, None);
     Ok(pool)
@@ -197,7 +220,7 @@ pub fn connect_lazy(cfg: &ConnectConfig) -> Result<MySqlPool> {
 /// With several hosts in the URL the pool opens on the first that serves (a Galera node outside the
 /// Primary component does not) and moves to the next when its host stops serving.
 pub async fn connect(cfg: &ConnectConfig) -> Result<MySqlPool> {
-    let hosts = hosts::parse(&cfg.url)?;
+    let hosts = parse_hosts(&cfg.url)?;
     if hosts.len() > 1 {
         return connect_to_one_of(cfg, hosts).await;
     }
@@ -228,7 +251,7 @@ async fn probe(cfg: &ConnectConfig, opts: &MySqlConnectOptions) -> Result<()> {
     }
 }
 
-async fn connect_to_one_of(cfg: &ConnectConfig, hosts: Vec<hosts::Host>) -> Result<MySqlPool> {
+async fn connect_to_one_of(cfg: &ConnectConfig, hosts: Vec<Host>) -> Result<MySqlPool> {
     let found = tokio::time::timeout(cfg.acquire_timeout, hosts::first_serving(&hosts, 0)).await;
     let Ok(Some((current, check))) = found else {
         // The first host's own failure, when it has one, says more (a refused login, say).
@@ -497,5 +520,16 @@ mod tests {
         assert!(e.contains("no database name"), "{e}");
         assert!(connect_options("mysql://root@127.0.0.1:3306/test").is_ok());
         assert!(connect_options("mariadb://root@127.0.0.1:3306/test").is_ok());
+    }
+
+    #[test]
+    fn a_host_list_without_a_host_is_refused() {
+        let e = parse_hosts("mysql://u:secret@,/db")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("no host") && !e.contains("secret"), "{e}");
+        let hosts = parse_hosts("mysql://u:p@a:1,b:2/db").unwrap();
+        let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
+        assert_eq!(names, ["a:1", "b:2"]);
     }
 }

@@ -18,8 +18,6 @@ use sqlx::mysql::MySqlConnectOptions;
 use sqlx::{ConnectOptions, Connection, MySqlConnection, MySqlPool};
 use tracing::{debug, warn};
 
-use crate::error::Result;
-
 /// How often the current host is checked.
 pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// How long one check (connecting included) may take.
@@ -60,28 +58,6 @@ pub(crate) fn split(url: &str) -> Vec<String> {
             None => format!("{scheme}://{host}{tail}"),
         })
         .collect()
-}
-
-/// The hosts of `url`, each checked as [`super::connect_options`] checks a URL.
-///
-/// # Errors
-/// [`crate::Error::InvalidUrl`] for a bad URL, and for a host list with no host in it.
-pub(crate) fn parse(url: &str) -> Result<Vec<Host>> {
-    let hosts: Vec<Host> = split(url)
-        .iter()
-        .map(|one| {
-            let opts = super::single_host_options(one)?;
-            let name = format!("{}:{}", opts.get_host(), opts.get_port());
-            Ok::<_, crate::Error>(Host { opts, name })
-        })
-        .collect::<Result<_>>()?;
-    if hosts.is_empty() {
-        return Err(crate::Error::InvalidUrl {
-            url: super::redact_url(url),
-            reason: "no host: expected mysql://user:password@host:port/database".into(),
-        });
-    }
-    Ok(hosts)
 }
 
 /// Whether the server behind `conn` can serve jobq now: it answers, and unless it is a Galera node in
@@ -227,16 +203,5 @@ mod tests {
         assert_eq!(split("mysql://u:p,q@a:1/db"), ["mysql://u:p,q@a:1/db"]);
         // Empty entries (a trailing comma) are ignored.
         assert_eq!(split("mysql://a:1,/db"), ["mysql://a:1/db"]);
-    }
-
-    #[test]
-    fn a_host_list_without_a_host_is_refused() {
-        let e = super::parse("mysql://u:secret@,/db")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("no host") && !e.contains("secret"), "{e}");
-        let hosts = super::parse("mysql://u:p@a:1,b:2/db").unwrap();
-        let names: Vec<&str> = hosts.iter().map(|h| h.name.as_str()).collect();
-        assert_eq!(names, ["a:1", "b:2"]);
     }
 }

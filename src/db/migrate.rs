@@ -91,6 +91,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0013_scale.sql",
         sql: include_str!("../../migrations/0013_scale.sql"),
     },
+    Migration {
+        version: 14,
+        name: "0014_limits.sql",
+        sql: include_str!("../../migrations/0014_limits.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -12,6 +12,7 @@ pub(crate) mod failover;
 pub(crate) mod finish;
 pub(crate) mod gauges;
 pub(crate) mod hosts;
+pub(crate) mod limits;
 pub(crate) mod migrate;
 pub(crate) mod prune;
 pub(crate) mod queues;
@@ -30,11 +31,11 @@ use sqlx::MySqlPool;
 use crate::error::Result;
 
 use crate::errno::{self, is_transient};
+pub(crate) use connect::open_anchor;
 pub use connect::{
     ConnectConfig, connect, connect_lazy, connect_options, create_database, read_password_file,
     redact_url, with_password,
 };
-pub(crate) use connect::{open_anchor, single_host_options};
 pub use tls::{SslMode, check_ca_file, with_tls};
 
 /// Pushes `ids` as a bound list for `IN (…)`, padded to the next power of two by repeating the last id.

@@ -10,11 +10,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
+use super::limits::{HELD_RECHECK, Limits};
 use super::pacing::{After, Before, Claimed, Pacer};
 use super::{Shared, WorkerConfig, execute};
 use crate::backoff::Backoff;
 use crate::db::claim;
 use crate::db::dedicated::Dedicated;
+use crate::db::limits::LimitScope;
 use crate::error::Result;
 use crate::service::{sleep_or_stop, unless_stopped};
 
@@ -35,6 +37,7 @@ pub(super) async fn fetch_loop(
         kinds: shared.handlers.kinds(),
         pacer: Pacer::new(cfg.mode, WorkerConfig::DEFAULT_MIN_POLL, cfg.poll_interval),
         shutdown,
+        limits: Limits::default(),
     };
     loop {
         let probe_first = match f.until_claim(conn).await {
@@ -50,7 +53,14 @@ pub(super) async fn fetch_loop(
         // A claim on a connection whose network went silent can hang for many minutes: a shutdown
         // waits for it at most STOP_PATIENCE. A claim abandoned then may have committed unseen; its
         // rows go back through the reaper like those of any claimant that is gone.
-        let claim = claim_some(shared, conn, &f.kinds, permits.len() as u32, probe_first);
+        let claim = claim_some(
+            shared,
+            conn,
+            &f.kinds,
+            &mut f.limits,
+            permits.len() as u32,
+            probe_first,
+        );
         let sent = Instant::now();
         let Some(result) = unless_stopped(shutdown, claim).await else {
             warn!("a claim did not answer while stopping; abandoning it");
@@ -110,6 +120,8 @@ struct Fetch<'a> {
     kinds: Vec<String>,
     pacer: Pacer,
     shutdown: &'a CancellationToken,
+    /// The concurrency limits, as last read, and which were full at the last claim.
+    limits: Limits,
 }
 
 /// Whether the loop may claim now.
@@ -128,10 +140,15 @@ impl Fetch<'_> {
         let probe_first = match self.pacer.before_claim() {
             Before::WaitForWork { back_off } => {
                 let idle_wait = self.pacer.idle_wait();
+                // Work a full limit holds back is not waited for: it would wake the wait at once, again
+                // and again, while every claim comes back empty.
+                let (queues, kinds) = self.limits.open(&self.shared.cfg.queues, &self.kinds);
                 match wait_until_due(
                     self.shared,
                     conn,
-                    &self.kinds,
+                    &queues,
+                    &kinds,
+                    self.limits.full(),
                     idle_wait,
                     back_off,
                     self.shutdown,
@@ -253,11 +270,16 @@ async fn wait_for_fence(shared: &Shared, shutdown: &CancellationToken) -> bool {
 
 /// Idle waits until work is due (`Some(false)`: claim at once), until the server-side wait turns out to
 /// be unusable (`Some(true)`: probe before claiming), or until shutdown (`None`). Each wait is twice as
-/// long as the last, up to the poll interval; with `back_off`, the first is a plain sleep.
+/// long as the last, up to the poll interval; with `back_off`, the first is a plain sleep. While `held`
+/// limits are full, each wait is at most [`HELD_RECHECK`], and after it a read-only look tells whether
+/// one of them has room again (then claim).
+#[allow(clippy::too_many_arguments)]
 async fn wait_until_due(
     shared: &Shared,
     conn: &mut Dedicated,
+    queues: &[String],
     kinds: &[String],
+    held: &[(LimitScope, String)],
     idle_wait: &mut Backoff,
     back_off: bool,
     shutdown: &CancellationToken,
@@ -266,12 +288,26 @@ async fn wait_until_due(
         return None;
     }
     loop {
-        let outcome =
-            idle_wait_for_work(shared, conn, kinds, idle_wait.next_delay(), shutdown).await;
+        let wait = match held {
+            [] => idle_wait.next_delay(),
+            _ => idle_wait.next_delay().min(HELD_RECHECK),
+        };
+        let outcome = idle_wait_for_work(shared, conn, queues, kinds, wait, shutdown).await;
         match outcome {
             IdleWait::Stop => return None,
             // Work is due: claim at once, without a probe first.
             IdleWait::Due => return Some(false),
+            IdleWait::Nothing if !held.is_empty() => {
+                let room = conn
+                    .run("limit room", 3, |mut c| async move {
+                        let r = crate::db::limits::any_room(&mut c, held).await;
+                        (c, r)
+                    })
+                    .await;
+                if room.unwrap_or(true) {
+                    return Some(false);
+                }
+            }
             // The server-side wait already looked: wait again rather than probe again.
             IdleWait::Nothing if shared.server_wait.load(Ordering::Relaxed) => {}
             IdleWait::Nothing => return Some(true),
@@ -291,11 +327,14 @@ enum IdleWait {
 async fn idle_wait_for_work(
     shared: &Shared,
     conn: &mut Dedicated,
+    queues: &[String],
     kinds: &[String],
     wait: Duration,
     shutdown: &CancellationToken,
 ) -> IdleWait {
-    if shared.server_wait.load(Ordering::Relaxed) {
+    // With every queue or kind held back by a full limit there is nothing to wait for but time.
+    let nothing_open = queues.is_empty() || kinds.is_empty();
+    if shared.server_wait.load(Ordering::Relaxed) && !nothing_open {
         // The wait writes the heartbeat only when the last one it wrote is half an interval old: a busy
         // worker that waits every few milliseconds would otherwise commit a registry write each time,
         // on the path between a job's INSERT and its start.
@@ -304,7 +343,7 @@ async fn idle_wait_for_work(
             >= shared.cfg.heartbeat_interval.as_millis() as u64 / 2;
         let token = beat_due.then_some(shared.token.as_str());
         let sent = Instant::now();
-        let call = claim::wait_for_work(conn, token, &shared.cfg.queues, kinds, wait);
+        let call = claim::wait_for_work(conn, token, queues, kinds, wait);
         let result = tokio::select! {
             biased;
             () = shutdown.cancelled() => return IdleWait::Stop,
@@ -348,29 +387,50 @@ async fn claim_some(
     shared: &Shared,
     conn: &mut Dedicated,
     kinds: &[String],
+    limits: &mut Limits,
     limit: u32,
     probing: bool,
 ) -> Result<Vec<claim::ClaimedJob>> {
     if probing && !claim::any_due(conn, &shared.cfg.queues, kinds).await? {
         return Ok(Vec::new());
     }
+    limits.refresh(conn).await;
+    limits.clear_full();
     let mut jobs = Vec::new();
     for queue in &shared.cfg.queues {
-        let want = limit - jobs.len() as u32;
-        if want == 0 {
-            break;
+        for part in limits.plan(queue, kinds) {
+            let want = limit - jobs.len() as u32;
+            if want == 0 {
+                return Ok(jobs);
+            }
+            let uncertain = shared.ledger.uncertain_flag();
+            if part.limits.is_empty() {
+                jobs.extend(
+                    claim::claim_batch_watched(
+                        conn,
+                        &shared.token,
+                        queue,
+                        &part.kinds,
+                        want,
+                        uncertain,
+                    )
+                    .await?,
+                );
+            } else {
+                let (got, full) = claim::claim_limited_watched(
+                    conn,
+                    &shared.token,
+                    queue,
+                    &part.kinds,
+                    want,
+                    &part.limits,
+                    uncertain,
+                )
+                .await?;
+                jobs.extend(got);
+                limits.note_full(full);
+            }
         }
-        jobs.extend(
-            claim::claim_batch_watched(
-                conn,
-                &shared.token,
-                queue,
-                kinds,
-                want,
-                shared.ledger.uncertain_flag(),
-            )
-            .await?,
-        );
     }
     Ok(jobs)
 }

@@ -20,6 +20,7 @@ mod execute;
 mod fetch;
 mod finisher;
 mod ledger;
+mod limits;
 mod pacing;
 mod patience;
 mod report;

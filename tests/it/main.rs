@@ -52,6 +52,7 @@ mod browser;
 mod web_browser;
 // A 3-node Galera cluster (scripts/galera.sh): processes spread over the nodes.
 mod galera;
+mod limits;
 mod queues;
 // Workers on many hosts: hosts made of network and pid namespaces, each with a supervisor and a reaper.
 mod hosts;

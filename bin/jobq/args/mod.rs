@@ -10,6 +10,7 @@ use jobq::{ReaperConfig, SupervisorConfig};
 
 mod bench;
 mod jobs;
+pub mod limit;
 pub mod queue;
 pub mod scale;
 mod schedule;
@@ -95,6 +96,9 @@ pub enum Command {
     /// Pause and resume queues for every worker on every host; list the paused ones.
     #[command(subcommand)]
     Queue(queue::QueueCommand),
+    /// Cap how many jobs of a kind or queue run at once across every worker; list the caps.
+    #[command(subcommand)]
+    Limit(limit::LimitCommand),
     /// Delete done, dead and cancelled jobs older than the retention.
     Prune(PruneArgs),
     /// Make the jobs of dead workers runnable again; clean the process registry; prune old jobs.

@@ -5,6 +5,7 @@ mod enqueue;
 mod jobs;
 mod migrate;
 mod prune;
+mod limit;
 mod queue;
 mod reaper;
 mod scale;
@@ -138,6 +139,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Stats(args) => stats::run(&env, args).await,
         Command::Jobs(cmd) => jobs::run(&env, cmd).await,
         Command::Queue(cmd) => queue::run(&env, cmd).await,
+        Command::Limit(cmd) => limit::run(&env, cmd).await,
         Command::Reaper(args) => reaper::run(&env, args).await,
         Command::Supervise(args) => supervise::run(&env, args).await,
         Command::Scale(args) => scale::run(&env, args).await,

@@ -1,0 +1,298 @@
+//! Global concurrency limits: many workers, many limited kinds, never more running than the limit.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use jobq::{
+    ConcurrencyLimits, Handlers, JobContext, JobError, LimitScope, Mode, Worker, WorkerConfig,
+};
+
+use crate::common::{TestDb, run_jobq, wait_until};
+
+/// Running jobs per kind, and the most seen at once, across every worker of the test.
+#[derive(Default)]
+struct Gauge {
+    now: HashMap<String, u32>,
+    most: HashMap<String, u32>,
+}
+
+fn counting_handlers(kinds: &[&str], gauge: &Arc<Mutex<Gauge>>, hold: Duration) -> Handlers {
+    let mut h = Handlers::new();
+    for kind in kinds {
+        let gauge = gauge.clone();
+        h = h
+            .register(kind, move |job: JobContext| {
+                let gauge = gauge.clone();
+                async move {
+                    {
+                        let mut g = gauge.lock().unwrap();
+                        let n = g.now.entry(job.kind.clone()).or_default();
+                        *n += 1;
+                        let n = *n;
+                        let most = g.most.entry(job.kind.clone()).or_default();
+                        *most = (*most).max(n);
+                    }
+                    tokio::time::sleep(hold).await;
+                    *gauge.lock().unwrap().now.get_mut(&job.kind).unwrap() -= 1;
+                    Ok::<(), JobError>(())
+                }
+            })
+            .unwrap();
+    }
+    h
+}
+
+/// 16 workers drain five limited kinds and one free kind: no limited kind ever runs more jobs at once
+/// than its limit, the free kind runs wide, and every job is done once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_workers_never_exceed_a_kinds_limit() {
+    let db = TestDb::new().await;
+    let limits = ConcurrencyLimits::new(db.pool(2).await);
+    let limited = ["l1", "l2", "l3", "l4", "l5"];
+    for (i, k) in limited.iter().enumerate() {
+        limits
+            .set(LimitScope::Kind, k, 1 + i as u32 % 3, "test")
+            .await
+            .unwrap();
+    }
+    for k in limited.iter().chain(&["free"]) {
+        db.exec(&format!(
+            "INSERT INTO job_queue (kind) SELECT '{k}' FROM seq_1_to_60"
+        ))
+        .await;
+    }
+    let gauge = Arc::new(Mutex::new(Gauge::default()));
+    let kinds: Vec<&str> = limited.iter().copied().chain(["free"]).collect();
+    let deadlocks_before = deadlocks(&db).await;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let worker = Worker::new(
+            db.pool(4).await,
+            counting_handlers(&kinds, &gauge, Duration::from_millis(20)),
+            WorkerConfig {
+                mode: Mode::Drain,
+                concurrency: 4,
+                batch_size: 4,
+                ..WorkerConfig::default()
+            },
+        )
+        .unwrap();
+        tasks.push(tokio::spawn(worker.run(jobq::CancellationToken::new())));
+    }
+    let mut claim_errors = 0;
+    for t in tasks {
+        claim_errors += t.await.unwrap().unwrap().claim_errors;
+    }
+    // Drain workers may stop while a limit holds jobs back: finish what they left.
+    let worker = Worker::new(
+        db.pool(4).await,
+        counting_handlers(&kinds, &gauge, Duration::from_millis(20)),
+        WorkerConfig {
+            mode: Mode::Forever,
+            ..WorkerConfig::default()
+        },
+    )
+    .unwrap();
+    let stop = jobq::CancellationToken::new();
+    let last = tokio::spawn(worker.run(stop.clone()));
+    wait_until("every job done", Duration::from_secs(60), || async {
+        db.states().await == "done=360"
+    })
+    .await;
+    stop.cancel();
+    last.await.unwrap().unwrap();
+    let most = gauge.lock().unwrap().most.clone();
+    eprintln!(
+        "most running at once: {most:?}; drained in {:?}; claim errors {claim_errors}; server \
+         deadlocks meanwhile (all tests): {}",
+        started.elapsed(),
+        deadlocks(&db).await - deadlocks_before
+    );
+    for (i, k) in limited.iter().enumerate() {
+        assert!(most[*k] <= 1 + i as u32 % 3, "{k}: {most:?}");
+    }
+    assert!(
+        most["free"] > 3,
+        "the free kind was held back too: {most:?}"
+    );
+    assert_eq!(claim_errors, 0);
+}
+
+/// InnoDB's deadlock count since the server started (every database on it).
+async fn deadlocks(db: &TestDb) -> i64 {
+    let (_, n): (String, String) = sqlx::query_as("SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'")
+        .fetch_one(&db.pool(1).await)
+        .await
+        .unwrap();
+    n.parse().unwrap()
+}
+
+/// What a limit costs a claim: one worker drains no-op jobs of a kind without a limit, then as many of a
+/// kind whose limit never binds, twice each. Prints both rates (a measurement, not a timed assertion).
+#[tokio::test]
+async fn the_claim_cost_of_a_limit_next_to_a_plain_claim() {
+    let db = TestDb::new().await;
+    let limits = ConcurrencyLimits::new(db.pool(2).await);
+    limits
+        .set(LimitScope::Kind, "limited", 1000, "test")
+        .await
+        .unwrap();
+    let jobs = 3000;
+    let mut rates = Vec::new();
+    // Alternated, so neither gets only the cold start or only a busier machine.
+    for kind in ["plain", "limited", "plain", "limited"] {
+        db.exec(&format!(
+            "INSERT INTO job_queue (kind) SELECT '{kind}' FROM seq_1_to_{jobs}"
+        ))
+        .await;
+        let handlers = Handlers::new()
+            .register(kind, |_job: JobContext| async { Ok::<(), JobError>(()) })
+            .unwrap();
+        let worker = Worker::new(
+            db.pool(4).await,
+            handlers,
+            WorkerConfig {
+                mode: Mode::Drain,
+                concurrency: 50,
+                batch_size: 50,
+                ..WorkerConfig::default()
+            },
+        )
+        .unwrap();
+        let t0 = Instant::now();
+        let report = worker.run(jobq::CancellationToken::new()).await.unwrap();
+        let secs = t0.elapsed().as_secs_f64();
+        assert_eq!(report.done, jobs, "{kind}");
+        rates.push((kind, jobs as f64 / secs));
+    }
+    eprintln!(
+        "claim cost of a limit (1 worker, c=50, b=50, {jobs} no-op jobs, debug build): {}",
+        rates
+            .iter()
+            .map(|(k, r)| format!("{k} {r:.0} jobs/s"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
+
+/// A limit of 0 holds a kind (other kinds run); raised to 1, its jobs run one at a time; a queue limit
+/// holds every kind of the queue together.
+#[tokio::test]
+async fn a_zero_limit_holds_and_a_queue_limit_counts_every_kind() {
+    let db = TestDb::new().await;
+    let limits = ConcurrencyLimits::new(db.pool(2).await);
+    limits
+        .set(LimitScope::Kind, "held", 0, "test")
+        .await
+        .unwrap();
+    db.exec("INSERT INTO job_queue (kind) SELECT 'held' FROM seq_1_to_3")
+        .await;
+    db.exec("INSERT INTO job_queue (kind) VALUES ('other')")
+        .await;
+    db.exec(
+        "INSERT INTO job_queue (queue, kind) SELECT 'narrow', IF(seq % 2, 'a', 'b') FROM seq_1_to_6",
+    )
+    .await;
+    limits
+        .set(LimitScope::Queue, "narrow", 1, "test")
+        .await
+        .unwrap();
+    let gauge = Arc::new(Mutex::new(Gauge::default()));
+    let stop = jobq::CancellationToken::new();
+    let worker = Worker::new(
+        db.pool(4).await,
+        counting_handlers(
+            &["held", "other", "a", "b"],
+            &gauge,
+            Duration::from_millis(50),
+        ),
+        WorkerConfig {
+            mode: Mode::Forever,
+            queues: vec!["default".into(), "narrow".into()],
+            ..WorkerConfig::default()
+        },
+    )
+    .unwrap();
+    let task = tokio::spawn(worker.run(stop.clone()));
+    wait_until(
+        "the free job and the narrow queue done",
+        Duration::from_secs(20),
+        || async {
+            db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
+                .await
+                == 7
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let held: i64 = db
+        .scalar("SELECT COUNT(*) FROM job_queue WHERE kind = 'held' AND state = 'queued'")
+        .await;
+    assert_eq!(held, 3, "a held kind started");
+    limits
+        .set(LimitScope::Kind, "held", 1, "test")
+        .await
+        .unwrap();
+    wait_until("the held jobs done", Duration::from_secs(20), || async {
+        db.states().await == "done=10"
+    })
+    .await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    let g = gauge.lock().unwrap();
+    assert_eq!(g.most["held"], 1, "{:?}", g.most);
+    let narrow = g.most.get("a").copied().unwrap_or(0) + g.most.get("b").copied().unwrap_or(0);
+    assert!(g.most["a"] <= 1 && g.most["b"] <= 1, "{:?}", g.most);
+    assert!(narrow >= 1);
+}
+
+/// The CLI sets, lists and removes limits; bad input is refused with nothing written.
+#[tokio::test]
+async fn the_limit_commands_set_list_and_remove() {
+    let db = TestDb::new().await;
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let out = run_jobq(
+        Some(&db.url),
+        &["limit", "set", "--kind", "email.send", "5"],
+    );
+    assert!(
+        text(&out).contains("at most 5 jobs of kind email.send"),
+        "{}",
+        text(&out)
+    );
+    let out = run_jobq(Some(&db.url), &["limit", "set", "--queue", "reports", "0"]);
+    assert!(text(&out).contains("queue reports held"), "{}", text(&out));
+    let out = run_jobq(Some(&db.url), &["limit", "list", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json[0]["scope"], "kind");
+    assert_eq!(json[0]["max_running"], 5);
+    assert_eq!(json[1]["name"], "reports");
+    let out = run_jobq(Some(&db.url), &["limit", "remove", "--queue", "reports"]);
+    assert!(text(&out).contains("no longer limited"), "{}", text(&out));
+    for (args, want) in [
+        (
+            vec!["limit", "set", "--kind", "bad kind", "2"],
+            "invalid kind",
+        ),
+        (
+            vec!["limit", "set", "--kind", "k", "2000000"],
+            "invalid limit",
+        ),
+    ] {
+        let out = run_jobq(Some(&db.url), &args);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(text(&out).contains(want), "{}", text(&out));
+    }
+    let out = run_jobq(Some(&db.url), &["limit", "set", "5"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let left: i64 = db.scalar("SELECT COUNT(*) FROM jobq_limits").await;
+    assert_eq!(left, 1);
+}
