@@ -235,6 +235,15 @@ async fn the_schedulers_own_changes_are_logged_with_what_made_it_act() {
     );
 }
 
+/// The newest entry of `name`'s log.
+async fn lib_log(db: &TestDb, name: &str) -> ScheduleLogEntry {
+    Schedules::new(db.pool.clone())
+        .log(name, 1)
+        .await
+        .unwrap()
+        .remove(0)
+}
+
 fn run(db: &TestDb, args: &[&str]) -> std::process::Output {
     let child = jobq(Some(&db.url), args)
         .env("USER", "carol")
@@ -351,6 +360,26 @@ async fn the_cli_logs_its_user_and_reason_and_prints_the_log() {
         lines[1].contains(" abort ") && lines[1].contains(&carol) && lines[1].ends_with("bad data")
     );
     assert!(lines[2].contains(" pause "));
+
+    // With neither USER nor LOGNAME set (cron, containers), the uid's name from /etc/passwd.
+    let child = jobq(Some(&db.url), &["schedule", "run-now", "nightly"])
+        .env_remove("USER")
+        .env_remove("LOGNAME")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    ok(&wait_output(child, Duration::from_secs(60)));
+    let id_un = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .unwrap();
+    let me = String::from_utf8(id_un.stdout).unwrap().trim().to_string();
+    let last = lib_log(&db, "nightly").await;
+    assert_eq!(
+        (last.action, last.actor.as_str()),
+        (LogAction::RunNow, format!("{me}@{host}").as_str())
+    );
 
     ok(&run(
         &db,

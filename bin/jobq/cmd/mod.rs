@@ -151,10 +151,30 @@ pub async fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Who is running this command, for the record: the login name and host.
+/// Who is running this command, for the record: the login name and host. The name is `$USER` (or
+/// `$LOGNAME`), else the process's uid as /etc/passwd names it (cron and containers often set neither).
 pub(crate) fn actor() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown user".to_string());
+        .unwrap_or_else(|_| uid_name());
     format!("{user}@{}", gethostname::gethostname().to_string_lossy())
+}
+
+/// The name of this process's uid in /etc/passwd, else `uid N` (a container's user may have no entry).
+fn uid_name() -> String {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(uid) = std::fs::metadata("/proc/self").map(|m| m.uid()) else {
+        return "unknown user".to_string();
+    };
+    let uid_text = uid.to_string();
+    std::fs::read_to_string("/etc/passwd")
+        .ok()
+        .and_then(|passwd| {
+            passwd.lines().find_map(|line| {
+                let mut fields = line.split(':');
+                let name = fields.next()?;
+                (fields.nth(1)? == uid_text).then(|| name.to_string())
+            })
+        })
+        .unwrap_or_else(|| format!("uid {uid}"))
 }
