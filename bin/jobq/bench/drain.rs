@@ -80,19 +80,37 @@ impl Running {
     }
 }
 
-/// Starts `s.workers` workers on `url` for jobs of `kind`. `on_start` is called with the job id when a
+/// What a bench worker serves: one kind, in one queue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Work<'a> {
+    pub(crate) queue: &'a str,
+    pub(crate) kind: &'a str,
+}
+
+impl<'a> Work<'a> {
+    /// Jobs of `kind` in the default queue, where `insert_plain` puts them.
+    pub(crate) fn kind(kind: &'a str) -> Self {
+        Work {
+            queue: "default",
+            kind,
+        }
+    }
+}
+
+/// Starts `s.workers` workers on `url` for jobs of `work`. `on_start` is called with the job id when a
 /// no-op handler starts.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn start_workers(
     url: &str,
     s: Settings,
     mode: Mode,
-    kind: &str,
+    work: Work<'_>,
     handler: HandlerKind,
     calls: &Arc<AtomicU64>,
     on_start: Option<Arc<dyn Fn(u64) + Send + Sync>>,
     shutdown: &CancellationToken,
 ) -> BResult<Running> {
+    let kind = work.kind;
     let mut handles = Vec::new();
     let mut pools = Vec::new();
     for _ in 0..s.workers {
@@ -134,6 +152,7 @@ pub(crate) async fn start_workers(
             concurrency: s.concurrency,
             batch_size: s.batch_size,
             mode,
+            queues: vec![work.queue.to_string()],
             ..WorkerConfig::default()
         };
         let worker = Worker::new(pool.clone(), handlers, cfg)?;
@@ -158,8 +177,17 @@ pub(crate) async fn drain_with(
     let shutdown = ctx.stop.child_token();
     let meter = CpuMeter::start(ctx.local_server);
     let t0 = Instant::now();
-    let running =
-        start_workers(url, s, Mode::Drain, kind, handler, &calls, None, &shutdown).await?;
+    let running = start_workers(
+        url,
+        s,
+        Mode::Drain,
+        Work::kind(kind),
+        handler,
+        &calls,
+        None,
+        &shutdown,
+    )
+    .await?;
     let (report, err) = running.join().await;
     let secs = t0.elapsed().as_secs_f64();
     let cpu = meter.finish(jobs);

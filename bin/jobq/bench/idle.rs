@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::drain::{HandlerKind, start_workers};
+use super::drain::{HandlerKind, Work, start_workers};
 use super::wire::{Commands, Relay};
 use super::{BResult, Ctx, IdleReport, Section, Settings, now_us};
 use jobq::{Mode, WorkerConfig};
@@ -38,7 +38,7 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<IdleReport> {
         &url,
         Settings::DEFAULTS,
         Mode::Forever,
-        KIND,
+        Work::kind(KIND),
         HandlerKind::Noop,
         &calls,
         Some(on_start),

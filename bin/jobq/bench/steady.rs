@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::drain::{HandlerKind, start_workers};
+use super::drain::{HandlerKind, Work, start_workers};
 use super::{
     BResult, Ctx, RatePoint, Section, Settings, SteadyReport, insert_plain, now_us, quantile,
 };
@@ -172,7 +172,7 @@ async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult
         &ctx.url,
         s,
         Mode::Forever,
-        KIND,
+        Work::kind(KIND),
         HandlerKind::Noop,
         &calls,
         Some(record),

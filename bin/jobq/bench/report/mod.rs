@@ -317,17 +317,43 @@ pub struct EnqueueReport {
 /// Drains with one worker on each of 1, 2, 3 nodes of a Galera cluster.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClusterReport {
-    /// Each node's worker settings.
-    pub settings_per_node: Settings,
-    /// One run per node count.
+    /// One run per layout, settings and node count.
     pub runs: Vec<ClusterRun>,
+}
+
+/// How a cluster drain lays its workers out over nodes and queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layout {
+    /// One worker per node, all on one queue: claimers on different nodes chase the same head.
+    SharedQueue,
+    /// One worker per node, each on a queue of its own (the jobs spread evenly): disjoint claim ranges.
+    QueuePerNode,
+    /// As many workers as nodes, all connected to the first node: one writer node by choice.
+    OneWriterNode,
+}
+
+impl std::fmt::Display for Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Layout::SharedQueue => "one queue, a worker per node",
+            Layout::QueuePerNode => "a queue per node",
+            Layout::OneWriterNode => "all workers on node 1",
+        })
+    }
 }
 
 /// One cluster drain.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClusterRun {
+    /// How the workers were laid out.
+    pub layout: Layout,
+    /// Each worker's settings.
+    pub settings: Settings,
     /// Nodes with a worker.
     pub nodes: u32,
+    /// Workers in all.
+    pub workers: u32,
     /// Jobs drained.
     pub jobs: u64,
     /// How long it took.

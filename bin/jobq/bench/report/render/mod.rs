@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use super::{
     BenchReport, BigReport, Check, ClusterReport, EnqueueReport, FootprintReport, IdleReport,
-    OTHER_CORES_THRESHOLD, RawCell, RawReport, SteadyReport, WebReport, rates,
+    Layout, OTHER_CORES_THRESHOLD, RawCell, RawReport, SteadyReport, WebReport, rates,
 };
 use crate::bench::cpu::CpuUse;
 use crate::bench::{FinishMode, raw};
@@ -338,14 +338,20 @@ fn web_section(o: &mut String, w: &WebReport) {
 fn cluster_section(o: &mut String, c: &ClusterReport) {
     let _ = writeln!(
         o,
-        "\n9. CLUSTER (Galera): one worker per node ({}), the same queue",
-        c.settings_per_node
+        "\n9. CLUSTER (Galera): drains over the nodes; % is of one worker on one node with the same settings"
     );
-    let one = c.runs.first().map_or(f64::NAN, |r| r.jobs_per_sec);
     for r in &c.runs {
+        let one = c
+            .runs
+            .iter()
+            .find(|b| b.settings == r.settings && b.layout == Layout::SharedQueue && b.nodes == 1)
+            .map_or(f64::NAN, |b| b.jobs_per_sec);
         let _ = writeln!(
             o,
-            "   {} node(s): {:>8.0} jobs/s ({:>3.0}% of one node), {:>6} conflicts, {:.3} per job{}",
+            "   {:<30} {} x{} on {} node(s): {:>8.0} jobs/s ({:>3.0}%), {:>6} conflicts, {:.3} per job{}",
+            r.layout.to_string(),
+            r.settings,
+            r.workers,
             r.nodes,
             r.jobs_per_sec,
             r.jobs_per_sec / one * 100.0,
