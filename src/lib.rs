@@ -43,8 +43,8 @@
 //!   [`JobAction`] names what can be done to one job ([`Jobs::apply`]), and [`human_age`] spells a wait
 //!   the way `jobq` and the dashboard show it.
 //! * **Queue control**: [`Queues`] pauses and resumes queues for every worker at once ([`Paused`],
-//!   [`PausedQueue`]); [`ConcurrencyLimits`] caps how many jobs of a kind or queue run at once across
-//!   every worker ([`Limit`], [`LimitScope`]).
+//!   [`PausedQueue`]); [`JobLimits`] caps how many jobs of a kind or queue run at once, or start per
+//!   period, across every worker ([`Limit`], [`LimitScope`]).
 //! * **The dashboard**: [`web::router`] serves pages and a JSON API over all of it ([`web::WebConfig`]).
 //! * **Errors**: [`Error`] (with [`ConnectFailure`]) and [`Result`]; [`is_transient`] classifies a
 //!   driver error the way jobq's own retries do.
@@ -124,7 +124,7 @@ pub use scheduler::{
 };
 // Keeping workers alive.
 pub use reaper::{ReapReport, Reaper, ReaperConfig};
-pub use limits::{ConcurrencyLimits, Limit, LimitScope};
+pub use limits::{JobLimits, Limit, LimitScope};
 pub use db::scale::ScaleSetting;
 pub use supervisor::{
     SUPERVISOR_PID_ENV, SUPERVISOR_SLOT_ENV, Scale, Supervisor, SupervisorConfig, SupervisorReport,

@@ -1,62 +1,87 @@
-//! Global concurrency limits: "at most N jobs of this kind (or queue) run at once, on every worker of
-//! every host".
+//! Global limits on jobs, across every worker of every host: how many of a kind (or queue) run at once,
+//! and how many start per period.
+
+use std::time::Duration;
 
 use sqlx::MySqlPool;
 
-use crate::db::limits;
+use crate::db::limits::{self, LimitKey};
 pub use crate::db::limits::{Limit, LimitScope};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
-/// Sets, removes and lists concurrency limits. Workers read them at most a second old when they claim,
-/// and claim a limited kind or queue only as far as its limit leaves room, counting the jobs running
-/// everywhere. A limit of 0 holds the kind or queue: nothing more of it starts until the limit is raised
-/// or removed; what runs finishes.
+/// Sets, removes and lists limits. Workers read them at most a second old when they claim, and claim a
+/// limited kind or queue only as far as its limits leave room: a concurrency limit counts the jobs
+/// running everywhere, a rate limit the jobs started in its current window. A limit of 0 holds the kind
+/// or queue: nothing more of it starts until the limit is raised or removed; what runs finishes.
 #[derive(Debug, Clone)]
-pub struct ConcurrencyLimits {
+pub struct JobLimits {
     pool: MySqlPool,
 }
 
-impl ConcurrencyLimits {
-    /// The highest limit: more than any fleet of workers runs at once.
+impl JobLimits {
+    /// The highest limit: more than any fleet of workers runs or starts.
     pub const MAX: u32 = 1_000_000;
+    /// The longest rate period: a week.
+    pub const MAX_PERIOD: Duration = Duration::from_secs(7 * 24 * 3600);
 
     /// Limits stored in `pool`'s database.
     pub fn new(pool: MySqlPool) -> Self {
         Self { pool }
     }
 
-    /// At most `max_running` jobs of `name` (a kind or a queue, as `scope` says) run at once from now
-    /// on (within a second). `by` says who asked.
+    /// At most `max_jobs` jobs of `name` (a kind or a queue, as `scope` says) run at once from now on
+    /// (within a second). `by` says who asked.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a name the schema cannot hold or a limit above [`Self::MAX`], with
     /// nothing written; a database error.
-    pub async fn set(
+    pub async fn set(&self, scope: LimitScope, name: &str, max_jobs: u32, by: &str) -> Result<()> {
+        let key = key(scope, name, None)?;
+        self.store(&key, max_jobs, by).await
+    }
+
+    /// At most `max_jobs` jobs of `name` start per `per` (fixed windows of `per`, counted from the
+    /// first claim after the last window ended), from now on.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a name the schema cannot hold, a limit above [`Self::MAX`], or a period
+    /// that is not whole seconds between 1 s and [`Self::MAX_PERIOD`]; a database error.
+    pub async fn set_rate(
         &self,
         scope: LimitScope,
         name: &str,
-        max_running: u32,
+        max_jobs: u32,
+        per: Duration,
         by: &str,
     ) -> Result<()> {
-        check(scope, name)?;
-        if max_running > Self::MAX {
+        let key = key(scope, name, Some(per))?;
+        self.store(&key, max_jobs, by).await
+    }
+
+    async fn store(&self, key: &LimitKey, max_jobs: u32, by: &str) -> Result<()> {
+        if max_jobs > Self::MAX {
             return Err(Error::invalid(
                 "limit",
-                format!("{max_running} is more than {}", Self::MAX),
+                format!("{max_jobs} is more than {}", Self::MAX),
             ));
         }
         let by: String = by.chars().take(255).collect();
-        limits::set(&self.pool, scope, name, max_running, &by).await
+        limits::set(&self.pool, key, max_jobs, &by).await
     }
 
-    /// Removes the limit on `name`; false when there was none.
+    /// Removes the limit on `name` (the rate limit over `per`, or with `None` the limit at once);
+    /// false when there was none.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a name the schema cannot hold; a database error.
-    pub async fn remove(&self, scope: LimitScope, name: &str) -> Result<bool> {
-        check(scope, name)?;
-        limits::remove(&self.pool, scope, name).await
+    /// [`Error::Invalid`] for a name the schema cannot hold or a bad period; a database error.
+    pub async fn remove(
+        &self,
+        scope: LimitScope,
+        name: &str,
+        per: Option<Duration>,
+    ) -> Result<bool> {
+        limits::remove(&self.pool, &key(scope, name, per)?).await
     }
 
     /// Every limit, kinds first.
@@ -68,9 +93,28 @@ impl ConcurrencyLimits {
     }
 }
 
-fn check(scope: LimitScope, name: &str) -> Result<()> {
+fn key(scope: LimitScope, name: &str, per: Option<Duration>) -> Result<LimitKey> {
     match scope {
-        LimitScope::Kind => Name::Kind.check(name),
-        LimitScope::Queue => Name::Queue.check(name),
+        LimitScope::Kind => Name::Kind.check(name)?,
+        LimitScope::Queue => Name::Queue.check(name)?,
     }
+    let per_secs = match per {
+        None => 0,
+        Some(p) if p.subsec_nanos() != 0 || p.is_zero() || p > JobLimits::MAX_PERIOD => {
+            return Err(Error::invalid(
+                "rate period",
+                format!(
+                    "{} is not whole seconds between 1s and {}",
+                    humantime::format_duration(p),
+                    humantime::format_duration(JobLimits::MAX_PERIOD)
+                ),
+            ));
+        }
+        Some(p) => p.as_secs() as u32,
+    };
+    Ok(LimitKey {
+        scope,
+        name: name.to_string(),
+        per_secs,
+    })
 }

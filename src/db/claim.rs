@@ -28,7 +28,7 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 
 use crate::db::dedicated::Dedicated;
-use crate::db::limits::LimitScope;
+use crate::db::limits::{self, LimitKey};
 use crate::db::row::text;
 use crate::error::Result;
 use crate::statements::{CLAIM_SELECT, CLAIM_STAMP, EXACT_KIND};
@@ -143,9 +143,9 @@ pub(crate) async fn claim_limited_watched(
     queue: &str,
     kinds: &[String],
     want: u32,
-    limits: &[(LimitScope, String)],
+    limits: &[LimitKey],
     uncertain: &AtomicBool,
-) -> Result<(Vec<ClaimedJob>, Vec<(LimitScope, String)>)> {
+) -> Result<(Vec<ClaimedJob>, Vec<LimitKey>)> {
     if want == 0 || kinds.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
@@ -164,60 +164,74 @@ pub(crate) async fn claim_limited_watched(
     result
 }
 
-/// A limit's maximum and the running jobs it counts, in one statement: the count walks the `finished`
-/// index's `state = 'running'` range, as many entries as jobs run now, whatever the table's size.
-fn limit_state_sql(scope: LimitScope) -> &'static str {
-    match scope {
-        LimitScope::Kind => {
-            "SELECT max_running, (SELECT COUNT(*) FROM job_queue FORCE INDEX (finished) \
-             WHERE state = 'running' AND kind = ?) FROM jobq_limits WHERE scope = 'kind' AND name = ?"
-        }
-        LimitScope::Queue => {
-            "SELECT max_running, (SELECT COUNT(*) FROM job_queue FORCE INDEX (finished) \
-             WHERE state = 'running' AND queue = ?) FROM jobq_limits WHERE scope = 'queue' AND name = ?"
-        }
+/// Writes limit `key`'s row (the lock) and reads the room it leaves: a concurrency limit's maximum less
+/// the jobs running now, a rate limit's maximum less what its window has claimed (a window that is over
+/// starts again now). `None` when the limit is gone.
+async fn lock_limit(tx: &mut MySqlConnection, key: &LimitKey) -> Result<Option<u32>, sqlx::Error> {
+    let lock = if key.per_secs == 0 {
+        "UPDATE jobq_limits SET claimed_at = NOW(6) WHERE scope = ? AND name = ? AND per_secs = ?"
+    } else {
+        // Assignments run left to right: window_claims reads the old window_start.
+        "UPDATE jobq_limits SET claimed_at = NOW(6), \
+         window_claims = IF(window_start IS NULL OR window_start <= NOW(6) - INTERVAL per_secs SECOND, \
+         0, window_claims), \
+         window_start = IF(window_start IS NULL OR window_start <= NOW(6) - INTERVAL per_secs SECOND, \
+         NOW(6), window_start) \
+         WHERE scope = ? AND name = ? AND per_secs = ?"
+    };
+    sqlx::query(lock)
+        .bind(key.scope.as_str())
+        .bind(&key.name)
+        .bind(key.per_secs)
+        .execute(&mut *tx)
+        .await?;
+    let mut read = QueryBuilder::<MySql>::new("SELECT CAST(max_jobs AS SIGNED) - ");
+    if key.per_secs == 0 {
+        read.push(limits::running_count(key.scope));
+        read.push_bind(key.name.as_str());
+        read.push(")");
+    } else {
+        read.push("CAST(window_claims AS SIGNED)");
     }
+    read.push(" FROM jobq_limits WHERE scope = ");
+    read.push_bind(key.scope.as_str());
+    read.push(" AND name = ");
+    read.push_bind(key.name.as_str());
+    read.push(" AND per_secs = ");
+    read.push_bind(key.per_secs);
+    let left: Option<i64> = read.build_query_scalar().fetch_optional(&mut *tx).await?;
+    Ok(left.map(|l| u32::try_from(l).unwrap_or(0)))
 }
 
-/// One limited claim. It writes each limit row first, in one fixed order so two claims never wait for
-/// each other crosswise: the write is the lock that makes claims under one limit take turns (a locking
-/// read would do on one server, but on a Galera cluster only a write is certified). Then it counts what
-/// each limit counts and claims what the tightest leaves room for. A limit removed meanwhile no longer
-/// holds the claim back.
+/// One claim under limits. It writes each limit row first, in one fixed order so two claims never wait
+/// for each other crosswise: the write is the lock that makes claims under one limit take turns (a
+/// locking read would do on one server, but on a Galera cluster only a write is certified). Then it
+/// claims what the tightest limit leaves room for, and counts the claim in each rate limit's window. A
+/// limit removed meanwhile no longer holds the claim back.
 async fn claim_once_limited(
     conn: &mut MySqlConnection,
     token: &str,
     queue: &str,
     kinds: &[String],
     want: u32,
-    limits: &[(LimitScope, String)],
-) -> Result<(Vec<ClaimedJob>, Vec<(LimitScope, String)>), sqlx::Error> {
-    let mut ordered: Vec<&(LimitScope, String)> = limits.iter().collect();
-    ordered.sort_by(|a, b| (a.0.as_str(), &a.1).cmp(&(b.0.as_str(), &b.1)));
+    limits: &[LimitKey],
+) -> Result<(Vec<ClaimedJob>, Vec<LimitKey>), sqlx::Error> {
+    let mut ordered: Vec<&LimitKey> = limits.iter().collect();
+    ordered.sort_by(|a, b| {
+        (a.scope.as_str(), &a.name, a.per_secs).cmp(&(b.scope.as_str(), &b.name, b.per_secs))
+    });
     let mut tx = conn.begin().await?;
     let mut left = Vec::new();
-    for limit in ordered {
-        let (scope, name) = limit;
-        sqlx::query("UPDATE jobq_limits SET claimed_at = NOW(6) WHERE scope = ? AND name = ?")
-            .bind(scope.as_str())
-            .bind(name)
-            .execute(&mut *tx)
-            .await?;
-        let state: Option<(u32, i64)> = sqlx::query_as(limit_state_sql(*scope))
-            .bind(name)
-            .bind(name)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some((max, running)) = state else {
-            continue;
-        };
-        left.push((limit, u32::try_from(i64::from(max) - running).unwrap_or(0)));
+    for key in ordered {
+        if let Some(l) = lock_limit(&mut tx, key).await? {
+            left.push((key, l));
+        }
     }
     let room = left.iter().map(|(_, l)| *l).fold(want, u32::min);
-    let full_after = |took: u32| -> Vec<(LimitScope, String)> {
+    let full_after = |took: u32| -> Vec<LimitKey> {
         left.iter()
             .filter(|(_, l)| *l <= took)
-            .map(|(limit, _)| (*limit).clone())
+            .map(|(key, _)| (*key).clone())
             .collect()
     };
     if room == 0 {
@@ -231,8 +245,21 @@ async fn claim_once_limited(
         return Ok((jobs, full_after(0)));
     }
     let jobs = stamp_selected(&mut tx, token, jobs).await?;
+    let took = jobs.len() as u32;
+    for (key, _) in left.iter().filter(|(k, _)| k.per_secs > 0) {
+        sqlx::query(
+            "UPDATE jobq_limits SET window_claims = window_claims + ? \
+             WHERE scope = ? AND name = ? AND per_secs = ?",
+        )
+        .bind(took)
+        .bind(key.scope.as_str())
+        .bind(&key.name)
+        .bind(key.per_secs)
+        .execute(&mut *tx)
+        .await?;
+    }
     tx.commit().await?;
-    let full = full_after(jobs.len() as u32);
+    let full = full_after(took);
     Ok((jobs, full))
 }
 

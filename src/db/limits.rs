@@ -1,5 +1,8 @@
-//! Global concurrency limits (schema 14): `jobq_limits`, one row per limited kind or queue. The claim of
-//! a limited kind or queue lives in [`super::claim`]; this file keeps the table's other statements.
+//! Global limits (schema 14): `jobq_limits`, one row per limit on a kind or queue: how many run at once
+//! (`per_secs` 0) or how many start per period. The claim under limits lives in [`super::claim`]; this
+//! file keeps the table's other statements.
+
+use std::time::Duration;
 
 use sqlx::{MySqlConnection, MySqlPool};
 
@@ -9,9 +12,9 @@ use crate::error::Result;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LimitScope {
-    /// Running jobs of one kind, in any queue.
+    /// Jobs of one kind, in any queue.
     Kind,
-    /// Running jobs of one queue, of any kind.
+    /// Jobs of one queue, of any kind.
     Queue,
 }
 
@@ -33,6 +36,14 @@ impl LimitScope {
     }
 }
 
+/// Which limit: on what, and over which period (0: at once).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct LimitKey {
+    pub(crate) scope: LimitScope,
+    pub(crate) name: String,
+    pub(crate) per_secs: u32,
+}
+
 /// A stored limit.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Limit {
@@ -40,23 +51,51 @@ pub struct Limit {
     pub scope: LimitScope,
     /// The kind or queue.
     pub name: String,
-    /// Most jobs running at once; 0 holds them.
-    pub max_running: u32,
+    /// `None`: at most `max_jobs` run at once. `Some(p)`: at most `max_jobs` start per `p`.
+    #[serde(rename = "per_secs", serialize_with = "secs")]
+    pub per: Option<Duration>,
+    /// The most jobs at once, or per period; 0 holds them.
+    pub max_jobs: u32,
     /// When it was set.
     pub set_at: chrono::DateTime<chrono::Utc>,
     /// Who set it.
     pub set_by: String,
 }
 
-type Row = (String, String, u32, chrono::DateTime<chrono::Utc>, String);
+fn secs<S: serde::Serializer>(per: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+    match per {
+        Some(d) => s.serialize_some(&d.as_secs()),
+        None => s.serialize_none(),
+    }
+}
+
+impl Limit {
+    pub(crate) fn key(&self) -> LimitKey {
+        LimitKey {
+            scope: self.scope,
+            name: self.name.clone(),
+            per_secs: self.per.map_or(0, |d| d.as_secs() as u32),
+        }
+    }
+}
+
+type Row = (
+    String,
+    String,
+    u32,
+    u32,
+    chrono::DateTime<chrono::Utc>,
+    String,
+);
 
 fn from_rows(rows: Vec<Row>) -> Vec<Limit> {
     rows.into_iter()
-        .filter_map(|(scope, name, max_running, set_at, set_by)| {
+        .filter_map(|(scope, name, per_secs, max_jobs, set_at, set_by)| {
             Some(Limit {
                 scope: LimitScope::parse(&scope)?,
                 name,
-                max_running,
+                per: (per_secs > 0).then(|| Duration::from_secs(u64::from(per_secs))),
+                max_jobs,
                 set_at,
                 set_by,
             })
@@ -64,8 +103,8 @@ fn from_rows(rows: Vec<Row>) -> Vec<Limit> {
         .collect()
 }
 
-const SELECT_ALL: &str = "SELECT CAST(scope AS CHAR), CAST(name AS CHAR), max_running, set_at, \
-                          CAST(set_by AS CHAR) FROM jobq_limits ORDER BY scope, name";
+const SELECT_ALL: &str = "SELECT CAST(scope AS CHAR), CAST(name AS CHAR), per_secs, max_jobs, set_at, \
+                          CAST(set_by AS CHAR) FROM jobq_limits ORDER BY scope, name, per_secs";
 
 /// Every limit.
 pub(crate) async fn all(pool: &MySqlPool) -> Result<Vec<Limit>> {
@@ -81,55 +120,67 @@ pub(crate) async fn all_on(conn: &mut MySqlConnection) -> Result<Vec<Limit>, sql
 /// statement, so a worker held back by a limit looks without writing the limit row.
 pub(crate) async fn any_room(
     conn: &mut MySqlConnection,
-    full: &[(LimitScope, String)],
+    full: &[LimitKey],
 ) -> Result<bool, sqlx::Error> {
     if full.is_empty() {
         return Ok(true);
     }
     let mut q = sqlx::QueryBuilder::<sqlx::MySql>::new("SELECT CAST((");
-    for (i, (scope, name)) in full.iter().enumerate() {
+    for (i, key) in full.iter().enumerate() {
         if i > 0 {
             q.push(") OR (");
         }
-        // A limit removed meanwhile reads as unlimited.
-        q.push("COALESCE((SELECT max_running FROM jobq_limits WHERE scope = ");
-        q.push_bind(scope.as_str());
+        // A limit removed meanwhile reads as room.
+        q.push("COALESCE((SELECT ");
+        if key.per_secs == 0 {
+            q.push("max_jobs > ");
+            q.push(running_count(key.scope));
+            q.push_bind(key.name.as_str());
+            q.push(")");
+        } else {
+            q.push(
+                "max_jobs > window_claims OR window_start IS NULL \
+                 OR window_start <= NOW(6) - INTERVAL per_secs SECOND",
+            );
+        }
+        q.push(" FROM jobq_limits WHERE scope = ");
+        q.push_bind(key.scope.as_str());
         q.push(" AND name = ");
-        q.push_bind(name.as_str());
-        q.push(match scope {
-            LimitScope::Kind => {
-                "), 4294967295) > (SELECT COUNT(*) FROM job_queue FORCE INDEX (finished) \
-                 WHERE state = 'running' AND kind = "
-            }
-            LimitScope::Queue => {
-                "), 4294967295) > (SELECT COUNT(*) FROM job_queue FORCE INDEX (finished) \
-                 WHERE state = 'running' AND queue = "
-            }
-        });
-        q.push_bind(name.as_str());
-        q.push(")");
+        q.push_bind(key.name.as_str());
+        q.push(" AND per_secs = ");
+        q.push_bind(key.per_secs);
+        q.push("), TRUE)");
     }
     q.push(") AS SIGNED)");
     let room: i64 = q.build_query_scalar().fetch_one(conn).await?;
     Ok(room > 0)
 }
 
+/// The start of a subquery counting the running jobs a concurrency limit counts, up to the name: the
+/// `finished` index's `state = 'running'` range, as many entries as jobs run now, whatever the table's
+/// size.
+pub(crate) fn running_count(scope: LimitScope) -> &'static str {
+    match scope {
+        LimitScope::Kind => {
+            "(SELECT COUNT(*) FROM job_queue FORCE INDEX (finished) WHERE state = 'running' AND kind = "
+        }
+        LimitScope::Queue => {
+            "(SELECT COUNT(*) FROM job_queue FORCE INDEX (finished) WHERE state = 'running' AND queue = "
+        }
+    }
+}
+
 /// Sets a limit.
-pub(crate) async fn set(
-    pool: &MySqlPool,
-    scope: LimitScope,
-    name: &str,
-    max_running: u32,
-    by: &str,
-) -> Result<()> {
+pub(crate) async fn set(pool: &MySqlPool, key: &LimitKey, max_jobs: u32, by: &str) -> Result<()> {
     sqlx::query(
-        "INSERT INTO jobq_limits (scope, name, max_running, set_by) VALUES (?, ?, ?, ?) \
-         ON DUPLICATE KEY UPDATE max_running = VALUES(max_running), set_by = VALUES(set_by), \
+        "INSERT INTO jobq_limits (scope, name, per_secs, max_jobs, set_by) VALUES (?, ?, ?, ?, ?) \
+         ON DUPLICATE KEY UPDATE max_jobs = VALUES(max_jobs), set_by = VALUES(set_by), \
          set_at = NOW(6)",
     )
-    .bind(scope.as_str())
-    .bind(name)
-    .bind(max_running)
+    .bind(key.scope.as_str())
+    .bind(&key.name)
+    .bind(key.per_secs)
+    .bind(max_jobs)
     .bind(by)
     .execute(pool)
     .await?;
@@ -137,10 +188,11 @@ pub(crate) async fn set(
 }
 
 /// Removes a limit; false when there was none.
-pub(crate) async fn remove(pool: &MySqlPool, scope: LimitScope, name: &str) -> Result<bool> {
-    let r = sqlx::query("DELETE FROM jobq_limits WHERE scope = ? AND name = ?")
-        .bind(scope.as_str())
-        .bind(name)
+pub(crate) async fn remove(pool: &MySqlPool, key: &LimitKey) -> Result<bool> {
+    let r = sqlx::query("DELETE FROM jobq_limits WHERE scope = ? AND name = ? AND per_secs = ?")
+        .bind(key.scope.as_str())
+        .bind(&key.name)
+        .bind(key.per_secs)
         .execute(pool)
         .await?;
     Ok(r.rows_affected() > 0)

@@ -16,7 +16,7 @@ use super::{Shared, WorkerConfig, execute};
 use crate::backoff::Backoff;
 use crate::db::claim;
 use crate::db::dedicated::Dedicated;
-use crate::db::limits::LimitScope;
+use crate::db::limits::LimitKey;
 use crate::error::Result;
 use crate::service::{sleep_or_stop, unless_stopped};
 
@@ -279,7 +279,7 @@ async fn wait_until_due(
     conn: &mut Dedicated,
     queues: &[String],
     kinds: &[String],
-    held: &[(LimitScope, String)],
+    held: &[LimitKey],
     idle_wait: &mut Backoff,
     back_off: bool,
     shutdown: &CancellationToken,

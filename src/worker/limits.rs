@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tracing::debug;
 
 use crate::db::dedicated::Dedicated;
-use crate::db::limits::{self, Limit, LimitScope};
+use crate::db::limits::{self, Limit, LimitKey, LimitScope};
 
 /// How old the limits a worker claims under may be: a new or changed limit holds within this.
 pub(crate) const READ_EVERY: Duration = Duration::from_secs(1);
@@ -20,7 +20,7 @@ pub(super) const HELD_RECHECK: Duration = Duration::from_millis(500);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Part {
     pub(super) kinds: Vec<String>,
-    pub(super) limits: Vec<(LimitScope, String)>,
+    pub(super) limits: Vec<LimitKey>,
 }
 
 /// See the module docs.
@@ -29,7 +29,7 @@ pub(super) struct Limits {
     all: Vec<Limit>,
     read_at: Option<Instant>,
     /// Limits that were full at the last claim.
-    full: Vec<(LimitScope, String)>,
+    full: Vec<LimitKey>,
 }
 
 impl Limits {
@@ -65,7 +65,7 @@ impl Limits {
     }
 
     /// Notes limits a claim found full.
-    pub(super) fn note_full(&mut self, full: Vec<(LimitScope, String)>) {
+    pub(super) fn note_full(&mut self, full: Vec<LimitKey>) {
         for f in full {
             if !self.full.contains(&f) {
                 self.full.push(f);
@@ -74,14 +74,16 @@ impl Limits {
     }
 
     /// The limits that were full at the last claim.
-    pub(super) fn full(&self) -> &[(LimitScope, String)] {
+    pub(super) fn full(&self) -> &[LimitKey] {
         &self.full
     }
 
     /// The queues and kinds worth waiting for: those no full limit holds back.
     pub(super) fn open(&self, queues: &[String], kinds: &[String]) -> (Vec<String>, Vec<String>) {
         let held = |scope: LimitScope, name: &String| {
-            self.full.iter().any(|(s, n)| *s == scope && n == name)
+            self.full
+                .iter()
+                .any(|k| k.scope == scope && &k.name == name)
         };
         (
             queues
@@ -102,27 +104,31 @@ impl Limits {
 /// (the claim is what it always was); otherwise the unlimited kinds together under the queue's limit (if
 /// any), and each limited kind alone under its own limit and the queue's.
 pub(super) fn plan(all: &[Limit], queue: &str, kinds: &[String]) -> Vec<Part> {
-    let queue_limit: Vec<(LimitScope, String)> = all
+    let queue_limits: Vec<LimitKey> = all
         .iter()
         .filter(|l| l.scope == LimitScope::Queue && l.name == queue)
-        .map(|l| (l.scope, l.name.clone()))
+        .map(Limit::key)
         .collect();
-    let limited = |k: &String| {
+    let kind_limits = |k: &String| -> Vec<LimitKey> {
         all.iter()
-            .any(|l| l.scope == LimitScope::Kind && &l.name == k)
+            .filter(|l| l.scope == LimitScope::Kind && &l.name == k)
+            .map(Limit::key)
+            .collect()
     };
-    let (limited_kinds, free): (Vec<String>, Vec<String>) =
-        kinds.iter().cloned().partition(|k| limited(k));
+    let (limited_kinds, free): (Vec<String>, Vec<String>) = kinds
+        .iter()
+        .cloned()
+        .partition(|k| !kind_limits(k).is_empty());
     let mut parts = Vec::new();
     if !free.is_empty() {
         parts.push(Part {
             kinds: free,
-            limits: queue_limit.clone(),
+            limits: queue_limits.clone(),
         });
     }
     for k in limited_kinds {
-        let mut limits = queue_limit.clone();
-        limits.push((LimitScope::Kind, k.clone()));
+        let mut limits = queue_limits.clone();
+        limits.extend(kind_limits(&k));
         parts.push(Part {
             kinds: vec![k],
             limits,
@@ -139,9 +145,18 @@ mod tests {
         Limit {
             scope,
             name: name.into(),
-            max_running: 1,
+            per: None,
+            max_jobs: 1,
             set_at: chrono::Utc::now(),
             set_by: String::new(),
+        }
+    }
+
+    fn key(scope: LimitScope, name: &str, per_secs: u32) -> LimitKey {
+        LimitKey {
+            scope,
+            name: name.into(),
+            per_secs,
         }
     }
 
@@ -165,9 +180,15 @@ mod tests {
     }
 
     #[test]
-    fn limited_kinds_are_claimed_alone_under_their_limit_and_the_queues() {
-        let all = vec![limit(LimitScope::Kind, "b"), limit(LimitScope::Queue, "q")];
-        let q = (LimitScope::Queue, "q".to_string());
+    fn limited_kinds_are_claimed_alone_under_their_limits_and_the_queues() {
+        let mut rate = limit(LimitScope::Kind, "b");
+        rate.per = Some(Duration::from_secs(60));
+        let all = vec![
+            limit(LimitScope::Kind, "b"),
+            rate,
+            limit(LimitScope::Queue, "q"),
+        ];
+        let q = key(LimitScope::Queue, "q", 0);
         assert_eq!(
             plan(&all, "q", &strings(&["a", "b", "c"])),
             [
@@ -177,7 +198,11 @@ mod tests {
                 },
                 Part {
                     kinds: strings(&["b"]),
-                    limits: vec![q, (LimitScope::Kind, "b".into())]
+                    limits: vec![
+                        q,
+                        key(LimitScope::Kind, "b", 0),
+                        key(LimitScope::Kind, "b", 60)
+                    ]
                 }
             ]
         );
@@ -186,8 +211,8 @@ mod tests {
     #[test]
     fn full_limits_are_left_out_of_the_wait() {
         let mut l = Limits::default();
-        l.note_full(vec![(LimitScope::Kind, "b".into())]);
-        l.note_full(vec![(LimitScope::Queue, "q2".into())]);
+        l.note_full(vec![key(LimitScope::Kind, "b", 0)]);
+        l.note_full(vec![key(LimitScope::Queue, "q2", 60)]);
         let (queues, kinds) = l.open(&strings(&["q", "q2"]), &strings(&["a", "b"]));
         assert_eq!((queues, kinds), (strings(&["q"]), strings(&["a"])));
         l.clear_full();

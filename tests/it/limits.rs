@@ -4,9 +4,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jobq::{
-    ConcurrencyLimits, Handlers, JobContext, JobError, LimitScope, Mode, Worker, WorkerConfig,
-};
+use jobq::{Handlers, JobContext, JobError, JobLimits, LimitScope, Mode, Worker, WorkerConfig};
 
 use crate::common::{TestDb, run_jobq, wait_until};
 
@@ -48,7 +46,7 @@ fn counting_handlers(kinds: &[&str], gauge: &Arc<Mutex<Gauge>>, hold: Duration) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sixteen_workers_never_exceed_a_kinds_limit() {
     let db = TestDb::new().await;
-    let limits = ConcurrencyLimits::new(db.pool(2).await);
+    let limits = JobLimits::new(db.pool(2).await);
     let limited = ["l1", "l2", "l3", "l4", "l5"];
     for (i, k) in limited.iter().enumerate() {
         limits
@@ -134,7 +132,7 @@ async fn deadlocks(db: &TestDb) -> i64 {
 #[tokio::test]
 async fn the_claim_cost_of_a_limit_next_to_a_plain_claim() {
     let db = TestDb::new().await;
-    let limits = ConcurrencyLimits::new(db.pool(2).await);
+    let limits = JobLimits::new(db.pool(2).await);
     limits
         .set(LimitScope::Kind, "limited", 1000, "test")
         .await
@@ -182,7 +180,7 @@ async fn the_claim_cost_of_a_limit_next_to_a_plain_claim() {
 #[tokio::test]
 async fn a_zero_limit_holds_and_a_queue_limit_counts_every_kind() {
     let db = TestDb::new().await;
-    let limits = ConcurrencyLimits::new(db.pool(2).await);
+    let limits = JobLimits::new(db.pool(2).await);
     limits
         .set(LimitScope::Kind, "held", 0, "test")
         .await
@@ -248,6 +246,66 @@ async fn a_zero_limit_holds_and_a_queue_limit_counts_every_kind() {
     assert!(narrow >= 1);
 }
 
+/// A rate limit of 5 jobs per 2 s: four workers take 15 due no-op jobs in three windows, so the last
+/// starts at least two windows after the first, and no window claims more than 5.
+#[tokio::test]
+async fn a_rate_limit_spreads_starts_over_its_windows() {
+    let db = TestDb::new().await;
+    let limits = JobLimits::new(db.pool(2).await);
+    limits
+        .set_rate(LimitScope::Kind, "rated", 5, Duration::from_secs(2), "test")
+        .await
+        .unwrap();
+    db.exec("INSERT INTO job_queue (kind) SELECT 'rated' FROM seq_1_to_15")
+        .await;
+    let stop = jobq::CancellationToken::new();
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let handlers = Handlers::new()
+            .register("rated", |_job: JobContext| async { Ok::<(), JobError>(()) })
+            .unwrap();
+        let worker = Worker::new(
+            db.pool(4).await,
+            handlers,
+            WorkerConfig {
+                mode: Mode::Forever,
+                ..WorkerConfig::default()
+            },
+        )
+        .unwrap();
+        tasks.push(tokio::spawn(worker.run(stop.clone())));
+    }
+    wait_until("every rated job done", Duration::from_secs(30), || async {
+        db.states().await == "done=15"
+    })
+    .await;
+    stop.cancel();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let spread_ms: i64 = db
+        .scalar(
+            "SELECT TIMESTAMPDIFF(MICROSECOND, MIN(started_at), MAX(started_at)) DIV 1000 \
+             FROM job_queue",
+        )
+        .await;
+    let per_window: Vec<i64> = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM job_queue q JOIN (SELECT MIN(started_at) AS t0 FROM job_queue) f \
+         GROUP BY FLOOR(TIMESTAMPDIFF(MICROSECOND, f.t0, q.started_at) / 2000000)",
+    )
+    .fetch_all(&db.pool(1).await)
+    .await
+    .unwrap();
+    eprintln!(
+        "15 jobs at 5 per 2 s: starts spread over {spread_ms} ms; per 2 s from the first: {per_window:?}"
+    );
+    assert!(spread_ms >= 3900, "{spread_ms} ms");
+    let window_claims: i64 = db
+        .scalar("SELECT CAST(window_claims AS SIGNED) FROM jobq_limits")
+        .await;
+    assert!(window_claims <= 5, "{window_claims}");
+}
+
 /// The CLI sets, lists and removes limits; bad input is refused with nothing written.
 #[tokio::test]
 async fn the_limit_commands_set_list_and_remove() {
@@ -273,8 +331,24 @@ async fn the_limit_commands_set_list_and_remove() {
     let out = run_jobq(Some(&db.url), &["limit", "list", "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json[0]["scope"], "kind");
-    assert_eq!(json[0]["max_running"], 5);
+    assert_eq!(json[0]["max_jobs"], 5);
     assert_eq!(json[1]["name"], "reports");
+    let out = run_jobq(
+        Some(&db.url),
+        &["limit", "set", "--kind", "email.send", "100", "--per", "1m"],
+    );
+    assert!(
+        text(&out).contains("at most 100 jobs of kind email.send start per 1m"),
+        "{}",
+        text(&out)
+    );
+    let out = run_jobq(Some(&db.url), &["limit", "list"]);
+    assert!(text(&out).contains("per 1m"), "{}", text(&out));
+    let out = run_jobq(
+        Some(&db.url),
+        &["limit", "remove", "--kind", "email.send", "--per", "1m"],
+    );
+    assert!(text(&out).contains("no longer limited"), "{}", text(&out));
     let out = run_jobq(Some(&db.url), &["limit", "remove", "--queue", "reports"]);
     assert!(text(&out).contains("no longer limited"), "{}", text(&out));
     for (args, want) in [

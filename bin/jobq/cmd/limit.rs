@@ -1,34 +1,40 @@
 //! `jobq limit set|remove|list`.
 
 use anyhow::Result;
-use jobq::{ConcurrencyLimits, LimitScope};
+use jobq::{JobLimits, LimitScope};
 
 use super::Env;
 use crate::args::limit::{LimitCommand, LimitTarget};
 use crate::out::{age, outln};
 
 pub async fn run(env: &Env, cmd: LimitCommand) -> Result<()> {
-    let limits = ConcurrencyLimits::new(env.migrated_pool(super::SERIAL_CONNECTIONS).await?);
+    let limits = JobLimits::new(env.migrated_pool(super::SERIAL_CONNECTIONS).await?);
     match cmd {
         LimitCommand::Set(a) => {
             let (scope, name) = target(&a.target);
-            limits
-                .set(scope, name, a.max_running, &super::actor())
-                .await?;
-            match a.max_running {
-                0 => outln!(
-                    "{} {name} held: no job of it starts until the limit is raised",
-                    what(scope)
+            let by = super::actor();
+            match a.target.per {
+                None => limits.set(scope, name, a.max_jobs, &by).await?,
+                Some(p) => limits.set_rate(scope, name, a.max_jobs, p, &by).await?,
+            }
+            let what = what(scope);
+            match (a.max_jobs, a.target.per) {
+                (0, _) => {
+                    outln!("{what} {name} held: no job of it starts until the limit is raised")?
+                }
+                (n, None) => outln!("at most {n} jobs of {what} {name} run at once")?,
+                (n, Some(p)) => outln!(
+                    "at most {n} jobs of {what} {name} start per {}",
+                    humantime::format_duration(p)
                 )?,
-                n => outln!("at most {n} jobs of {} {name} run at once", what(scope))?,
             }
         }
         LimitCommand::Remove(t) => {
             let (scope, name) = target(&t);
-            if limits.remove(scope, name).await? {
+            if limits.remove(scope, name, t.per).await? {
                 outln!("{} {name} is no longer limited", what(scope))?;
             } else {
-                outln!("{} {name} had no limit", what(scope))?;
+                outln!("{} {name} had no such limit", what(scope))?;
             }
         }
         LimitCommand::List(a) => {
@@ -42,11 +48,14 @@ pub async fn run(env: &Env, cmd: LimitCommand) -> Result<()> {
             let now = chrono::Utc::now();
             for l in all {
                 let since = (now - l.set_at).num_milliseconds() as f64 / 1000.0;
+                let how = l.per.map_or("at once".to_string(), |p| {
+                    format!("per {}", humantime::format_duration(p))
+                });
                 outln!(
-                    "{:<6} {:<32} {:>8} at once   set {} ago by {}",
+                    "{:<6} {:<32} {:>8} {how:<12} set {} ago by {}",
                     what(l.scope),
                     l.name,
-                    l.max_running,
+                    l.max_jobs,
                     age(since),
                     l.set_by
                 )?;
