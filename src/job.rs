@@ -114,6 +114,9 @@ pub struct JobRecord {
     pub started_at: Option<DateTime<Utc>>,
     /// When it reached done, dead or cancelled.
     pub finished_at: Option<DateTime<Utc>>,
+    /// Its unique key, if it has one ([`NewJob::unique_key`](crate::NewJob::unique_key)); bytes that
+    /// are not UTF-8 (possible from plain SQL) are shown replaced.
+    pub unique_key: Option<String>,
 }
 
 /// The instants a TIMESTAMP column holds on MySQL 8 and MariaDB before 11.5: 1970-01-01 00:00:01 to

@@ -21,7 +21,9 @@
 //!   [`redact_url`], and [`connect_options`] for programs that open their own connections); [`create_database`]; [`migrate`] creates and upgrades the schema,
 //!   [`ensure_migrated`] checks it ([`latest_version`]).
 //! * **Jobs in**: [`NewJob`] with [`enqueue`] (which returns its [`JobId`]) and [`enqueue_many`],
-//!   also inside the caller's transaction; or a plain `INSERT INTO job_queue` from any language.
+//!   also inside the caller's transaction; or a plain `INSERT INTO job_queue` from any language. A job
+//!   with a unique key is not inserted while another holds the key: [`enqueue_unique`] says which
+//!   ([`Enqueued`]).
 //! * **Running jobs**: a [`Worker`] ([`WorkerConfig`], [`Mode`], [`WorkerReport`]) claims and runs
 //!   jobs with [`Handlers`]: async functions ([`Handler`], [`JobContext`], [`JobError`]), or the
 //!   command and SQL handlers of [`config::Config`]; failures are retried by a [`RetryPolicy`].
@@ -111,7 +113,7 @@ pub use db::{
     read_password_file, redact_url, with_password, with_tls,
 };
 // Jobs in.
-pub use db::enqueue::{NewJob, enqueue, enqueue_many};
+pub use db::enqueue::{Enqueued, NewJob, enqueue, enqueue_many, enqueue_unique};
 pub use job::{JobId, JobRecord, State};
 // Running jobs.
 pub use handler::{Handler, Handlers, JobContext, JobError};
@@ -123,9 +125,8 @@ pub use scheduler::{
     AbortReport, Clock, ManualClock, Scheduler, SchedulerConfig, Schedules, TickReport, Upserted,
 };
 // Keeping workers alive.
-pub use reaper::{ReapReport, Reaper, ReaperConfig};
-pub use limits::{JobLimits, Limit, LimitScope};
 pub use db::scale::ScaleSetting;
+pub use reaper::{ReapReport, Reaper, ReaperConfig};
 pub use supervisor::{
     SUPERVISOR_PID_ENV, SUPERVISOR_SLOT_ENV, Scale, Supervisor, SupervisorConfig, SupervisorReport,
     keep_alive,
@@ -139,6 +140,7 @@ pub use db::attempts::AttemptRecord;
 pub use db::gauges::QueueStateCount;
 pub use duration::human_age;
 pub use jobs::{JobAction, Jobs};
+pub use limits::{JobLimits, Limit, LimitScope};
 pub use queues::{Paused, PausedQueue, Queues};
 // Errors.
 pub use errno::is_transient;

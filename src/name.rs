@@ -1,7 +1,8 @@
 //! The names jobq stores: queues, job kinds and schedules. Their charset and widths are the schema's
 //! (migrations 0001 and 0004: `VARCHAR(64)` queues, `VARCHAR(128)` kinds and schedule names, ASCII with
 //! a binary collation), so they are checked here, once, before a statement would fail on them or a
-//! worker could never claim what was stored.
+//! worker could never claim what was stored. A job's unique key (0012, `VARBINARY(255)`) is checked here
+//! for the same reason.
 
 use crate::error::{Error, Result};
 
@@ -63,6 +64,31 @@ impl Name {
     }
 }
 
+/// The longest unique key `job_queue.unique_key` holds, in bytes (`VARBINARY(255)`, migration 0012).
+pub(crate) const UNIQUE_KEY_MAX_BYTES: usize = 255;
+
+/// `Ok` when `key` can be a job's unique key: not empty, and at most [`UNIQUE_KEY_MAX_BYTES`] bytes of
+/// UTF-8. Any text is allowed otherwise: the column is binary, compared byte for byte without padding,
+/// so keys built from e-mail addresses or paths need no escaping.
+///
+/// # Errors
+/// [`Error::Invalid`] for `unique key`, saying the length found and allowed.
+pub(crate) fn check_unique_key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::invalid("unique key", "must not be empty"));
+    }
+    if key.len() > UNIQUE_KEY_MAX_BYTES {
+        return Err(Error::invalid(
+            "unique key",
+            format!(
+                "is {} bytes long; the unique_key column holds at most {UNIQUE_KEY_MAX_BYTES}",
+                key.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,5 +105,16 @@ mod tests {
         assert!(Name::Schedule.check(&"s".repeat(129)).is_err());
         let e = Name::Schedule.check("é").unwrap_err().to_string();
         assert!(e.starts_with("invalid schedule name: "), "{e}");
+    }
+
+    #[test]
+    fn unique_keys_are_checked_against_their_column_in_bytes() {
+        assert!(check_unique_key("user:42 ada@example.com").is_ok());
+        assert!(check_unique_key(&"k".repeat(UNIQUE_KEY_MAX_BYTES)).is_ok());
+        let e = check_unique_key(&"k".repeat(256)).unwrap_err().to_string();
+        assert!(e.starts_with("invalid unique key: is 256 bytes"), "{e}");
+        // 128 two-byte characters: 256 bytes, over the column though only 128 characters.
+        assert!(check_unique_key(&"é".repeat(128)).is_err());
+        assert!(check_unique_key("").is_err());
     }
 }

@@ -1,13 +1,21 @@
 //! Inserting jobs. Applications can equally write the same rows with plain SQL; this is the typed way.
+//!
+//! A job may carry a unique key (migration 0012): while a job with the key is live (queued, waiting to
+//! retry, or running), the UNIQUE index on `unique_live` refuses a second one, and [`enqueue_unique`]
+//! answers with the live job's id instead. With [`NewJob::unique_for`] a done job holds its key for a
+//! period after it finished too; no generated column can say "finished within the last hour" (they
+//! cannot call `NOW()`), so that part is a look-up before the insert, and has a window (see
+//! [`NewJob::unique_for`]).
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sqlx::{MySql, QueryBuilder};
+use sqlx::{Connection, MySql, QueryBuilder};
 
+use crate::errno;
 use crate::error::{Error, Result};
 use crate::job::JobId;
-use crate::name::Name;
+use crate::name::{Name, check_unique_key};
 
 /// Rows per multi-row INSERT: at most seven placeholders a row stays far below the protocol's 65,535, and the
 /// statement stays well under the default `max_allowed_packet` for typical payloads.
@@ -23,6 +31,32 @@ pub struct NewJob {
     pub(crate) run_at: Option<RunAt>,
     pub(crate) max_attempts: Option<u16>,
     pub(crate) timeout_secs: Option<u32>,
+    pub(crate) unique_key: Option<String>,
+    pub(crate) unique_for: Option<Duration>,
+}
+
+/// What [`enqueue_unique`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    /// A new row was inserted.
+    Inserted(JobId),
+    /// A job with the same unique key holds it (live, or done within the job's
+    /// [`unique_for`](NewJob::unique_for) period); nothing was inserted and this is that job.
+    Existing(JobId),
+}
+
+impl Enqueued {
+    /// The job's id, new or existing.
+    pub fn id(self) -> JobId {
+        match self {
+            Enqueued::Inserted(id) | Enqueued::Existing(id) => id,
+        }
+    }
+
+    /// Whether the id is an existing job's.
+    pub fn is_existing(self) -> bool {
+        matches!(self, Enqueued::Existing(_))
+    }
 }
 
 /// When a job becomes due.
@@ -45,6 +79,8 @@ impl NewJob {
             run_at: None,
             max_attempts: None,
             timeout_secs: None,
+            unique_key: None,
+            unique_for: None,
         }
     }
 
@@ -99,8 +135,36 @@ impl NewJob {
         self
     }
 
+    /// A unique key: while a job with this key is queued, waiting to retry or running, enqueueing
+    /// another returns that job instead of inserting ([`enqueue_unique`] says which happened). The key is
+    /// the whole key (jobs of different kinds share one key space; put the kind in the key to keep them
+    /// apart) and is compared byte for byte; at most 255 bytes. Done, dead and cancelled jobs free it,
+    /// unless [`unique_for`](Self::unique_for) says otherwise.
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique_key = Some(key.into());
+        self
+    }
+
+    /// Also return a done job with the same key if it finished less than `period` ago (by the database's
+    /// clock), e.g. "at most one report per hour". This is a look-up (a locking read of the key's rows
+    /// still in the table) before the insert, not a constraint: a job with the key that is enqueued,
+    /// claimed and finished entirely between another enqueuer's look-up and its insert is not seen, and
+    /// both run. A live job is never duplicated, period or not. Needs a unique key.
+    pub fn unique_for(mut self, period: Duration) -> Self {
+        self.unique_for = Some(period);
+        self
+    }
+
     fn validate(&self) -> Result<()> {
         Name::Kind.check(&self.kind)?;
+        match (&self.unique_key, self.unique_for) {
+            (Some(key), _) => check_unique_key(key)?,
+            (None, Some(_)) => return Err(Error::invalid("unique_for", "needs a unique key")),
+            (None, None) => {}
+        }
+        if self.unique_for == Some(Duration::ZERO) {
+            return Err(Error::invalid("unique_for", "must be above zero"));
+        }
         if let Some(q) = &self.queue {
             Name::Queue.check(q)?;
         }
@@ -152,6 +216,7 @@ struct Columns {
     run_at: bool,
     max_attempts: bool,
     timeout_secs: bool,
+    unique_key: bool,
 }
 
 impl Columns {
@@ -162,6 +227,7 @@ impl Columns {
             run_at: jobs.iter().any(|j| j.run_at.is_some()),
             max_attempts: jobs.iter().any(|j| j.max_attempts.is_some()),
             timeout_secs: jobs.iter().any(|j| j.timeout_secs.is_some()),
+            unique_key: jobs.iter().any(|j| j.unique_key.is_some()),
         }
     }
 
@@ -173,6 +239,7 @@ impl Columns {
             (self.run_at, "run_at"),
             (self.max_attempts, "max_attempts"),
             (self.timeout_secs, "timeout_secs"),
+            (self.unique_key, "unique_key"),
         ] {
             if on {
                 names.push(name);
@@ -221,38 +288,186 @@ fn push_row(
     if cols.timeout_secs {
         push_value(&mut b, job.timeout_secs);
     }
+    if cols.unique_key {
+        push_value(
+            &mut b,
+            job.unique_key.as_ref().map(|k| k.as_bytes().to_vec()),
+        );
+    }
 }
 
-fn insert_statement<'a>(jobs: &'a [NewJob]) -> QueryBuilder<'a, MySql> {
+/// `INSERT INTO job_queue …`, or `INSERT IGNORE` when `skip_duplicates`: only for rows that
+/// [`NewJob::validate`] passed, because IGNORE also turns a value the column cannot hold into a warning.
+fn insert_statement<'a>(jobs: &'a [NewJob], skip_duplicates: bool) -> QueryBuilder<'a, MySql> {
     let cols = Columns::of(jobs);
-    let mut q = QueryBuilder::new(format!("INSERT INTO job_queue ({}) ", cols.names()));
+    let ignore = if skip_duplicates { " IGNORE" } else { "" };
+    let mut q = QueryBuilder::new(format!("INSERT{ignore} INTO job_queue ({}) ", cols.names()));
     q.push_values(jobs, |b, job| push_row(b, job, cols));
     q
 }
 
-/// Inserts one job and returns its id. `executor` may be a pool, a connection or `&mut *transaction`,
-/// so a job can be enqueued in the same transaction as the application's own writes.
-pub async fn enqueue<'e, E>(executor: E, job: &NewJob) -> Result<JobId>
+/// How many times a keyed enqueue is tried. A round ends without an answer when the holder left the
+/// live states between the refusal and the look-up (it finished), or when the insert was chosen as a
+/// deadlock victim: several inserts of one key wait on the holder's index entry while a worker's
+/// finish rewrites it, and once it commits InnoDB lets one insert go and rolls back the others (seen
+/// in tests/it/unique.rs under 8 enqueuers). Either would have to happen this many times in a row.
+const ROUNDS: usize = 16;
+
+// The look-ups are locking reads: in the caller's REPEATABLE READ transaction a plain SELECT reads the
+// transaction's snapshot, which may predate the holder's insert, while a locking read sees the latest
+// committed row. A shared lock, so concurrent enqueuers of one key do not wait on each other; it blocks
+// the holder's claim or finish only until the caller's transaction ends (at once under autocommit).
+
+// language=MySQL
+const LIVE_HOLDER: &str = "SELECT id FROM job_queue WHERE unique_live = ? LOCK IN SHARE MODE";
+
+// language=MySQL
+const HOLDER_WITHIN: &str = "SELECT id FROM job_queue WHERE unique_key = ? \
+     AND (state IN ('queued', 'retry', 'running') \
+          OR (state = 'done' AND finished_at >= NOW(6) - INTERVAL ? MICROSECOND)) \
+     ORDER BY id DESC LIMIT 1 LOCK IN SHARE MODE";
+
+/// The live job holding `key`, if any.
+async fn live_holder(
+    conn: &mut sqlx::MySqlConnection,
+    key: &str,
+) -> std::result::Result<Option<JobId>, sqlx::Error> {
+    Ok(sqlx::query_scalar::<_, u64>(LIVE_HOLDER)
+        .bind(key.as_bytes())
+        .fetch_optional(conn)
+        .await?
+        .map(JobId))
+}
+
+/// A job holding `key` for a new job with this `period`: a live one, or a done one finished less than
+/// `period` ago. Both in one read, so a holder that finishes while it runs is seen in one state or the
+/// other.
+async fn holder_within(
+    conn: &mut sqlx::MySqlConnection,
+    key: &str,
+    period: Duration,
+) -> std::result::Result<Option<JobId>, sqlx::Error> {
+    Ok(sqlx::query_scalar::<_, u64>(HOLDER_WITHIN)
+        .bind(key.as_bytes())
+        .bind(period.as_micros().min(i64::MAX as u128) as i64)
+        .fetch_optional(conn)
+        .await?
+        .map(JobId))
+}
+
+/// Inserts one job and returns its id, or, for a job with a [unique key](NewJob::unique_key) that
+/// another job holds, that job's id ([`enqueue_unique`] says which). `conn` may be a pool, a connection
+/// or `&mut *transaction`, so a job can be enqueued in the same transaction as the application's own
+/// writes.
+pub async fn enqueue<'a, A>(conn: A, job: &NewJob) -> Result<JobId>
 where
-    E: sqlx::Executor<'e, Database = MySql>,
+    A: sqlx::Acquire<'a, Database = MySql>,
+{
+    Ok(enqueue_unique(conn, job).await?.id())
+}
+
+/// Inserts one job, or finds the job holding its [unique key](NewJob::unique_key), and says which.
+/// A job without a key is always [`Enqueued::Inserted`].
+///
+/// Concurrent enqueuers of one key are serialised by the UNIQUE index: exactly one insert wins, the
+/// others get error 1062 and read the winner's id (measured in tests/it/unique.rs: 8 enqueuers, 50
+/// rounds, never two live jobs with one key). A refused insert rolls back only itself, not the caller's
+/// transaction. Ids refused this way are used up (`AUTO_INCREMENT` leaves a gap).
+pub async fn enqueue_unique<'a, A>(conn: A, job: &NewJob) -> Result<Enqueued>
+where
+    A: sqlx::Acquire<'a, Database = MySql>,
 {
     job.validate()?;
-    let done = insert_statement(std::slice::from_ref(job))
+    let mut conn = conn.acquire().await?;
+    let one = std::slice::from_ref(job);
+    let Some(key) = &job.unique_key else {
+        let done = insert_statement(one, false)
+            .build()
+            .execute(&mut *conn)
+            .await?;
+        return Ok(Enqueued::Inserted(JobId(done.last_insert_id())));
+    };
+    let mut round = 0;
+    loop {
+        round += 1;
+        match insert_or_find(&mut conn, job, key).await {
+            Ok(done) => return Ok(done),
+            // The holder left (try again), or a deadlock rolled back our statement, which under
+            // autocommit is all there was. In the caller's transaction a deadlock rolled back the whole
+            // transaction: only the caller can start it again.
+            Err(e)
+                if round < ROUNDS
+                    && (errno::is_duplicate_entry(&e)
+                        || (errno::is_lock_conflict(&e) && !conn.is_in_transaction())) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// One round of [`enqueue_unique`] for a keyed job: the holder (live, or within the job's period), else
+/// the insert, else (refused) the holder that won meanwhile. The refusal (1062) when that holder left
+/// before the look-up.
+///
+/// The look-up comes before the insert, not only after a refusal, because a refused insert locks more:
+/// its duplicate check holds a shared next-key lock on the holder's index entry, which covers the gap
+/// before it, where the holder's own finish inserts its new (NULL) entry. Eight enqueuers inserting a
+/// held key made a worker's finish and one of them deadlock again and again (an enqueue failed 16
+/// rounds in a row); a locking read of an existing entry locks only that entry.
+async fn insert_or_find(
+    conn: &mut sqlx::MySqlConnection,
+    job: &NewJob,
+    key: &str,
+) -> std::result::Result<Enqueued, sqlx::Error> {
+    let holder = match job.unique_for {
+        Some(period) => holder_within(conn, key, period).await?,
+        None => live_holder(conn, key).await?,
+    };
+    if let Some(id) = holder {
+        return Ok(Enqueued::Existing(id));
+    }
+    let refused = match insert_statement(std::slice::from_ref(job), false)
         .build()
-        .execute(executor)
-        .await?;
-    Ok(JobId(done.last_insert_id()))
+        .execute(&mut *conn)
+        .await
+    {
+        Ok(done) => return Ok(Enqueued::Inserted(JobId(done.last_insert_id()))),
+        Err(e) if errno::is_duplicate_entry(&e) => e,
+        Err(e) => return Err(e),
+    };
+    match live_holder(conn, key).await? {
+        Some(id) => Ok(Enqueued::Existing(id)),
+        None => Err(refused),
+    }
 }
 
 /// Inserts many jobs with multi-row INSERTs of up to 1,000 rows and returns how many were inserted. On a
 /// connection or transaction the batches share its fate; on a pool each batch commits by itself.
+///
+/// A job with a [unique key](NewJob::unique_key) is skipped, not counted and not an error when a live
+/// job holds the key, including an earlier job of the same call (the first of several with one key
+/// wins), or, with [`unique_for`](NewJob::unique_for), a job done within its period (one look-up per
+/// such job before its batch). Callers who need the ids of the jobs holding the keys use
+/// [`enqueue_unique`] per job.
 pub async fn enqueue_many(conn: &mut sqlx::MySqlConnection, jobs: &[NewJob]) -> Result<u64> {
     for job in jobs {
         job.validate()?;
     }
     let mut n = 0;
     for chunk in jobs.chunks(ROWS_PER_INSERT) {
-        n += insert_statement(chunk)
+        let mut rows = Vec::with_capacity(chunk.len());
+        for job in chunk {
+            if let (Some(key), Some(period)) = (&job.unique_key, job.unique_for)
+                && holder_within(&mut *conn, key, period).await?.is_some()
+            {
+                continue;
+            }
+            rows.push(job.clone());
+        }
+        if rows.is_empty() {
+            continue;
+        }
+        let keyed = rows.iter().any(|j| j.unique_key.is_some());
+        n += insert_statement(&rows, keyed)
             .build()
             .execute(&mut *conn)
             .await?

@@ -87,6 +87,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../../migrations/0011_queues.sql"),
     },
     Migration {
+        version: 12,
+        name: "0012_unique_jobs.sql",
+        sql: include_str!("../../migrations/0012_unique_jobs.sql"),
+    },
+    Migration {
         version: 13,
         name: "0013_scale.sql",
         sql: include_str!("../../migrations/0013_scale.sql"),

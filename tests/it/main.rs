@@ -62,3 +62,5 @@ mod views;
 mod snooze;
 // The schedules' change log: library, scheduler and CLI.
 mod schedule_log;
+// Unique jobs: a live job holds its key against enqueues from the library, SQL and the CLI.
+mod unique;

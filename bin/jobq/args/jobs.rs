@@ -41,6 +41,16 @@ pub struct EnqueueArgs {
     /// Run-time limit of one attempt (e.g. 90s).
     #[arg(long, value_parser = parse_duration)]
     pub timeout: Option<Duration>,
+
+    /// Unique key (up to 255 bytes): while a job with this key is queued, waiting to retry or running,
+    /// print that job's id instead of inserting another.
+    #[arg(long)]
+    pub unique_key: Option<String>,
+
+    /// With --unique-key: a done job with the key also holds it for this long after it finished
+    /// (e.g. 1h).
+    #[arg(long, value_parser = parse_duration, requires = "unique_key")]
+    pub unique_for: Option<Duration>,
     #[command(flatten)]
     pub format: Format,
 }

@@ -31,12 +31,26 @@ pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
     if let Some(t) = args.timeout {
         job = job.timeout(t);
     }
+    if let Some(k) = &args.unique_key {
+        job = job.unique_key(k);
+    }
+    if let Some(p) = args.unique_for {
+        job = job.unique_for(p);
+    }
     let pool = env.migrated_pool(super::SERIAL_CONNECTIONS).await?;
-    let id = jobq::enqueue(&pool, &job).await?;
+    let done = jobq::enqueue_unique(&pool, &job).await?;
+    let id = done.id();
     if args.format.json {
-        crate::out::json(&serde_json::json!({ "id": id }))?;
+        crate::out::json(&serde_json::json!({ "id": id, "existing": done.is_existing() }))?;
     } else {
+        // stdout stays the bare id either way, for `id=$(jobq enqueue …)`; which one it is goes to stderr.
         outln!("{id}")?;
+        if done.is_existing() {
+            crate::out::err_line(format_args!(
+                "job {id} holds unique key {:?}; nothing inserted",
+                crate::out::clean(args.unique_key.as_deref().unwrap_or_default(), false)
+            ));
+        }
     }
     Ok(())
 }

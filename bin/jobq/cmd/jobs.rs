@@ -214,6 +214,9 @@ fn print_one(j: &JobRecord) -> Result<()> {
         "claim:        {}",
         clean(j.claim.as_deref().unwrap_or("-"), false)
     )?;
+    if let Some(k) = &j.unique_key {
+        outln!("unique key:   {}", clean(k, false))?;
+    }
     let payload = serde_json::from_str::<serde_json::Value>(&j.payload)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| j.payload.clone());

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::job::{JobId, JobRecord, State};
 
 const JOB_COLUMNS: &str = "id, queue, kind, payload, priority, run_at, state, attempts, max_attempts, \
-     timeout_secs, last_error, claim, claimed_at, created_at, started_at, finished_at";
+     timeout_secs, last_error, claim, claimed_at, created_at, started_at, finished_at, unique_key";
 
 /// Filters for [`Jobs::list`](crate::Jobs::list).
 #[derive(Debug, Clone, Default)]
@@ -123,6 +123,9 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for JobRecord {
             created_at: row.try_get("created_at")?,
             started_at: row.try_get("started_at")?,
             finished_at: row.try_get("finished_at")?,
+            unique_key: row
+                .try_get::<Option<Vec<u8>>, _>("unique_key")?
+                .map(|b| String::from_utf8_lossy(&b).into_owned()),
         })
     }
 }
