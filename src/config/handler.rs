@@ -24,6 +24,10 @@ pub struct HandlerConfig {
     pub sql: Option<String>,
     /// Payload fields bound to the placeholders, in order.
     pub params: Option<Vec<String>>,
+    /// SQL handlers: run the statement and the job's done finish in one transaction, fenced, so that its
+    /// effects (rows in this database) happen exactly once. The statement must not commit by itself
+    /// (no DDL, no COMMIT inside a procedure).
+    pub transactional: Option<bool>,
     /// Run-time limit for jobs of this kind that set none themselves.
     pub timeout: Option<HumanDuration>,
     /// Attempts before a job of this kind is dead, replacing the row's `max_attempts` (see
@@ -48,6 +52,13 @@ impl HandlerConfig {
                 if self.params.is_some() {
                     return Err(
                         "`params` belongs to `sql` handlers; a command reads the payload on stdin"
+                            .into(),
+                    );
+                }
+                if self.transactional.is_some() {
+                    return Err(
+                        "`transactional` belongs to `sql` handlers: a command's effects \
+                                are outside the database"
                             .into(),
                     );
                 }
@@ -90,6 +101,7 @@ impl HandlerConfig {
                 Ok(HandlerSpec::Sql {
                     sql: sql.trim().trim_end_matches(';').to_string(),
                     params,
+                    transactional: self.transactional.unwrap_or(false),
                 })
             }
         }

@@ -64,6 +64,27 @@ pub enum Finish {
 /// our token and is recovered like any dead claimant's.
 const TRIES: u32 = 14;
 
+/// The done finish of job `id` on the caller's connection, inside the caller's transaction: the
+/// fenced [`crate::statements::FINISH_DONE`] (the row must still carry `token` and `attempt` and be
+/// running). True when it changed the row; the caller commits its own work with it, or rolls both
+/// back. Not retried here: a retry is the caller's whole transaction.
+pub(crate) async fn done_in(
+    conn: &mut sqlx::MySqlConnection,
+    id: u64,
+    token: &str,
+    attempt: u16,
+) -> std::result::Result<bool, sqlx::Error> {
+    let sql = crate::statements::FINISH_DONE.sql(&["?", "?", "?"]);
+    let changed = sqlx::query(&sql)
+        .bind(id)
+        .bind(token)
+        .bind(attempt)
+        .execute(conn)
+        .await?
+        .rows_affected();
+    Ok(changed == 1)
+}
+
 /// Applies `finish` to job `id` if the row still carries `token` and `attempt`. Returns false when the
 /// fence did not match (the claim was lost), true when the row changed.
 #[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`

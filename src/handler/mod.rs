@@ -19,6 +19,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -50,6 +51,8 @@ pub struct JobContext {
     pub claim: String,
     pub(crate) payload: String,
     pub(crate) cancel: CancellationToken,
+    /// Set by [`JobContext::finish_in`]: the job's done finish is part of the handler's transaction.
+    pub(crate) finished_in_tx: Arc<AtomicBool>,
 }
 
 impl JobContext {
@@ -67,6 +70,29 @@ impl JobContext {
                 std::any::type_name::<T>()
             ))
         })
+    }
+
+    /// Ends this job `done` inside the caller's own transaction on `conn`, fenced by the claim token
+    /// and attempt: transactional completion. Commit it with the job's effects and they happen exactly
+    /// once, however the worker dies or loses its claim: a copy whose claim was taken away gets `false`
+    /// here and must roll back, and a worker killed before the commit leaves neither the effects nor the
+    /// finish. Then the worker does not finish the job itself.
+    ///
+    /// On `Ok(true)`, commit and return `Ok(())` (if the commit fails, return the error: the worker's
+    /// own fenced finish then records the failure, or does nothing if the commit went through after
+    /// all). On `Ok(false)`, roll back and return an error: the job belongs to another attempt now.
+    ///
+    /// # Errors
+    /// The driver's error; roll back and return it.
+    pub async fn finish_in(
+        &self,
+        conn: &mut sqlx::MySqlConnection,
+    ) -> std::result::Result<bool, sqlx::Error> {
+        let done = crate::db::finish::done_in(conn, self.id.0, &self.claim, self.attempt).await?;
+        if done {
+            self.finished_in_tx.store(true, Ordering::SeqCst);
+        }
+        Ok(done)
     }
 
     /// Resolves when the job should stop: its timeout passed, the worker is shutting down for good, or an
@@ -96,6 +122,7 @@ impl JobContext {
             claim: "test".into(),
             payload: payload.into(),
             cancel: CancellationToken::new(),
+            finished_in_tx: Arc::default(),
         }
     }
 }
@@ -276,6 +303,9 @@ pub enum HandlerSpec {
         sql: String,
         /// Payload fields for its placeholders.
         params: Vec<String>,
+        /// Run the statement and the job's done finish in one transaction (see
+        /// [`JobContext::finish_in`]): effects in the same database then happen exactly once.
+        transactional: bool,
     },
 }
 
@@ -374,9 +404,13 @@ impl Handlers {
                     .snooze_on_tempfail(snooze),
                 options,
             ),
-            HandlerSpec::Sql { sql, params } => self.register_with_options(
+            HandlerSpec::Sql {
+                sql,
+                params,
+                transactional,
+            } => self.register_with_options(
                 kind,
-                sql::SqlHandler::new(pool.clone(), sql, params),
+                sql::SqlHandler::new(pool.clone(), sql, params).transactional(transactional),
                 options,
             ),
         }

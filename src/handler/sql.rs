@@ -17,6 +17,13 @@
 //! on with its next one (measured: a `CALL` whose `DO SLEEP(5)` got `KILL QUERY` ran its next `INSERT`
 //! and returned success). That session belongs to a claimant judged gone, whose row has been handed
 //! on. Named locks are local to one server (on Galera, to one node).
+//!
+//! **Exactly once, with `transactional = true`.** The statement and the job's fenced done finish run
+//! in one transaction on one connection ([`JobContext::finish_in`]): the finish checks that the row
+//! still carries this attempt's claim before COMMIT, and rolls the statement back if it does not. A
+//! worker killed mid-job, a connection killed mid-statement, a claim handed on while the statement ran:
+//! in each case either the effects and the finish commit together, or neither does, so the effects
+//! happen exactly once. The statement must not commit by itself (DDL, or COMMIT inside a procedure).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,13 +55,35 @@ struct Inner {
     pool: MySqlPool,
     sql: String,
     params: Vec<String>,
+    transactional: bool,
 }
 
 impl SqlHandler {
     /// A handler running `sql` on `pool`, binding the payload fields named in `params`.
     pub fn new(pool: MySqlPool, sql: String, params: Vec<String>) -> Self {
         Self {
-            inner: Arc::new(Inner { pool, sql, params }),
+            inner: Arc::new(Inner {
+                pool,
+                sql,
+                params,
+                transactional: false,
+            }),
+        }
+    }
+
+    /// With `true`, the statement and the job's done finish commit together (see the module docs).
+    pub fn transactional(self, transactional: bool) -> Self {
+        let inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
+            pool: shared.pool.clone(),
+            sql: shared.sql.clone(),
+            params: shared.params.clone(),
+            transactional: shared.transactional,
+        });
+        Self {
+            inner: Arc::new(Inner {
+                transactional,
+                ..inner
+            }),
         }
     }
 }
@@ -78,7 +107,12 @@ impl Inner {
         if locked != Some(1) {
             self.stop_earlier_copy(&mut conn, job.id).await?;
         }
-        let result = self.execute(&mut conn, conn_id, &args, &job).await;
+        let result = if self.transactional {
+            self.execute_with_finish(&mut conn, conn_id, &args, &job)
+                .await
+        } else {
+            self.execute(&mut conn, conn_id, &args, &job).await
+        };
         // A killed or broken connection releases the lock with its session; `RELEASE_LOCK` on it then
         // fails, which is fine.
         let _ = sqlx::query(&format!("DO RELEASE_LOCK({JOB_LOCK})"))
@@ -125,6 +159,27 @@ impl Inner {
                 holder.map_or_else(|| "?".into(), |h| h.to_string())
             )))
         }
+    }
+
+    /// The statement and the job's fenced done finish in one transaction.
+    async fn execute_with_finish(
+        &self,
+        conn: &mut sqlx::MySqlConnection,
+        conn_id: u64,
+        args: &[Value],
+        job: &JobContext,
+    ) -> Result<(), JobError> {
+        use sqlx::Connection;
+        let mut tx = conn.begin().await?;
+        self.execute(&mut tx, conn_id, args, job).await?;
+        if !job.finish_in(&mut tx).await? {
+            tx.rollback().await?;
+            return Err(JobError::retry(
+                "the claim was lost before the statement committed; rolled back",
+            ));
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn execute(

@@ -1,7 +1,7 @@
 //! Running one claimed job: its handler under a timeout, then the fenced finish.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -55,6 +55,7 @@ pub(super) async fn run_job(
     }
     let fence = shared.fence.token();
     let mut timed_out = false;
+    let finished_in_tx = Arc::new(AtomicBool::new(false));
     let outcome = if shared.hard_stop.is_cancelled() || fence.is_cancelled() {
         // Claimed but never started: give it back as it was.
         Some(Finish::Release)
@@ -64,7 +65,7 @@ pub(super) async fn run_job(
         let waited = Duration::from_micros(job.waited_us.max(0) as u64) + claimed.elapsed();
         telemetry::job_started(&job.queue, waited);
         let started = Instant::now();
-        let ended = run_handler(&shared, &job, &entry, &fence).await;
+        let ended = run_handler(&shared, &job, &entry, &fence, &finished_in_tx).await;
         telemetry::job_ran(&job.queue, &job.kind, started.elapsed());
         timed_out = matches!(ended, Ended::TimedOut(_));
         telemetry::running(-1.0);
@@ -72,6 +73,12 @@ pub(super) async fn run_job(
         decide(&shared, &job, ended, entry.cancel_request.is_cancelled())
     };
     match outcome {
+        // The handler committed the done finish with its own work (JobContext::finish_in).
+        Some(Finish::Done) if finished_in_tx.load(Ordering::SeqCst) => {
+            shared.counters.done.fetch_add(1, Ordering::Relaxed);
+            telemetry::job_finished(&job.queue, &job.kind, "done");
+            debug!(job_id = job.id, kind = %job.kind, attempt, "job done (finished in the handler's transaction)");
+        }
         Some(outcome) => record(&shared, &job, attempt, &outcome, timed_out).await,
         None => {
             shared.counters.lost.fetch_add(1, Ordering::Relaxed);
@@ -88,6 +95,7 @@ async fn run_handler(
     job: &ClaimedJob,
     entry: &Entry,
     fence: &CancellationToken,
+    finished_in_tx: &Arc<AtomicBool>,
 ) -> Ended {
     let Some(registered) = shared.handlers.get(&job.kind) else {
         // Claims ask only for registered kinds, but the kind column compares with trailing spaces
@@ -112,6 +120,7 @@ async fn run_handler(
         claim: shared.token.clone(),
         payload: job.payload.clone(),
         cancel: cancel.clone(),
+        finished_in_tx: finished_in_tx.clone(),
     };
     debug!(job_id = job.id, kind = %job.kind, attempt = job.attempt(), "job started");
     // The handler runs in a task of its own so that a panic fails the job instead of the worker.

@@ -54,6 +54,7 @@ mod web_browser;
 mod galera;
 mod limits;
 mod queues;
+mod transactional;
 // Workers on many hosts: hosts made of network and pid namespaces, each with a supervisor and a reaper.
 mod hosts;
 // The DBA views: jobq_jobs, jobq_jobs_running, jobq_schedules_next.

@@ -492,7 +492,9 @@ async fn scale_changes_a_running_supervisors_workers_without_dropping_jobs() {
         db.states().await == "done=6"
     })
     .await;
-    let most: i64 = db.scalar("SELECT CAST(MAX(attempts) AS SIGNED) FROM job_queue").await;
+    let most: i64 = db
+        .scalar("SELECT CAST(MAX(attempts) AS SIGNED) FROM job_queue")
+        .await;
     assert_eq!(most, 1, "a job was interrupted by the scale-down");
 
     let out = run_jobq(Some(&db.url), &["scale", "-n", "5000"]);

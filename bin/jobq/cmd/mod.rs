@@ -3,9 +3,9 @@
 mod bench;
 mod enqueue;
 mod jobs;
+mod limit;
 mod migrate;
 mod prune;
-mod limit;
 mod queue;
 mod reaper;
 mod scale;
