@@ -194,3 +194,21 @@ fn a_backoff_cap_past_a_month_is_refused() {
         "{e}"
     );
 }
+
+/// The commented example the README points to stays a valid config, its handlers included.
+#[test]
+fn the_example_config_in_the_repository_is_valid() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/jobq.toml");
+    let c = Config::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!c.handlers.is_empty());
+    for (kind, h) in &c.handlers {
+        h.spec().unwrap_or_else(|e| panic!("handlers.{kind}: {e}"));
+    }
+    assert!(matches!(
+        c.handlers["demo.chain"].spec().unwrap(),
+        crate::handler::HandlerSpec::Sql {
+            transactional: true,
+            ..
+        }
+    ));
+}
