@@ -45,6 +45,11 @@ pub(crate) const READ_ONLY_MODE: u16 = 1836;
 /// its cluster) gives for every statement that touches a table: "WSREP has not yet prepared node for
 /// application use". Until it rejoins, only another node can serve.
 pub(crate) const WSREP_NOT_READY: u16 = 1047;
+/// ER_ERROR_DURING_COMMIT. A Galera node that leaves the Primary component in the middle of a statement
+/// fails it with this ("Error while appending streaming replication fragment (provider status: Not
+/// connected to Primary Component)", measured on 10.11): as [`WSREP_NOT_READY`], only another node can
+/// serve. Other causes of 1180 are failed commits too, which jobq's statements (all fenced) may retry.
+pub(crate) const ERROR_DURING_COMMIT: u16 = 1180;
 
 /// The server error number of a database error, if it is one.
 pub(crate) fn number(e: &sqlx::Error) -> Option<u16> {
@@ -89,7 +94,7 @@ pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
 /// (after a failover) or a Galera node outside the Primary component. Connections opened before such an
 /// error are not used again ([`crate::db::failover`]).
 pub(crate) fn is_node_unusable(e: &sqlx::Error) -> bool {
-    number(e) == Some(WSREP_NOT_READY) || is_read_only(e)
+    matches!(number(e), Some(WSREP_NOT_READY | ERROR_DURING_COMMIT)) || is_read_only(e)
 }
 
 /// What kind of transient failure `e` is, as a metric label: `deadlock`, `lock_wait`, `read_only` or
@@ -98,7 +103,7 @@ pub(crate) fn transient_kind(e: &sqlx::Error) -> &'static str {
     match number(e) {
         Some(DEADLOCK) => "deadlock",
         Some(LOCK_WAIT_TIMEOUT) => "lock_wait",
-        Some(WSREP_NOT_READY) => "node_not_ready",
+        Some(WSREP_NOT_READY | ERROR_DURING_COMMIT) => "node_not_ready",
         _ if is_read_only(e) => "read_only",
         _ => "connection",
     }

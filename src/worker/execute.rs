@@ -308,8 +308,11 @@ async fn record(
                   "claim lost: the row no longer carries this worker's token and attempt; leaving it alone");
         }
         Err(e) => {
+            // Kept for the watcher's reconcile, which records it once the database takes it: handing
+            // the row back as never run would run the job again as the same attempt.
+            shared.ledger.unrecorded(job.id, attempt, outcome.clone());
             error!(job_id = job.id, kind = %job.kind, attempt, error = %e,
-                   "could not record the job's outcome; the row stays claimed and will be recovered");
+                   "could not record the job's outcome; it will be recorded once the database takes it");
         }
     }
 }

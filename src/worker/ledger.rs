@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::db::finish::Finish;
+
 /// The tokens one running attempt watches.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
@@ -45,6 +47,9 @@ pub(crate) struct Ledger {
     pub(crate) in_flight: Arc<AtomicUsize>,
     /// Jobs whose outcome has been recorded, counted before their slot is given back.
     pub(crate) ended: AtomicU64,
+    /// Attempts that ran here but whose outcome could not be recorded, with that outcome: a reconcile
+    /// records it later instead of handing the row back as if it had never run.
+    unrecorded: Mutex<HashMap<(u64, u16), Finish>>,
 }
 
 impl Ledger {
@@ -144,11 +149,42 @@ impl Ledger {
     pub(crate) fn clear_uncertain(&self) {
         self.uncertain.store(false, Ordering::SeqCst);
     }
+
+    /// Keeps the outcome of an attempt that ran but could not be recorded, and asks for a reconcile.
+    pub(crate) fn unrecorded(&self, id: u64, attempt: u16, outcome: Finish) {
+        self.unrecorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((id, attempt), outcome);
+        self.uncertain.store(true, Ordering::SeqCst);
+    }
+
+    /// The outcome to record for a row held under this worker's token that it does not run: the one
+    /// kept by [`Ledger::unrecorded`] if the attempt ran here, else [`Finish::Release`] (a claim whose
+    /// reply was lost: it never started). Taken, so it is applied once.
+    pub(crate) fn outcome_for_held(&self, id: u64, attempt: u16) -> Finish {
+        self.unrecorded
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&(id, attempt))
+            .unwrap_or(Finish::Release)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_attempt_that_ran_keeps_its_outcome_for_the_reconcile_and_is_not_handed_back() {
+        let l = Ledger::default();
+        assert_eq!(l.outcome_for_held(7, 1), Finish::Release);
+        l.unrecorded(7, 1, Finish::Done);
+        assert!(l.is_uncertain(), "a reconcile is asked for");
+        assert_eq!(l.outcome_for_held(7, 2), Finish::Release, "another attempt");
+        assert_eq!(l.outcome_for_held(7, 1), Finish::Done);
+        assert_eq!(l.outcome_for_held(7, 1), Finish::Release, "applied once");
+    }
 
     #[test]
     fn a_second_claim_of_a_running_job_marks_the_first_lost_and_waits_for_it() {

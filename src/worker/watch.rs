@@ -72,21 +72,22 @@ async fn reconcile(shared: &Shared) {
         .map(|h| (h.id, h.attempt))
         .collect();
     for (id, attempt) in unknown {
-        match crate::db::finish::finish(
-            &shared.pool,
-            id,
-            &shared.token,
-            attempt,
-            &crate::db::finish::Finish::Release,
-        )
-        .await
-        {
+        let outcome = shared.ledger.outcome_for_held(id, attempt);
+        let ran = outcome != crate::db::finish::Finish::Release;
+        match crate::db::finish::finish(&shared.pool, id, &shared.token, attempt, &outcome).await {
+            Ok(true) if ran => warn!(
+                job_id = id,
+                attempt, "recorded the outcome of a job that ran here once the database took it"
+            ),
             Ok(true) => warn!(
                 job_id = id,
                 "handed back a job claimed by a claim whose reply was lost"
             ),
             Ok(false) => {}
             Err(e) => {
+                if ran {
+                    shared.ledger.unrecorded(id, attempt, outcome);
+                }
                 debug!(error = %e, "cannot reconcile claims yet");
                 return;
             }

@@ -137,7 +137,10 @@ async fn workers_on_three_nodes_drain_a_queue_and_run_every_job_once() {
         return;
     };
     db.pool
-        .execute("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
+        .execute(
+            "CREATE TABLE effects (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, \
+             job_id BIGINT NOT NULL) ENGINE = InnoDB",
+        )
         .await
         .unwrap();
     let jobs = 6000;
@@ -391,7 +394,12 @@ impl Drop for Mend {
 /// SQL handler writes it and takes about 10 ms; the config file for it.
 async fn effects_queue(db: &ClusterDb, jobs: u32) -> std::path::PathBuf {
     db.pool
-        .execute("CREATE TABLE effects (job_id BIGINT NOT NULL, node VARCHAR(64) NOT NULL) ENGINE = InnoDB")
+        // A primary key, as Galera wants on every replicated table: rows of a table without one can be
+        // applied twice when a node catches up.
+        .execute(
+            "CREATE TABLE effects (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, \
+             job_id BIGINT NOT NULL, node VARCHAR(64) NOT NULL) ENGINE = InnoDB",
+        )
         .await
         .unwrap();
     for chunk in (1..=jobs).collect::<Vec<u32>>().chunks(1000) {
