@@ -92,23 +92,33 @@ pub(super) async fn fetch_loop(
             }
             After::RetryIn(wait) => {
                 drop((gate, permits));
-                shared.counters.claim_errors.fetch_add(1, Ordering::Relaxed);
-                match &result {
-                    // Lost races are counted (jobq_db_retries_total) rather than logged: on a Galera
-                    // cluster, claimers on different nodes lose them as a matter of course.
-                    Err(e) if e.is_conflict() => {
-                        debug!(error = %e, retry_in = ?wait, "claim lost a race; trying again");
-                    }
-                    Err(e) => warn!(error = %e, retry_in = ?wait, "claim failed"),
-                    Ok(_) => {}
-                }
-                if sleep_or_stop(wait, shutdown).await {
+                if retry_after_failed_claim(shared, &result, wait, shutdown).await {
                     return Ok(());
                 }
             }
             After::GiveUp => return result.map(|_| ()),
         }
     }
+}
+
+/// Counts and logs a failed claim and waits `wait` before the next; true on shutdown.
+async fn retry_after_failed_claim(
+    shared: &Shared,
+    result: &Result<Vec<claim::ClaimedJob>>,
+    wait: Duration,
+    shutdown: &CancellationToken,
+) -> bool {
+    shared.counters.claim_errors.fetch_add(1, Ordering::Relaxed);
+    match result {
+        // Lost races are counted (jobq_db_retries_total) rather than logged: on a Galera cluster,
+        // claimers on different nodes lose them as a matter of course.
+        Err(e) if e.is_conflict() => {
+            debug!(error = %e, retry_in = ?wait, "claim lost a race; trying again");
+        }
+        Err(e) => warn!(error = %e, retry_in = ?wait, "claim failed"),
+        Ok(_) => {}
+    }
+    sleep_or_stop(wait, shutdown).await
 }
 
 /// The claim loop's state between claims.

@@ -44,29 +44,6 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
             schedules.remove(&name).await?;
             outln!("schedule {name} dropped")?;
         }
-        ScheduleCommand::List { format } => {
-            let list = schedules.list().await?;
-            if format.json {
-                crate::out::json(&list)?;
-            } else {
-                print_list(&list)?;
-            }
-        }
-        ScheduleCommand::Show { name, runs, format } => {
-            show(&schedules, &name, runs, format.json).await?
-        }
-        ScheduleCommand::Runs {
-            name,
-            limit,
-            format,
-        } => {
-            let runs = schedules.runs(&name, limit).await?;
-            if format.json {
-                crate::out::json(&runs)?;
-            } else {
-                print_runs(&runs)?;
-            }
-        }
         ScheduleCommand::Pause { name, .. } => {
             schedules.pause(&name).await?;
             outln!("schedule {name} paused")?;
@@ -83,13 +60,44 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
             let id = schedules.run_now(&name).await?;
             outln!("{id}")?;
         }
+        ScheduleCommand::Abort { name, pause, .. } => abort(&schedules, &name, pause).await?,
+        read => show_what(&schedules, read).await?,
+    }
+    Ok(())
+}
+
+/// The commands that only read: list, show, runs, next, log.
+async fn show_what(schedules: &Schedules, cmd: ScheduleCommand) -> Result<()> {
+    match cmd {
+        ScheduleCommand::List { format } => {
+            let list = schedules.list().await?;
+            if format.json {
+                crate::out::json(&list)?;
+            } else {
+                print_list(&list)?;
+            }
+        }
+        ScheduleCommand::Show { name, runs, format } => {
+            show(schedules, &name, runs, format.json).await?
+        }
+        ScheduleCommand::Runs {
+            name,
+            limit,
+            format,
+        } => {
+            let runs = schedules.runs(&name, limit).await?;
+            if format.json {
+                crate::out::json(&runs)?;
+            } else {
+                print_runs(&runs)?;
+            }
+        }
         ScheduleCommand::Next(a) => {
             let name = a
                 .name
                 .ok_or_else(|| anyhow!("give a schedule name or --spec"))?;
-            next(&schedules, &name, a.count, a.format.json).await?;
+            next(schedules, &name, a.count, a.format.json).await?;
         }
-        ScheduleCommand::Abort { name, pause, .. } => abort(&schedules, &name, pause).await?,
         ScheduleCommand::Log {
             name,
             limit,
@@ -102,6 +110,7 @@ pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
                 print_log(&log)?;
             }
         }
+        _ => unreachable!("the commands that change schedules are handled by run"),
     }
     Ok(())
 }
