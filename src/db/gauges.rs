@@ -21,7 +21,7 @@ pub struct QueueStateCount {
     pub state: State,
     /// Jobs of the queue in the state, among the state's rows counted.
     pub count: i64,
-    /// The state had more rows than [`QUEUE_COUNT_CAP`]: the counts of this state cover its first
+    /// The state had more rows than `QUEUE_COUNT_CAP`: the counts of this state cover its first
     /// rows only (the most recently finished ones for done, dead and cancelled).
     pub capped: bool,
 }
