@@ -56,6 +56,12 @@ async fn smoke_bench_runs_and_every_job_finishes_exactly_once() {
             .iter()
             .all(|c| c["ok"] == true && c["jobs_per_sec"].as_f64().unwrap() > 0.0)
     );
+    let lean = report["raw"]["lean"].as_array().expect("lean cells");
+    assert_eq!(lean.len(), 2, "one lean cell per W at the largest B");
+    assert!(
+        lean.iter()
+            .all(|c| c["ok"] == true && c["jobs_per_sec"].as_f64().unwrap() > 0.0)
+    );
     assert_eq!(report["drain"]["winner"]["ok"], true);
     assert!(report["footprint"]["peak_rss_mb"].as_f64().unwrap() > 0.0);
     assert!(!report["targets"].as_array().unwrap().is_empty());

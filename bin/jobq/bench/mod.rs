@@ -30,6 +30,7 @@ mod drain;
 mod enqueue;
 mod footprint;
 mod idle;
+mod lean;
 mod raw;
 mod report;
 mod steady;
@@ -372,7 +373,9 @@ async fn run_sections(mut ctx: Ctx, name: &str) -> BResult<BenchReport> {
     let mut report = BenchReport::new(&ctx.cfg, name, server, load_start);
 
     if ctx.cfg.runs(Section::Raw) {
-        report.raw = Some(raw::run(&ctx).await?);
+        let mut raw = raw::run(&ctx).await?;
+        raw.lean = lean::run(&ctx).await?;
+        report.raw = Some(raw);
     }
     if ctx.cfg.runs(Section::Drain) {
         report.drain = Some(drain::run(&ctx, report.raw.as_ref()).await?);

@@ -152,6 +152,8 @@ pub struct RawReport {
     pub jobs_per_cell: u64,
     /// Every cell.
     pub cells: Vec<RawCell>,
+    /// The same loop against the leanest claim-token table ([`crate::bench::lean`]).
+    pub lean: Vec<crate::bench::lean::LeanCell>,
 }
 
 impl RawReport {
@@ -159,6 +161,7 @@ impl RawReport {
         Self {
             jobs_per_cell,
             cells,
+            lean: Vec::new(),
         }
     }
 

@@ -104,6 +104,38 @@ pub fn render_text(r: &BenchReport) -> String {
     o
 }
 
+/// The lean-schema cells beside jobq's schema at the same W and B (its best finish there).
+fn lean_lines(o: &mut String, raw: &RawReport) {
+    if raw.lean.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "   lean schema (the smallest claim-token table: one claim index, a token per claim, one UPDATE finishing a claim):"
+    );
+    for l in &raw.lean {
+        let ours = raw
+            .cells
+            .iter()
+            .filter(|c| c.workers == l.workers && c.batch == l.batch)
+            .max_by(|a, b| a.jobs_per_sec.total_cmp(&b.jobs_per_sec));
+        let _ = writeln!(
+            o,
+            "   W={:<3} B={:<5} lean {:>8.0} jobs/s; jobq's schema {}{}",
+            l.workers,
+            l.batch,
+            l.jobs_per_sec,
+            ours.map_or("-".into(), |c| format!(
+                "{:.0} jobs/s ({}, {:.0}% of lean)",
+                c.jobs_per_sec,
+                c.finish.label(),
+                c.jobs_per_sec / l.jobs_per_sec * 100.0
+            )),
+            if l.ok { "" } else { "  NOT OK" }
+        );
+    }
+}
+
 /// 1. The raw-SQL grid.
 fn raw_section(o: &mut String, raw: &RawReport) {
     let _ = writeln!(
@@ -175,6 +207,7 @@ fn raw_section(o: &mut String, raw: &RawReport) {
             );
         }
     }
+    lean_lines(o, raw);
 }
 
 /// 3. Pickup latency under a fixed-rate producer.
