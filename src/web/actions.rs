@@ -77,6 +77,52 @@ pub(super) async fn apply_schedule(
     })
 }
 
+/// Pauses or resumes queue `name` (`action` is `pause` or `resume`); returns what happened, in words.
+pub(super) async fn apply_queue(
+    app: &App,
+    actor: &Actor,
+    action: &str,
+    name: &str,
+) -> Result<String> {
+    let queues = crate::Queues::new(app.pool.clone());
+    Ok(match action {
+        "pause" => {
+            let p = queues.pause(name, &actor.name, None).await?;
+            match p.newly {
+                true => {
+                    format!("queue {name} paused: no worker claims from it until it is resumed")
+                }
+                false => format!("queue {name} was paused already"),
+            }
+        }
+        "resume" => match queues.resume(name).await? {
+            true => format!("queue {name} resumed"),
+            false => format!("queue {name} was not paused"),
+        },
+        other => {
+            return Err(Error::invalid(
+                "queue action",
+                format!("{other:?} is not one of pause, resume"),
+            ));
+        }
+    })
+}
+
+/// `POST /queues/{name}/{pause|resume}` from the overview.
+pub(super) async fn queue_form(
+    State(app): State<App>,
+    Extension(actor): Extension<Actor>,
+    Path((name, action)): Path<(String, String)>,
+) -> Response {
+    match apply_queue(&app, &actor, &action, &name).await {
+        Ok(msg) => {
+            audit(&app, &actor, &format!("queue.{action}"), &name, 1).await;
+            back(&app, "/", &msg)
+        }
+        Err(e) => failure(&app, &e),
+    }
+}
+
 /// Writes an audit entry; a failure to write it is logged, not hidden behind the change that was made.
 pub(super) async fn audit(app: &App, actor: &Actor, action: &str, target: &str, affected: u64) {
     if let Err(e) = crate::db::audit::record(&app.pool, &actor.name, action, target, affected).await

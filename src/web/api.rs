@@ -202,6 +202,20 @@ pub(super) async fn schedule_action(
     .await)
 }
 
+/// `POST /api/queues/{name}/{pause|resume}`.
+pub(super) async fn queue_action(
+    State(app): State<App>,
+    Extension(actor): Extension<Actor>,
+    Path((name, action)): Path<(String, String)>,
+) -> Response {
+    ok(async {
+        let message = actions::apply_queue(&app, &actor, &action, &name).await?;
+        actions::audit(&app, &actor, &format!("queue.{action}"), &name, 1).await;
+        Ok(json!({ "ok": true, "message": message }))
+    }
+    .await)
+}
+
 pub(super) async fn processes(State(app): State<App>) -> Response {
     ok(async {
         let (procs, running) = tokio::try_join!(

@@ -827,3 +827,46 @@ async fn the_bulk_api_acts_on_ids_or_on_a_filter_and_is_guarded_like_every_post(
     assert_eq!(r.status, StatusCode::FORBIDDEN);
     assert_eq!(state(&db, 1).await, "queued");
 }
+
+/// A queue paused from the overview's button stops being claimed, shows as paused with who did it, and
+/// resumes through the JSON API; both changes are audited, and a bad action is refused.
+#[tokio::test]
+async fn queues_pause_and_resume_from_the_overview_and_the_api() {
+    let db = seeded().await;
+    let app = app(&db, WebConfig::default());
+    let token = csrf(&app, "/").await;
+    let home = get(&app, "/").await;
+    assert!(
+        home.body.contains("data-paused=\"no\"") && home.body.contains("/queues/default/pause"),
+        "{}",
+        home.body
+    );
+    let r = send(&app, form_post("/queues/default/pause", &token, "")).await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER, "{}", r.body);
+    let paused: i64 = db
+        .scalar("SELECT COUNT(*) FROM jobq_queues WHERE name = 'default'")
+        .await;
+    assert_eq!(paused, 1);
+    let home = get(&app, "/").await;
+    assert!(
+        home.body.contains("data-paused=\"yes\"") && home.body.contains("/queues/default/resume"),
+        "{}",
+        home.body
+    );
+    let overview = json(&get(&app, "/api/overview").await);
+    assert_eq!(overview["paused"][0]["name"], "default");
+    let r = send(&app, api_post("/api/queues/default/resume", &token, "")).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(json(&r)["message"].as_str().unwrap().contains("resumed"));
+    let left: i64 = db.scalar("SELECT COUNT(*) FROM jobq_queues").await;
+    assert_eq!(left, 0);
+    let actions: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(action AS CHAR) FROM jobq_audit WHERE target = 'default' ORDER BY id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(actions, ["queue.pause", "queue.resume"]);
+    let r = send(&app, api_post("/api/queues/default/explode", &token, "")).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+}

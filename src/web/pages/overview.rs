@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use axum::Extension;
 use axum::extract::{Query, State};
 use axum::response::Response;
 
@@ -11,7 +12,8 @@ use crate::db::admin;
 use crate::db::gauges::{self, QueueStateCount};
 use crate::job::State as JobState;
 use crate::web::App;
-use crate::web::html::{chart, esc, page, query_value};
+use crate::web::guard::CsrfToken;
+use crate::web::html::{button, chart, esc, page, query_value};
 
 /// What the overview shows, gathered in one go (the statements run side by side). Every part is cheap
 /// on a table with millions of finished rows: state counts stop at a cap, the queue lines read waiting
@@ -26,6 +28,8 @@ pub(in crate::web) struct Overview {
     last_hour: Vec<admin::MinuteCount>,
     unserved: Vec<UnservedGroup>,
     processes: Vec<admin::ProcessRow>,
+    /// Paused queues: no worker claims from them.
+    paused: Vec<crate::PausedQueue>,
 }
 
 /// Due jobs no live worker will claim, and why.
@@ -37,13 +41,14 @@ struct UnservedGroup {
 }
 
 pub(in crate::web) async fn gather(app: &App) -> crate::Result<Overview> {
-    let (states, queues, queue_states, last_hour, due_by_kind, processes) = tokio::try_join!(
+    let (states, queues, queue_states, last_hour, due_by_kind, processes, paused) = tokio::try_join!(
         admin::state_counts(&app.pool),
         admin::queue_summaries(&app.pool),
         gauges::queue_state_counts(&app.pool),
         app.minutes.last_hour(&app.pool),
         admin::due_by_kind(&app.pool),
         admin::processes(&app.pool),
+        crate::db::queues::paused(&app.pool),
     )?;
     let unserved = admin::unserved(&due_by_kind, &processes)
         .into_iter()
@@ -59,10 +64,15 @@ pub(in crate::web) async fn gather(app: &App) -> crate::Result<Overview> {
         last_hour,
         unserved,
         processes,
+        paused,
     })
 }
 
-pub(in crate::web) async fn overview(State(app): State<App>, Query(n): Query<Notice>) -> Response {
+pub(in crate::web) async fn overview(
+    State(app): State<App>,
+    Extension(csrf): Extension<CsrfToken>,
+    Query(n): Query<Notice>,
+) -> Response {
     let o = match gather(&app).await {
         Ok(o) => o,
         Err(e) => return failure(&app, &e),
@@ -71,7 +81,7 @@ pub(in crate::web) async fn overview(State(app): State<App>, Query(n): Query<Not
     b.push_str(&state_cards(&app, &o.states));
     b.push_str("<h2>Finished per minute, last hour</h2>");
     b.push_str(&chart(&o.last_hour));
-    b.push_str(&queues_table(&app, &o));
+    b.push_str(&queues_table(&app, &csrf, &o));
     b.push_str(&unserved_list(&o.unserved));
     page(&app, "Overview", n.notice.as_deref(), &b)
 }
@@ -128,9 +138,9 @@ const QUEUE_COLUMNS: [JobState; 6] = [
     JobState::Cancelled,
 ];
 
-/// One line per queue with waiting, running or counted jobs: due, the oldest due job's wait, then its
-/// jobs in each state, each linking to them.
-fn queues_table(app: &App, o: &Overview) -> String {
+/// One line per queue with waiting, running or counted jobs (and every paused queue): due, the oldest
+/// due job's wait, then its jobs in each state, each linking to them, and a pause or resume button.
+fn queues_table(app: &App, csrf: &CsrfToken, o: &Overview) -> String {
     let mut b = String::from(
         "<h2>Queues</h2><table id=\"queues\"><thead><tr><th>queue</th><th class=\"num\">due</th>\
          <th class=\"num\">oldest due</th>",
@@ -149,10 +159,10 @@ fn queues_table(app: &App, o: &Overview) -> String {
             if capped { "*" } else { "" }
         );
     }
-    b.push_str("</tr></thead><tbody>");
+    b.push_str("<th>claims</th></tr></thead><tbody>");
     let lines = queue_lines(o);
     if lines.is_empty() {
-        b.push_str("<tr><td colspan=\"9\">no jobs</td></tr>");
+        b.push_str("<tr><td colspan=\"10\">no jobs</td></tr>");
     }
     for (queue, (summary, counts)) in &lines {
         let _ = write!(
@@ -180,10 +190,34 @@ fn queues_table(app: &App, o: &Overview) -> String {
                 esc(&app.link(&href))
             );
         }
+        b.push_str(&pause_cell(app, csrf, queue, o));
         b.push_str("</tr>");
     }
     b.push_str("</tbody></table>");
     b
+}
+
+/// Whether the queue's jobs are claimed, and the button that changes it.
+fn pause_cell(app: &App, csrf: &CsrfToken, queue: &str, o: &Overview) -> String {
+    let link = |action: &str| app.link(&format!("/queues/{}/{action}", query_value(queue)));
+    match o.paused.iter().find(|p| p.name == queue) {
+        Some(p) => format!(
+            "<td data-paused=\"yes\"><span class=\"bad\" title=\"{}\">paused</span> {}</td>",
+            esc(&format!(
+                "by {}{}",
+                p.paused_by,
+                p.reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            )),
+            button(app, csrf, &link("resume"), "Resume")
+        ),
+        None => format!(
+            "<td data-paused=\"no\">claimed {}</td>",
+            button(app, csrf, &link("pause"), "Pause")
+        ),
+    }
 }
 
 /// Every queue of either reading, by name: its due-and-running line, if it has one, and its counts in
@@ -197,6 +231,9 @@ fn queue_lines(o: &Overview) -> BTreeMap<&str, (Option<&admin::QueueSummary>, [i
         if let Some(i) = QUEUE_COLUMNS.iter().position(|s| *s == c.state) {
             lines.entry(&c.queue).or_default().1[i] = c.count;
         }
+    }
+    for p in &o.paused {
+        lines.entry(&p.name).or_default();
     }
     lines
 }
