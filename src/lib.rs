@@ -141,7 +141,7 @@ pub use db::gauges::QueueStateCount;
 pub use duration::human_age;
 pub use jobs::{JobAction, Jobs};
 pub use limits::{JobLimits, Limit, LimitScope};
-pub use queues::{Paused, PausedQueue, Queues};
+pub use queues::{Paused, PausedQueue, QueuePin, Queues};
 // Errors.
 pub use errno::is_transient;
 pub use error::{ConnectFailure, Error, Result};

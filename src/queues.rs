@@ -3,7 +3,7 @@
 use sqlx::MySqlPool;
 
 use crate::db::queues;
-pub use crate::db::queues::PausedQueue;
+pub use crate::db::queues::{PausedQueue, QueuePin};
 use crate::error::{Error, Result};
 use crate::name::Name;
 
@@ -65,11 +65,68 @@ impl Queues {
         queues::resume(&self.pool, queue).await
     }
 
+    /// Pins `queue` to `hosts`: from now on (within a second) only workers on these hosts, and any
+    /// pinned there before, claim its jobs. Host names are as supervisors and workers register them
+    /// (`jobq stats` lists them).
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a queue name or host name the schema or a token cannot hold, or no host;
+    /// nothing is written then.
+    pub async fn pin(&self, queue: &str, hosts: &[&str], by: &str) -> Result<()> {
+        Name::Queue.check(queue)?;
+        if hosts.is_empty() {
+            return Err(Error::invalid("hosts", "name at least one host"));
+        }
+        for h in hosts {
+            check_host(h)?;
+        }
+        for h in hosts {
+            queues::pin(&self.pool, queue, h, by).await?;
+        }
+        Ok(())
+    }
+
+    /// Unpins `queue` from `host`, or from every host (`None`): a queue left with no host is served
+    /// everywhere again. Returns how many pins went.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad queue or host name; a database error.
+    pub async fn unpin(&self, queue: &str, host: Option<&str>) -> Result<u64> {
+        Name::Queue.check(queue)?;
+        if let Some(h) = host {
+            check_host(h)?;
+        }
+        queues::unpin(&self.pool, queue, host).await
+    }
+
+    /// Every pin, by queue.
+    ///
+    /// # Errors
+    /// A database error.
+    pub async fn pins(&self) -> Result<Vec<QueuePin>> {
+        queues::pins(&self.pool).await
+    }
+
     /// The paused queues, by name.
     ///
     /// # Errors
     /// A database error.
     pub async fn paused(&self) -> Result<Vec<PausedQueue>> {
         queues::paused(&self.pool).await
+    }
+}
+
+/// A host name as workers register it (the claim token's spelling).
+fn check_host(h: &str) -> Result<()> {
+    if !h.is_empty() && crate::token::sanitize_host(h) == h {
+        Ok(())
+    } else {
+        Err(Error::invalid(
+            "host",
+            format!(
+                "{h:?} is not a host name as workers register it (ASCII letters, digits, `.`, `-`, \
+                 `_`, at most 64; `jobq stats` lists them)"
+            ),
+        ))
     }
 }

@@ -6,7 +6,7 @@
 //!
 //! ```
 //! use jobq::statements::{CLAIM_SELECT, placeholders};
-//! let sql = CLAIM_SELECT.sql(&["?", "?", &placeholders(2), "?"]);
+//! let sql = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", &placeholders(2), "?"]);
 //! assert!(sql.contains("kind IN (?, ?)") && sql.ends_with("FOR UPDATE SKIP LOCKED"));
 //! ```
 
@@ -91,17 +91,17 @@ pub const SESSION_SETUP: [&str; 2] = [
 ];
 
 /// Claim, step 1: lock the first due rows of one queue, in claim order, skipping rows another claim
-/// holds, unless the queue is paused (schema 11). Parameters: the queue, the queue again, the kinds (a
-/// list), the most rows. `waited_us` is how long each row
+/// holds, unless the queue is paused (schema 11) or pinned to hosts other than this worker's (schema
+/// 15). Parameters: the queue four times, the worker's host, the kinds (a list), the most rows. `waited_us` is how long each row
 /// was due before this claim, by the server's clock (the pickup delay metric; no clock skew).
 ///
 /// FORCE INDEX: the plan must never become a table scan, also on a freshly bulk-loaded table whose
 /// statistics have not caught up yet.
 ///
-/// The pause check is a primary-key lookup of a constant, which MariaDB resolves while it optimizes:
-/// for a paused queue the plan is "Impossible WHERE" and not one index entry of the queue is read
-/// (measured on 10.11 with 300,000 due rows), for any other queue the plan is unchanged. MySQL 8 reads
-/// such a subquery as a const table too (not measured here).
+/// The pause and pin checks are primary-key lookups of constants, which MariaDB resolves while it
+/// optimizes: for a paused queue, or one pinned elsewhere, the plan is "Impossible WHERE" and not one
+/// index entry of the queue is read (measured on 10.11 with 300,000 due rows), for any other queue the
+/// plan is unchanged. MySQL 8 reads such subqueries as const tables too (not measured here).
 pub const CLAIM_SELECT: Statement = Statement {
     parts: &[
         "SELECT id, queue, kind, payload, attempts, max_attempts, timeout_secs, \
@@ -109,7 +109,10 @@ pub const CLAIM_SELECT: Statement = Statement {
          FROM job_queue FORCE INDEX (claim_order) \
          WHERE ready_queue = ",
         " AND NOT EXISTS (SELECT 1 FROM jobq_queues WHERE name = ",
-        ") AND run_at <= NOW(6) AND kind IN (",
+        ") AND (NOT EXISTS (SELECT 1 FROM jobq_queue_hosts WHERE queue = ",
+        ") OR EXISTS (SELECT 1 FROM jobq_queue_hosts WHERE queue = ",
+        " AND host = ",
+        ")) AND run_at <= NOW(6) AND kind IN (",
         concat!(")", exact_kind!(), " ORDER BY priority, run_at, id LIMIT "),
         " FOR UPDATE SKIP LOCKED",
     ],
@@ -172,7 +175,7 @@ mod tests {
         );
         assert!(
             CLAIM_SELECT
-                .sql(&["?", "?", &placeholders(1), "?"])
+                .sql(&["?", "?", "?", "?", "?", &placeholders(1), "?"])
                 .contains("kind IN (?) AND kind NOT LIKE '% ' ORDER BY")
         );
     }

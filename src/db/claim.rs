@@ -307,13 +307,29 @@ async fn claim_once(
 
 /// Step 1 of a claim: [`CLAIM_SELECT`] with its parameters bound.
 fn claim_select<'a>(queue: &'a str, kinds: &'a [String], limit: u32) -> QueryBuilder<'a, MySql> {
-    let [head, paused_at, kinds_at, limit_at, tail] = CLAIM_SELECT.parts() else {
-        unreachable!("CLAIM_SELECT has four parameters")
+    let [
+        head,
+        paused_at,
+        unpinned_at,
+        pinned_at,
+        host_at,
+        kinds_at,
+        limit_at,
+        tail,
+    ] = CLAIM_SELECT.parts()
+    else {
+        unreachable!("CLAIM_SELECT has seven parameters")
     };
     let mut select = QueryBuilder::<MySql>::new(*head);
     select.push_bind(queue);
     select.push(*paused_at);
     select.push_bind(queue);
+    select.push(*unpinned_at);
+    select.push_bind(queue);
+    select.push(*pinned_at);
+    select.push_bind(queue);
+    select.push(*host_at);
+    select.push_bind(this_host());
     select.push(*kinds_at);
     push_list(&mut select, kinds);
     select.push(*limit_at);
@@ -393,20 +409,24 @@ pub(crate) async fn any_due(
     Ok(found > 0)
 }
 
-/// 1 when a job of `kinds` is due in one of `queues` that is not paused, else 0: per queue, a
-/// primary-key lookup in `jobq_queues` and the first entry of the claim index's due range, both
-/// resolved as constants (a paused queue's range is never read). Names are validated identifiers (no
+/// 1 when a job of `kinds` is due in one of `queues` that is neither paused nor pinned to other hosts,
+/// else 0: per queue, primary-key lookups in `jobq_queues` and `jobq_queue_hosts` and the first entry
+/// of the claim index's due range, all resolved as constants (a held queue's range is never read). Names are validated identifiers (no
 /// quotes possible); quoting is doubled anyway. Literal, not bound: the text also runs inside
 /// `jobq_wait_for_work`, which takes it as a string.
 fn due_expression(queues: &[String], kinds: &[String]) -> String {
     let quote = |i: &String| format!("'{}'", i.replace('\'', "''"));
     let kinds = kinds.iter().map(quote).collect::<Vec<_>>().join(", ");
+    // A host name as the token spells it: letters, digits, `.`, `-`, `_` (no quote possible).
+    let host = quote(&this_host().to_string());
     let per_queue: Vec<String> = queues
         .iter()
         .map(|q| {
             let q = quote(q);
             format!(
-                "(NOT EXISTS (SELECT 1 FROM jobq_queues WHERE name = {q}) AND EXISTS (SELECT 1 FROM \
+                "(NOT EXISTS (SELECT 1 FROM jobq_queues WHERE name = {q}) AND (NOT EXISTS (SELECT 1 \
+                 FROM jobq_queue_hosts WHERE queue = {q}) OR EXISTS (SELECT 1 FROM jobq_queue_hosts \
+                 WHERE queue = {q} AND host = {host})) AND EXISTS (SELECT 1 FROM \
                  job_queue FORCE INDEX (claim_order) WHERE ready_queue = {q} AND run_at <= NOW(6) \
                  AND kind IN ({kinds}){EXACT_KIND}))"
             )
@@ -451,6 +471,11 @@ pub(crate) async fn wait_for_work(
     Ok(due.unwrap_or(0) > 0)
 }
 
+/// The host name this process registers, which queue pins name (schema 15).
+fn this_host() -> &'static str {
+    &crate::token::ProcessIdentity::current().host
+}
+
 /// Step 2's statement, [`CLAIM_STAMP`], with its parameters bound (the ids padded, see
 /// [`crate::db::push_id_list`]).
 fn claim_stamp<'a>(token: &'a str, ids: &[u64]) -> QueryBuilder<'a, MySql> {
@@ -482,7 +507,7 @@ mod tests {
         let kinds = vec!["a".to_string(), "b".to_string()];
         assert_eq!(
             claim_select("q", &kinds, 10).sql(),
-            CLAIM_SELECT.sql(&["?", "?", &placeholders(2), "?"])
+            CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", &placeholders(2), "?"])
         );
         assert_eq!(
             claim_stamp("t", &[1, 2, 3]).sql(),

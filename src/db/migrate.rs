@@ -101,6 +101,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0014_limits.sql",
         sql: include_str!("../../migrations/0014_limits.sql"),
     },
+    Migration {
+        version: 15,
+        name: "0015_queue_hosts.sql",
+        sql: include_str!("../../migrations/0015_queue_hosts.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -1,6 +1,7 @@
-//! Paused queues (schema 11): one row in `jobq_queues` per paused queue. The claim and the idle probe
-//! read it themselves ([`crate::statements::CLAIM_SELECT`], [`crate::db::claim`]), so nothing here has to
-//! reach the workers.
+//! Paused queues (schema 11): one row in `jobq_queues` per paused queue; queues pinned to hosts
+//! (schema 15): rows in `jobq_queue_hosts`. The claim and the idle probe read both themselves
+//! ([`crate::statements::CLAIM_SELECT`], [`crate::db::claim`]), so nothing here has to reach the
+//! workers.
 
 use sqlx::MySqlPool;
 
@@ -68,4 +69,56 @@ pub(crate) async fn has_waiting(pool: &MySqlPool, queue: &str) -> Result<bool> {
     .fetch_optional(pool)
     .await?;
     Ok(any.is_some())
+}
+
+/// A queue pinned to a host.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow, serde::Serialize)]
+pub struct QueuePin {
+    /// The queue.
+    pub queue: String,
+    /// A host whose workers serve it.
+    pub host: String,
+    /// When it was pinned there.
+    pub set_at: chrono::DateTime<chrono::Utc>,
+    /// Who pinned it.
+    pub set_by: String,
+}
+
+/// Pins `queue` to `host` (adds the host to the queue's hosts).
+pub(crate) async fn pin(pool: &MySqlPool, queue: &str, host: &str, by: &str) -> Result<()> {
+    sqlx::query("INSERT IGNORE INTO jobq_queue_hosts (queue, host, set_by) VALUES (?, ?, ?)")
+        .bind(queue)
+        .bind(host)
+        .bind(by)
+        .execute(pool)
+        .await?;
+    Ok(())
+}
+
+/// Unpins `queue` from `host`, or from every host; the rows removed.
+pub(crate) async fn unpin(pool: &MySqlPool, queue: &str, host: Option<&str>) -> Result<u64> {
+    let r = match host {
+        Some(h) => {
+            sqlx::query("DELETE FROM jobq_queue_hosts WHERE queue = ? AND host = ?")
+                .bind(queue)
+                .bind(h)
+                .execute(pool)
+                .await?
+        }
+        None => {
+            sqlx::query("DELETE FROM jobq_queue_hosts WHERE queue = ?")
+                .bind(queue)
+                .execute(pool)
+                .await?
+        }
+    };
+    Ok(r.rows_affected())
+}
+
+const PINS: &str = "SELECT CAST(queue AS CHAR) AS queue, CAST(host AS CHAR) AS host, set_at, \
+                    CAST(set_by AS CHAR) AS set_by FROM jobq_queue_hosts ORDER BY queue, host";
+
+/// Every pin, by queue.
+pub(crate) async fn pins(pool: &MySqlPool) -> Result<Vec<QueuePin>> {
+    Ok(sqlx::query_as(PINS).fetch_all(pool).await?)
 }

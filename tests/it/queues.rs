@@ -84,7 +84,8 @@ async fn a_paused_queues_claim_reads_no_index_entry() {
         .await;
     db.exec("INSERT INTO jobq_queues (name) VALUES ('big')")
         .await;
-    let sql = jobq::statements::CLAIM_SELECT.sql(&["'big'", "'big'", "'k'", "10"]);
+    let sql = jobq::statements::CLAIM_SELECT
+        .sql(&["'big'", "'big'", "'big'", "'big'", "'here'", "'k'", "10"]);
     let pool = db.pool(1).await;
     let mut conn = pool.acquire().await.unwrap();
     let explain: Vec<sqlx::mysql::MySqlRow> = sqlx::query(&format!("EXPLAIN {sql}"))
@@ -147,8 +148,8 @@ async fn the_queue_commands_pause_list_and_resume() {
     );
     let out = run_jobq(Some(&db.url), &["queue", "list", "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(json[0]["name"], "mail");
-    assert_eq!(json[0]["reason"], "SMTP down");
+    assert_eq!(json["paused"][0]["name"], "mail");
+    assert_eq!(json["paused"][0]["reason"], "SMTP down");
     let out = run_jobq(Some(&db.url), &["stats"]);
     assert!(
         text(&out).contains("queue mail is PAUSED") && text(&out).contains("SMTP down"),
@@ -172,4 +173,98 @@ async fn the_queue_commands_pause_list_and_resume() {
     assert!(text(&out).contains("pause reason"), "{}", text(&out));
     let left: i64 = db.scalar("SELECT COUNT(*) FROM jobq_queues").await;
     assert_eq!(left, 1, "only nosuch stays paused");
+}
+
+/// A queue pinned to other hosts is left alone by this host's worker (its other queues still run);
+/// pinned here too, it runs. The CLI pins, lists and unpins, and refuses a bad host name.
+#[tokio::test]
+async fn a_queue_pinned_to_other_hosts_is_left_alone_here() {
+    let db = TestDb::new().await;
+    let here = jobq::testing::ProcessIdentity::current().host.clone();
+    db.exec(
+        "INSERT INTO job_queue (queue, kind) VALUES ('gpu', 'k'), ('gpu', 'k'), ('default', 'k')",
+    )
+    .await;
+    let text = |o: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let out = run_jobq(
+        Some(&db.url),
+        &["queue", "pin", "gpu", "--host", "gpu-box-1"],
+    );
+    assert!(
+        text(&out).contains("served only on gpu-box-1"),
+        "{}",
+        text(&out)
+    );
+    let handlers = Handlers::new()
+        .register("k", |_job: JobContext| async { Ok::<(), JobError>(()) })
+        .unwrap();
+    let stop = jobq::CancellationToken::new();
+    let worker = jobq::Worker::new(
+        db.pool(4).await,
+        handlers,
+        jobq::WorkerConfig {
+            mode: jobq::Mode::Forever,
+            queues: vec!["gpu".into(), "default".into()],
+            ..jobq::WorkerConfig::default()
+        },
+    )
+    .unwrap();
+    let task = tokio::spawn(worker.run(stop.clone()));
+    wait_until(
+        "the default queue's job done",
+        Duration::from_secs(10),
+        || async { db.states().await.contains("done=1") },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        db.states().await,
+        "done=1 queued=2",
+        "a job pinned elsewhere ran here"
+    );
+    let out = run_jobq(Some(&db.url), &["queue", "pin", "gpu", "--host", &here]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_until(
+        "the pinned jobs done here",
+        Duration::from_secs(10),
+        || async { db.states().await == "done=3" },
+    )
+    .await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    let out = run_jobq(Some(&db.url), &["queue", "list"]);
+    assert!(
+        text(&out).contains("gpu") && text(&out).contains("pinned to gpu-box-1"),
+        "{}",
+        text(&out)
+    );
+    let out = run_jobq(
+        Some(&db.url),
+        &["queue", "unpin", "gpu", "--host", "gpu-box-1"],
+    );
+    assert!(
+        text(&out).contains("no longer served on gpu-box-1"),
+        "{}",
+        text(&out)
+    );
+    let out = run_jobq(Some(&db.url), &["queue", "unpin", "gpu"]);
+    assert!(
+        text(&out).contains("served on every host again"),
+        "{}",
+        text(&out)
+    );
+    let out = run_jobq(
+        Some(&db.url),
+        &["queue", "pin", "gpu", "--host", "bad host"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("invalid host"), "{}", text(&out));
+    let left: i64 = db.scalar("SELECT COUNT(*) FROM jobq_queue_hosts").await;
+    assert_eq!(left, 0);
 }

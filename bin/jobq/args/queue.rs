@@ -11,8 +11,31 @@ pub enum QueueCommand {
     Pause(PauseArgs),
     /// Let workers claim from QUEUE again.
     Resume(ResumeArgs),
-    /// The paused queues: since when, by whom, and why.
+    /// The paused queues (since when, by whom, why) and the queues pinned to hosts.
     List(QueueListArgs),
+    /// Serve QUEUE only on these hosts (as `jobq stats` lists them): workers elsewhere leave it alone
+    /// within a second. Adds to the hosts it is pinned to already.
+    Pin(PinArgs),
+    /// Serve QUEUE on every host again (or, with --host, no longer on that one).
+    Unpin(UnpinArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PinArgs {
+    /// The queue to pin.
+    pub queue: String,
+    /// A host whose workers serve it (repeat for several).
+    #[arg(long = "host", required = true)]
+    pub hosts: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UnpinArgs {
+    /// The queue to unpin.
+    pub queue: String,
+    /// Only from this host.
+    #[arg(long)]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Args)]

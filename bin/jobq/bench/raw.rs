@@ -343,10 +343,13 @@ async fn claim(
     batch: u32,
 ) -> Result<Vec<(u64, u16)>, sqlx::Error> {
     let mut tx = conn.begin().await?;
-    let select = CLAIM_SELECT.sql(&["?", "?", "?", "?"]);
+    let select = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", "?", "?"]);
     let rows = sqlx::query(&select)
         .bind(QUEUE)
         .bind(QUEUE)
+        .bind(QUEUE)
+        .bind(QUEUE)
+        .bind("bench")
         .bind(KIND)
         .bind(batch)
         .fetch_all(&mut *tx)

@@ -34,11 +34,31 @@ pub async fn run(env: &Env, cmd: QueueCommand) -> Result<()> {
                 outln!("queue {} was not paused", a.queue)?;
             }
         }
+        QueueCommand::Pin(a) => {
+            let hosts: Vec<&str> = a.hosts.iter().map(String::as_str).collect();
+            queues.pin(&a.queue, &hosts, &super::actor()).await?;
+            outln!(
+                "queue {} is served only on {} (and any host it was pinned to before)",
+                a.queue,
+                hosts.join(", ")
+            )?;
+        }
+        QueueCommand::Unpin(a) => {
+            let n = queues.unpin(&a.queue, a.host.as_deref()).await?;
+            match (n, &a.host) {
+                (0, _) => outln!("queue {} had no such pin", a.queue)?,
+                (_, Some(h)) => outln!("queue {} is no longer served on {h}", a.queue)?,
+                (_, None) => outln!("queue {} is served on every host again", a.queue)?,
+            }
+        }
         QueueCommand::List(a) => {
             let paused = queues.paused().await?;
+            let pins = queues.pins().await?;
             if a.format.json {
-                outln!("{}", serde_json::to_string_pretty(&paused)?)?;
-                return Ok(());
+                return crate::out::json(&serde_json::json!({ "paused": paused, "pins": pins }));
+            }
+            for p in &pins {
+                outln!("{:<20} pinned to {}", p.queue, p.host)?;
             }
             if paused.is_empty() {
                 outln!("no paused queues")?;
