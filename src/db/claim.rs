@@ -119,13 +119,30 @@ pub(crate) async fn claim_batch_watched(
     if limit == 0 || kinds.is_empty() {
         return Ok(Vec::new());
     }
+    watched(conn, uncertain, |mut c| async move {
+        let r = claim_once(&mut c, token, queue, kinds, limit).await;
+        (c, r)
+    })
+    .await
+}
+
+/// Runs a claim on the worker's connection, raising `uncertain` when a try failed in a way that may
+/// have committed anyway (anything but an error the server answered with), or when the claim failed.
+async fn watched<T, F, Fut>(conn: &mut Dedicated, uncertain: &AtomicBool, mut op: F) -> Result<T>
+where
+    F: FnMut(MySqlConnection) -> Fut,
+    Fut: std::future::Future<Output = (MySqlConnection, Result<T, sqlx::Error>)>,
+{
     let result = conn
-        .run("claim", TRIES, |mut c| async move {
-            let r = claim_once(&mut c, token, queue, kinds, limit).await;
-            if matches!(&r, Err(e) if !matches!(e, sqlx::Error::Database(_))) {
-                uncertain.store(true, Ordering::SeqCst);
+        .run("claim", TRIES, |c| {
+            let attempt = op(c);
+            async move {
+                let (c, r) = attempt.await;
+                if matches!(&r, Err(e) if !matches!(e, sqlx::Error::Database(_))) {
+                    uncertain.store(true, Ordering::SeqCst);
+                }
+                (c, r)
             }
-            (c, r)
         })
         .await;
     if result.is_err() {
@@ -149,19 +166,11 @@ pub(crate) async fn claim_limited_watched(
     if want == 0 || kinds.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
-    let result = conn
-        .run("claim", TRIES, |mut c| async move {
-            let r = claim_once_limited(&mut c, token, queue, kinds, want, limits).await;
-            if matches!(&r, Err(e) if !matches!(e, sqlx::Error::Database(_))) {
-                uncertain.store(true, Ordering::SeqCst);
-            }
-            (c, r)
-        })
-        .await;
-    if result.is_err() {
-        uncertain.store(true, Ordering::SeqCst);
-    }
-    result
+    watched(conn, uncertain, |mut c| async move {
+        let r = claim_once_limited(&mut c, token, queue, kinds, want, limits).await;
+        (c, r)
+    })
+    .await
 }
 
 /// Writes limit `key`'s row (the lock) and reads the room it leaves: a concurrency limit's maximum less
