@@ -24,17 +24,21 @@ pub enum State {
     Dead,
     /// Cancelled by an operator before it finished.
     Cancelled,
+    /// Waiting for the jobs it names to be done (schema 16); not claimable until then.
+    Waiting,
 }
 
 impl State {
-    /// Every state, in life order.
-    pub const ALL: [State; 6] = [
+    /// Every state: in life order, then `waiting` (schema 16), which comes before `queued` for a job
+    /// that has dependencies.
+    pub const ALL: [State; 7] = [
         State::Queued,
         State::Running,
         State::Done,
         State::Retry,
         State::Dead,
         State::Cancelled,
+        State::Waiting,
     ];
 
     /// The value stored in the `state` column.
@@ -46,6 +50,7 @@ impl State {
             State::Retry => "retry",
             State::Dead => "dead",
             State::Cancelled => "cancelled",
+            State::Waiting => "waiting",
         }
     }
 

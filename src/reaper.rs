@@ -145,6 +145,10 @@ pub struct ReapReport {
     /// Groups of due jobs (queue and kind) that waited past `unserved_after` with no live worker to
     /// claim them; each is logged as a warning.
     pub unserved: u64,
+    /// Waiting jobs whose dependencies were all done: queued now.
+    pub released_waiting: u64,
+    /// Waiting jobs cancelled because a job they waited for ended dead or cancelled.
+    pub cancelled_waiting: u64,
 }
 
 crate::counts::counters!(ReapReport {
@@ -153,7 +157,9 @@ crate::counts::counters!(ReapReport {
     ended,
     forgotten,
     pruned,
-    unserved
+    unserved,
+    released_waiting,
+    cancelled_waiting
 });
 
 impl crate::service::PassReport for ReapReport {
@@ -261,6 +267,9 @@ impl Reaper {
             }
             report.forgotten += 1;
         }
+        let swept = crate::db::deps::sweep(&self.pool).await?;
+        report.released_waiting = swept.released;
+        report.cancelled_waiting = swept.cancelled;
         let prune_due = {
             let mut last = self.last_prune.lock().unwrap_or_else(|e| e.into_inner());
             let due = self.cfg.retention.is_some()

@@ -33,6 +33,7 @@ pub struct NewJob {
     pub(crate) timeout_secs: Option<u32>,
     pub(crate) unique_key: Option<String>,
     pub(crate) unique_for: Option<Duration>,
+    pub(crate) after: Vec<u64>,
 }
 
 /// What [`enqueue_unique`] did.
@@ -81,7 +82,19 @@ impl NewJob {
             timeout_secs: None,
             unique_key: None,
             unique_for: None,
+            after: Vec::new(),
         }
+    }
+
+    /// Jobs this one waits for: it stays `waiting` (not claimable) until every one of them is done,
+    /// and is cancelled, naming which, if one of them ends dead or cancelled. The jobs must exist
+    /// already, so dependencies never form a cycle. A reaper pass releases it (every 2 s by default):
+    /// run a reaper. At most 1,000; not with a unique key.
+    pub fn after(mut self, jobs: impl IntoIterator<Item = JobId>) -> Self {
+        self.after = jobs.into_iter().map(|id| id.0).collect();
+        self.after.sort_unstable();
+        self.after.dedup();
+        self
     }
 
     /// Sets the payload from any serializable value.
@@ -157,6 +170,22 @@ impl NewJob {
 
     fn validate(&self) -> Result<()> {
         Name::Kind.check(&self.kind)?;
+        if self.after.len() > crate::db::deps::MAX_DEPENDENCIES {
+            return Err(Error::invalid(
+                "after",
+                format!(
+                    "{} jobs; a job waits for at most {}",
+                    self.after.len(),
+                    crate::db::deps::MAX_DEPENDENCIES
+                ),
+            ));
+        }
+        if !self.after.is_empty() && self.unique_key.is_some() {
+            return Err(Error::invalid(
+                "after",
+                "a job with a unique key cannot also wait for other jobs",
+            ));
+        }
         match (&self.unique_key, self.unique_for) {
             (Some(key), _) => check_unique_key(key)?,
             (None, Some(_)) => return Err(Error::invalid("unique_for", "needs a unique key")),
@@ -387,6 +416,9 @@ where
     job.validate()?;
     let mut conn = conn.acquire().await?;
     let one = std::slice::from_ref(job);
+    if !job.after.is_empty() {
+        return Ok(Enqueued::Inserted(insert_waiting(&mut conn, job).await?));
+    }
     let Some(key) = &job.unique_key else {
         let done = insert_statement(one, false)
             .build()
@@ -420,6 +452,22 @@ where
 /// before it, where the holder's own finish inserts its new (NULL) entry. Eight enqueuers inserting a
 /// held key made a worker's finish and one of them deadlock again and again (an enqueue failed 16
 /// rounds in a row); a locking read of an existing entry locks only that entry.
+/// Inserts a job that waits for `job.after`, and its edges, in one transaction: a job is never seen
+/// `queued` before its edges are there, nor waiting without them.
+async fn insert_waiting(conn: &mut sqlx::MySqlConnection, job: &NewJob) -> Result<JobId> {
+    use sqlx::Connection;
+    let mut tx = conn.begin().await?;
+    crate::db::deps::check_exist(&mut tx, &job.after).await?;
+    let id = insert_statement(std::slice::from_ref(job), false)
+        .build()
+        .execute(&mut *tx)
+        .await?
+        .last_insert_id();
+    crate::db::deps::wait_for(&mut tx, id, &job.after).await?;
+    tx.commit().await?;
+    Ok(JobId(id))
+}
+
 async fn insert_or_find(
     conn: &mut sqlx::MySqlConnection,
     job: &NewJob,
@@ -458,6 +506,12 @@ async fn insert_or_find(
 pub async fn enqueue_many(conn: &mut sqlx::MySqlConnection, jobs: &[NewJob]) -> Result<u64> {
     for job in jobs {
         job.validate()?;
+        if !job.after.is_empty() {
+            return Err(Error::invalid(
+                "after",
+                "enqueue_many takes no dependencies: enqueue a job that waits on its own",
+            ));
+        }
     }
     let mut n = 0;
     for chunk in jobs.chunks(ROWS_PER_INSERT) {

@@ -106,6 +106,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0015_queue_hosts.sql",
         sql: include_str!("../../migrations/0015_queue_hosts.sql"),
     },
+    Migration {
+        version: 16,
+        name: "0016_dependencies.sql",
+        sql: include_str!("../../migrations/0016_dependencies.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -7,6 +7,7 @@ pub(crate) mod audit;
 pub(crate) mod claim;
 mod connect;
 pub(crate) mod dedicated;
+pub(crate) mod deps;
 pub(crate) mod enqueue;
 pub(crate) mod failover;
 pub(crate) mod finish;

@@ -172,7 +172,7 @@ impl Outcome {
             Some(State::Done) => Some(Outcome::Done),
             Some(State::Dead) => Some(Outcome::Failed),
             Some(State::Cancelled) => Some(Outcome::Cancelled),
-            Some(State::Queued | State::Retry | State::Running) => None,
+            Some(State::Waiting | State::Queued | State::Retry | State::Running) => None,
         }
     }
 }

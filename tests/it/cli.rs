@@ -474,7 +474,7 @@ async fn stats_prints_each_queue_with_its_counts() {
     let text = assert_ok(&run_jobq(Some(&db.url), &["stats"]));
     let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
     assert_eq!(
-        header[..9],
+        header[..10],
         [
             "QUEUE",
             "QUEUED",
@@ -483,6 +483,7 @@ async fn stats_prints_each_queue_with_its_counts() {
             "RETRY",
             "DEAD",
             "CANCELLED",
+            "WAITING",
             "DUE",
             "OLDEST"
         ],
@@ -496,19 +497,19 @@ async fn stats_prints_each_queue_with_its_counts() {
             .map(str::to_string)
             .collect()
     };
-    //                 queued running done retry dead cancelled due
+    //                 queued running done retry dead cancelled waiting due
     assert_eq!(
-        row("alpha")[1..8],
-        ["2", "0", "1", "0", "0", "0", "2"],
+        row("alpha")[1..9],
+        ["2", "0", "1", "0", "0", "0", "0", "2"],
         "{text}"
     );
     assert_eq!(
-        row("beta")[1..8],
-        ["0", "1", "0", "1", "1", "1", "0"],
+        row("beta")[1..9],
+        ["0", "1", "0", "1", "1", "1", "0", "0"],
         "{text}"
     );
-    assert_eq!(row("beta")[8], "-", "{text}");
-    let oldest: f64 = row("alpha")[8].trim_end_matches('s').parse().unwrap();
+    assert_eq!(row("beta")[9], "-", "{text}");
+    let oldest: f64 = row("alpha")[9].trim_end_matches('s').parse().unwrap();
     assert!(
         (4.0..60.0).contains(&oldest),
         "oldest due {oldest}s:\n{text}"

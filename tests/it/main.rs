@@ -51,6 +51,7 @@ mod web;
 mod browser;
 mod web_browser;
 // A 3-node Galera cluster (scripts/galera.sh): processes spread over the nodes.
+mod dependencies;
 mod galera;
 mod limits;
 mod queues;

@@ -51,6 +51,11 @@ pub struct EnqueueArgs {
     /// (e.g. 1h).
     #[arg(long, value_parser = parse_duration, requires = "unique_key")]
     pub unique_for: Option<Duration>,
+
+    /// Job ids this job waits for (comma-separated): it runs once every one is done, and is cancelled
+    /// if one ends dead or cancelled. Needs a running reaper, which releases it.
+    #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
+    pub after: Vec<u64>,
     #[command(flatten)]
     pub format: Format,
 }

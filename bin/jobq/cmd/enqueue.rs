@@ -34,6 +34,9 @@ pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
     if let Some(k) = &args.unique_key {
         job = job.unique_key(k);
     }
+    if !args.after.is_empty() {
+        job = job.after(args.after.iter().map(|id| jobq::JobId(*id)));
+    }
     if let Some(p) = args.unique_for {
         job = job.unique_for(p);
     }
