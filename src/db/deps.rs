@@ -26,16 +26,24 @@ pub(crate) async fn check_exist(conn: &mut MySqlConnection, after: &[u64]) -> Re
     }
 }
 
-/// Makes job `id` wait for `after`: its state becomes `waiting` and one edge per dependency is stored.
-/// In the caller's transaction, with the insert of the job.
-pub(crate) async fn wait_for(conn: &mut MySqlConnection, id: u64, after: &[u64]) -> Result<()> {
+/// Makes job `id` wait for `after` (until they are done, or with `ended` until they have ended in any
+/// way): its state becomes `waiting` and one edge per dependency is stored. In the caller's
+/// transaction, with the insert of the job.
+pub(crate) async fn wait_for(
+    conn: &mut MySqlConnection,
+    id: u64,
+    after: &[u64],
+    ended: bool,
+) -> Result<()> {
     sqlx::query("UPDATE job_queue SET state = 'waiting' WHERE id = ?")
         .bind(id)
         .execute(&mut *conn)
         .await?;
-    let mut q = QueryBuilder::<MySql>::new("INSERT IGNORE INTO jobq_job_deps (job_id, after_id) ");
+    let until = if ended { "ended" } else { "done" };
+    let mut q =
+        QueryBuilder::<MySql>::new("INSERT IGNORE INTO jobq_job_deps (job_id, after_id, until) ");
     q.push_values(after, |mut row, after_id| {
-        row.push_bind(id).push_bind(*after_id);
+        row.push_bind(id).push_bind(*after_id).push_bind(until);
     });
     q.build().execute(&mut *conn).await?;
     Ok(())
@@ -56,12 +64,23 @@ pub(crate) struct Swept {
 /// the pending edges only. The derived tables are materialized, which is what lets an UPDATE of
 /// job_queue read job_queue (MySQL and MariaDB refuse a plain subquery on the updated table, error 1093).
 pub(crate) async fn sweep(pool: &MySqlPool) -> Result<Swept> {
+    // Released: no 'done' edge to a job that is not done, no 'ended' edge to a job still going. A
+    // batch callback (any 'ended' edge) gets its members' outcome counts in its payload.
     let released = sqlx::query(
-        "UPDATE job_queue j JOIN (SELECT d.job_id FROM jobq_job_deps d \
+        "UPDATE job_queue j JOIN (SELECT d.job_id, SUM(d.until = 'ended') AS members, \
+         SUM(d.until = 'ended' AND p.state = 'done') AS done, \
+         SUM(d.until = 'ended' AND p.state = 'dead') AS dead, \
+         SUM(d.until = 'ended' AND p.state = 'cancelled') AS cancelled \
+         FROM jobq_job_deps d \
          JOIN job_queue w ON w.id = d.job_id AND w.state = 'waiting' \
          JOIN job_queue p ON p.id = d.after_id \
-         GROUP BY d.job_id HAVING SUM(p.state <> 'done') = 0) r ON r.job_id = j.id \
-         SET j.state = 'queued' WHERE j.state = 'waiting'",
+         GROUP BY d.job_id \
+         HAVING SUM(d.until = 'done' AND p.state <> 'done') = 0 \
+         AND SUM(d.until = 'ended' AND p.state NOT IN ('done', 'dead', 'cancelled')) = 0) r \
+         ON r.job_id = j.id \
+         SET j.state = 'queued', j.payload = IF(r.members > 0, JSON_SET(j.payload, '$.jobq_batch', \
+         JSON_OBJECT('done', r.done, 'dead', r.dead, 'cancelled', r.cancelled)), j.payload) \
+         WHERE j.state = 'waiting'",
     )
     .execute(pool)
     .await?
@@ -71,6 +90,7 @@ pub(crate) async fn sweep(pool: &MySqlPool) -> Result<Swept> {
          MIN(CAST(p.state AS CHAR)) AS how FROM jobq_job_deps d \
          JOIN job_queue w ON w.id = d.job_id AND w.state = 'waiting' \
          JOIN job_queue p ON p.id = d.after_id AND p.state IN ('dead', 'cancelled') \
+         WHERE d.until = 'done' \
          GROUP BY d.job_id) b ON b.job_id = j.id \
          SET j.state = 'cancelled', j.finished_at = NOW(6), \
          j.last_error = CONCAT('cancelled: job ', b.blocker, ', which it waited for, ended ', b.how) \

@@ -34,6 +34,8 @@ pub struct NewJob {
     pub(crate) unique_key: Option<String>,
     pub(crate) unique_for: Option<Duration>,
     pub(crate) after: Vec<u64>,
+    /// With `after`: wait until those jobs have ended in any way (a batch's callback), not until done.
+    pub(crate) after_ended: bool,
 }
 
 /// What [`enqueue_unique`] did.
@@ -83,6 +85,7 @@ impl NewJob {
             unique_key: None,
             unique_for: None,
             after: Vec::new(),
+            after_ended: false,
         }
     }
 
@@ -94,6 +97,18 @@ impl NewJob {
         self.after = jobs.into_iter().map(|id| id.0).collect();
         self.after.sort_unstable();
         self.after.dedup();
+        self.after_ended = false;
+        self
+    }
+
+    /// A batch's callback: this job waits until every job of `members` has *ended* (done, dead or
+    /// cancelled), then runs once, with their outcome counts added to its payload as
+    /// `"jobq_batch": {"done": 8, "dead": 1, "cancelled": 1}` (the payload must be a JSON object). It is
+    /// never cancelled by a member's failure. Like [`NewJob::after`], the members must exist already,
+    /// and a reaper pass releases it.
+    pub fn after_all_ended(mut self, members: impl IntoIterator<Item = JobId>) -> Self {
+        self = self.after(members);
+        self.after_ended = true;
         self
     }
 
@@ -178,6 +193,15 @@ impl NewJob {
                     self.after.len(),
                     crate::db::deps::MAX_DEPENDENCIES
                 ),
+            ));
+        }
+        if self.after_ended
+            && !serde_json::from_str::<serde_json::Value>(&self.payload)
+                .is_ok_and(|v| v.is_object())
+        {
+            return Err(Error::invalid(
+                "payload",
+                "a batch callback's payload must be a JSON object (its members' outcome counts are added to it)",
             ));
         }
         if !self.after.is_empty() && self.unique_key.is_some() {
@@ -463,7 +487,7 @@ async fn insert_waiting(conn: &mut sqlx::MySqlConnection, job: &NewJob) -> Resul
         .execute(&mut *tx)
         .await?
         .last_insert_id();
-    crate::db::deps::wait_for(&mut tx, id, &job.after).await?;
+    crate::db::deps::wait_for(&mut tx, id, &job.after, job.after_ended).await?;
     tx.commit().await?;
     Ok(JobId(id))
 }

@@ -233,3 +233,95 @@ async fn waiting_jobs_cost_a_claim_nothing() {
             .unwrap();
     assert_eq!(read_next, "0", "the claim read waiting rows");
 }
+
+/// A batch's callback waits until every member has ended, whatever the outcome, and runs once with
+/// the outcome counts in its payload; a member's failure does not cancel it.
+#[tokio::test]
+async fn a_batch_callback_runs_once_all_members_ended_with_their_counts() {
+    let db = TestDb::new().await;
+    let ok = jobq::enqueue(&db.pool, &NewJob::new("first"))
+        .await
+        .unwrap();
+    let dead = jobq::enqueue(&db.pool, &NewJob::new("fails").max_attempts(1))
+        .await
+        .unwrap();
+    let dropped = jobq::enqueue(
+        &db.pool,
+        &NewJob::new("first").run_in(Duration::from_secs(3600)),
+    )
+    .await
+    .unwrap();
+    let callback = jobq::enqueue(
+        &db.pool,
+        &NewJob::new("callback")
+            .payload(&serde_json::json!({"batch": "nightly"}))
+            .unwrap()
+            .after_all_ended([ok, dead, dropped]),
+    )
+    .await
+    .unwrap();
+    let e = jobq::enqueue(
+        &db.pool,
+        &NewJob::new("callback")
+            .payload_json("[1]")
+            .unwrap()
+            .after_all_ended([ok]),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("must be a JSON object"), "{e}");
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let handlers = {
+        let seen = seen.clone();
+        recording(&["first", "fails"], &Timeline::default(), Duration::ZERO)
+            .register("callback", move |job: JobContext| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(job.payload_str().to_string());
+                    Ok::<(), JobError>(())
+                }
+            })
+            .unwrap()
+    };
+    let stop = jobq::CancellationToken::new();
+    let sweeper = sweeping(&db, &stop);
+    let worker = Worker::new(
+        db.pool(4).await,
+        handlers,
+        WorkerConfig {
+            mode: Mode::Forever,
+            ..WorkerConfig::default()
+        },
+    )
+    .unwrap();
+    let task = tokio::spawn(worker.run(stop.clone()));
+    wait_until("two members ended", Duration::from_secs(20), || async {
+        db.states().await == "dead=1 done=1 queued=1 waiting=1"
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        state_of(&db, callback).await,
+        "waiting",
+        "ran before every member ended"
+    );
+    jobq::Jobs::new(db.pool.clone())
+        .cancel(dropped)
+        .await
+        .unwrap();
+    wait_until("the callback done", Duration::from_secs(20), || async {
+        state_of(&db, callback).await == "done"
+    })
+    .await;
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    sweeper.await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let payload: serde_json::Value = serde_json::from_str(&seen[0]).unwrap();
+    assert_eq!(
+        payload,
+        serde_json::json!({"batch": "nightly", "jobq_batch": {"done": 1, "dead": 1, "cancelled": 1}})
+    );
+}

@@ -54,8 +54,19 @@ pub struct EnqueueArgs {
 
     /// Job ids this job waits for (comma-separated): it runs once every one is done, and is cancelled
     /// if one ends dead or cancelled. Needs a running reaper, which releases it.
-    #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "ID,ID",
+        conflicts_with = "after_ended"
+    )]
     pub after: Vec<u64>,
+
+    /// A batch callback: job ids this job waits for until each has ended in any way (done, dead or
+    /// cancelled); it then runs once with "jobq_batch": {"done": N, "dead": N, "cancelled": N} added to
+    /// its payload. Needs a running reaper.
+    #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
+    pub after_ended: Vec<u64>,
     #[command(flatten)]
     pub format: Format,
 }

@@ -37,6 +37,9 @@ pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
     if !args.after.is_empty() {
         job = job.after(args.after.iter().map(|id| jobq::JobId(*id)));
     }
+    if !args.after_ended.is_empty() {
+        job = job.after_all_ended(args.after_ended.iter().map(|id| jobq::JobId(*id)));
+    }
     if let Some(p) = args.unique_for {
         job = job.unique_for(p);
     }
