@@ -75,6 +75,17 @@ pub enum Error {
         need: i64,
     },
 
+    /// jobq is still at work in a database whose schema was to be removed.
+    #[error(
+        "database {database} is in use: {reason}; stop its workers and let its jobs end first, or force it"
+    )]
+    InUse {
+        /// The database that was checked.
+        database: String,
+        /// What is still there: live processes, unfinished jobs.
+        reason: String,
+    },
+
     /// The schema is newer than this build knows.
     #[error(
         "database {database:?} has schema version {found}, newer than this jobq knows ({known}); upgrade jobq"

@@ -19,7 +19,7 @@
 //! * **Setup**: [`connect`] (or [`connect_lazy`]) with a [`ConnectConfig`] ([`SslMode`], and the URL
 //!   helpers [`with_password`], [`read_password_file`], [`with_tls`], [`check_ca_file`],
 //!   [`redact_url`], and [`connect_options`] for programs that open their own connections); [`create_database`]; [`migrate`] creates and upgrades the schema,
-//!   [`ensure_migrated`] checks it ([`latest_version`]).
+//!   [`ensure_migrated`] checks it ([`latest_version`]), [`uninstall`] removes it ([`Uninstalled`]).
 //! * **Jobs in**: [`NewJob`] with [`enqueue`] (which returns its [`JobId`]) and [`enqueue_many`],
 //!   also inside the caller's transaction; or a plain `INSERT INTO job_queue` from any language. A job
 //!   with a unique key is not inserted while another holds the key: [`enqueue_unique`] says which
@@ -108,6 +108,7 @@ mod worker;
 
 // Setup.
 pub use db::migrate::{ensure_migrated, latest_version, migrate};
+pub use db::uninstall::{Uninstalled, uninstall};
 pub use db::{
     ConnectConfig, SslMode, check_ca_file, connect, connect_lazy, connect_options, create_database,
     read_password_file, redact_url, with_password, with_tls,

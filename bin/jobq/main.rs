@@ -45,7 +45,13 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(cmd::run(cli)) {
+    // A command on one of the config's databases says which on its log lines (a supervisor of several
+    // runs each database's work under a span of the same name).
+    let span = match cli.database.as_deref().filter(|s| !s.is_empty()) {
+        Some(name) => tracing::info_span!("database", name = %name),
+        None => tracing::Span::none(),
+    };
+    match runtime.block_on(tracing::Instrument::instrument(cmd::run(cli), span)) {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of stdout went away (`jobq jobs list | head`): it has all it wanted.
         Err(e) if e.is::<out::Closed>() => ExitCode::SUCCESS,

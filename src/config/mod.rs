@@ -50,6 +50,27 @@
 //! sql = "CALL rollup(?, ?)"
 //! params = ["day", "region"]
 //! ```
+//!
+//! One file can serve several databases, each in a `[databases.NAME]` section that is a whole config of
+//! its own laid over the top level (see [`Config::database`] and the `databases` module for the merge
+//! rules); `jobq supervise` then serves every section, and `--database NAME` picks one for any command:
+//!
+//! ```toml
+//! [worker]
+//! concurrency = 20               # shared by every database unless a section sets its own
+//!
+//! [databases.shop]
+//! database_url = "mysql://jobq@db1/shop"
+//! workers = 4
+//! [databases.shop.handlers.invoice]
+//! command = ["/usr/local/bin/invoice"]
+//!
+//! [databases.crm]
+//! database_url = "mysql://jobq@db2/crm"
+//! [databases.crm.handlers.sync]
+//! sql = "CALL crm_sync(?)"
+//! params = ["account"]
+//! ```
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -67,6 +88,7 @@ use crate::retry::RetryPolicy;
 use crate::scheduler::SchedulerConfig;
 use crate::worker::WorkerConfig;
 
+mod databases;
 mod handler;
 
 pub use crate::duration::HumanDuration;
@@ -112,6 +134,22 @@ pub struct Config {
     /// [`crate::schedule::ScheduleSection`]).
     #[serde(default)]
     pub schedules: BTreeMap<String, crate::schedule::ScheduleSection>,
+    /// Worker processes `jobq supervise` keeps (its `-n` overrides it).
+    pub workers: Option<u32>,
+    /// The `[databases.NAME]` sections, each already merged over the top level (see the
+    /// `databases` module): one file serving several databases. Empty for a file of one database.
+    /// [`Config::load`] fills it; the typed parse of the file only skips the raw sections.
+    #[serde(default, deserialize_with = "skip_sections")]
+    pub databases: BTreeMap<String, Config>,
+}
+
+/// Lets the typed parse accept `[databases]` (resolved apart, from the file's table) without reading it.
+fn skip_sections<'de, D>(d: D) -> std::result::Result<BTreeMap<String, Config>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    serde::de::IgnoredAny::deserialize(d)?;
+    Ok(BTreeMap::new())
 }
 
 /// `[worker]`.
@@ -210,10 +248,35 @@ impl Config {
             message,
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
-        let cfg: Config =
-            toml::from_str(&text).map_err(|e| err(e.to_string().trim().to_string()))?;
+        let parse_error = |e: toml::de::Error| err(e.to_string().trim().to_string());
+        // Typed first, so that errors at the top level name their line.
+        let mut cfg: Config = toml::from_str(&text).map_err(parse_error)?;
         cfg.validate().map_err(err)?;
+        let table: toml::Table = toml::from_str(&text).map_err(parse_error)?;
+        cfg.databases = databases::resolve(&table).map_err(err)?;
         Ok(cfg)
+    }
+
+    /// The config of the `[databases.NAME]` section, merged over the top level.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] naming the sections there are, when there is none called `name`.
+    pub fn database(&self, name: &str) -> Result<&Config> {
+        self.databases.get(name).ok_or_else(|| {
+            let reason = if self.databases.is_empty() {
+                format!("{name:?}: the config has no [databases.NAME] sections")
+            } else {
+                format!(
+                    "{name:?}: the config has no [databases.{name}] section; it has {}",
+                    self.databases
+                        .keys()
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            Error::invalid("database", reason)
+        })
     }
 
     /// Finds the file to read: `explicit` (from `--config` or `JOBQ_CONFIG`) if given, else `jobq.toml` in
@@ -241,6 +304,12 @@ impl Config {
             }
         }
         check_concurrency("worker.concurrency", w.concurrency)?;
+        if let Some(n) = self.workers {
+            let max = crate::supervisor::Scale::MAX_WORKERS;
+            if n == 0 || n > max {
+                return Err(format!("workers = {n}: keep 1 to {max} worker processes"));
+            }
+        }
         if w.batch_size == Some(0) {
             return Err("worker.batch_size must be at least 1".into());
         }

@@ -212,3 +212,105 @@ fn the_example_config_in_the_repository_is_valid() {
         }
     ));
 }
+
+const TWO_DATABASES: &str = r#"
+workers = 3
+[worker]
+concurrency = 20
+batch_size = 5
+[handlers.mail]
+command = ["true"]
+[handlers.resize]
+command = ["true"]
+
+[databases.shop]
+database_url = "mysql://u@db1:3306/shop"
+workers = 4
+[databases.shop.worker]
+concurrency = 7
+[databases.shop.handlers.resize]
+sql = "DO ?"
+params = ["id"]
+[databases.shop.schedules.nightly]
+spec = "0 3 * * *"
+kind = "mail"
+
+[databases.crm]
+database_url = "mysql://u@db2:3306/crm"
+"#;
+
+#[test]
+fn database_sections_merge_over_the_top_level() {
+    let c = parse(TWO_DATABASES).unwrap();
+    assert_eq!(c.databases.keys().collect::<Vec<_>>(), vec!["crm", "shop"]);
+    let shop = c.database("shop").unwrap();
+    // Settings merge key by key: the section's concurrency, the top level's batch size.
+    assert_eq!(shop.worker.concurrency, Some(7));
+    assert_eq!(shop.worker.batch_size, Some(5));
+    assert_eq!(shop.workers, Some(4));
+    // Handlers merge by kind: the section's resize replaces the top level's whole.
+    let kinds: Vec<_> = shop
+        .handler_specs()
+        .into_iter()
+        .map(|(k, spec, _)| (k, matches!(spec, HandlerSpec::Sql { .. })))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![("mail".to_string(), false), ("resize".to_string(), true)]
+    );
+    assert_eq!(shop.schedules.len(), 1);
+    assert!(shop.databases.is_empty());
+    let crm = c.database("crm").unwrap();
+    assert_eq!(crm.worker.concurrency, Some(20));
+    assert_eq!(crm.workers, Some(3));
+    assert!(crm.schedules.is_empty());
+    assert_eq!(crm.database_url.as_deref(), Some("mysql://u@db2:3306/crm"));
+    let e = c.database("billing").unwrap_err().to_string();
+    assert!(
+        e.contains("no [databases.billing] section; it has crm, shop"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_database_sections_are_refused_by_name() {
+    let cases = [
+        (
+            "database_url = \"mysql://x/a\"\n[databases.a]\ndatabase_url = \"mysql://x/b\"\n",
+            "each section sets its own database_url",
+        ),
+        (
+            "[schedules.s]\nspec = \"* * * * *\"\nkind = \"k\"\n[databases.a]\ndatabase_url = \"mysql://x/b\"\n",
+            "move [schedules.X] to [databases.NAME.schedules.X]",
+        ),
+        (
+            "[databases.a]\nworkers = 2\n",
+            "databases.a: set database_url",
+        ),
+        (
+            "[databases.\"a b\"]\ndatabase_url = \"mysql://x/b\"\n",
+            "databases.a b: the name contains ' '",
+        ),
+        (
+            "[databases.a]\ndatabase_url = \"mysql://x/b\"\n[databases.a.worker]\nconcurency = 3\n",
+            "databases.a: unknown field `concurency`",
+        ),
+        (
+            "[databases.a]\ndatabase_url = \"mysql://x/b\"\nworkers = 0\n",
+            "databases.a: workers = 0",
+        ),
+        (
+            "[databases.a]\ndatabase_url = \"mysql://u:1@X:3306/b\"\n[databases.c]\ndatabase_url = \"mysql://v:2@x/b\"\n",
+            "databases.a and databases.c name the same database",
+        ),
+        (
+            "[databases.a]\ndatabase_url = \"mysql://x/b\"\n[databases.a.databases.b]\ndatabase_url = \"mysql://x/c\"\n",
+            "sections do not nest",
+        ),
+        ("[databases]\n", "add at least one [databases.NAME] section"),
+    ];
+    for (text, want) in cases {
+        let e = parse(text).unwrap_err();
+        assert!(e.contains(want), "{text:?}: {e}");
+    }
+}

@@ -23,6 +23,7 @@ pub(crate) mod row;
 pub(crate) mod scale;
 pub(crate) mod schedule;
 pub(crate) mod tls;
+pub(crate) mod uninstall;
 
 use std::future::Future;
 use std::time::Duration;

@@ -206,6 +206,7 @@ pub fn jobq(url: Option<&str>, args: &[&str]) -> Command {
         .env_remove("JOBQ_DATABASE_URL")
         .env_remove("DATABASE_URL")
         .env_remove("JOBQ_CONFIG")
+        .env_remove("JOBQ_DATABASE")
         .env_remove("JOBQ_DATABASE_SSL_MODE")
         .env_remove("JOBQ_DATABASE_SSL_CA")
         .env_remove("JOBQ_LOG")

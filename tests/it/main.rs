@@ -66,3 +66,5 @@ mod snooze;
 mod schedule_log;
 // Unique jobs: a live job holds its key against enqueues from the library, SQL and the CLI.
 mod unique;
+// Several databases from one config: `--database`, `jobq enable`/`disable`, one supervisor for all.
+mod databases;

@@ -39,7 +39,8 @@ pub const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/test";
         Applications enqueue with plain SQL (INSERT INTO job_queue (kind, payload) VALUES ('resize', '{\"id\":7}')); \
         `jobq worker` claims due jobs and runs them with the handlers configured in jobq.toml.",
     after_help = "Database: --database-url, else $JOBQ_DATABASE_URL, else $DATABASE_URL, else `database_url` in the \
-        config file, else mysql://root@127.0.0.1:3306/test.\n\
+        config file, else mysql://root@127.0.0.1:3306/test. With --database NAME, the database_url of the config's \
+        [databases.NAME] section, and nothing else.\n\
         TLS: $JOBQ_DATABASE_SSL_MODE, else `database_ssl_mode`, else the URL's ?ssl-mode=, else preferred \
         (use verify_identity with a CA file, $JOBQ_DATABASE_SSL_CA or `database_ssl_ca`, in production).\n\
         Config: --config, else $JOBQ_CONFIG, else ./jobq.toml if it exists.\n\
@@ -54,6 +55,10 @@ pub struct Cli {
     /// Config file (TOML).
     #[arg(long, global = true, env = "JOBQ_CONFIG")]
     pub config: Option<PathBuf>,
+
+    /// Work on the database of the config's [databases.NAME] section (its URL, handlers and settings).
+    #[arg(long, global = true, env = "JOBQ_DATABASE", value_name = "NAME")]
+    pub database: Option<String>,
 
     /// More log output (-v debug, -vv trace).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
@@ -84,6 +89,12 @@ pub enum LogFormat {
 pub enum Command {
     /// Create or upgrade jobq's tables (safe to run any number of times).
     Migrate(MigrateArgs),
+    /// Install jobq in the database of a [databases.NAME] config section: create the database if it is
+    /// missing, then migrate it. `jobq supervise` serves it from then on.
+    Enable(EnableArgs),
+    /// Remove jobq's tables, views and procedure (and every job in them) from the database of a
+    /// [databases.NAME] section. Refused while workers live or jobs are unfinished there, unless --force.
+    Disable(DisableArgs),
     /// Claim and run due jobs. By default drains the queue and exits 0 (for cron); --forever keeps polling.
     Worker(WorkerArgs),
     /// Insert a job.
@@ -164,6 +175,24 @@ pub struct MigrateArgs {
     /// Create the URL's database first if it does not exist.
     #[arg(long)]
     pub create_database: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EnableArgs {
+    /// The [databases.NAME] section of the config file.
+    #[arg(value_name = "DATABASE")]
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DisableArgs {
+    /// The [databases.NAME] section of the config file.
+    #[arg(value_name = "DATABASE")]
+    pub name: String,
+
+    /// Remove the schema even while jobq processes live or jobs are unfinished there (they are lost).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -275,12 +304,14 @@ pub(crate) fn set<T>(key: &mut Option<T>, flag: Option<T>) {
 /// once come from `--concurrency`, more processes from more nodes.
 const MAX_WORKERS: u32 = 1_000;
 
-#[derive(Debug, Args)]
+#[derive(Debug, Args, Clone)]
 pub struct SuperviseArgs {
-    /// Worker processes to keep alive (at most 1000; for more jobs at once raise --concurrency).
-    #[arg(short = 'n', long = "workers", default_value_t = SupervisorConfig::DEFAULT_WORKERS,
-          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WORKERS)))]
-    pub workers: u32,
+    #[arg(short = 'n', long = "workers",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WORKERS)), help = format!(
+        "Worker processes to keep alive (at most {MAX_WORKERS}; for more jobs at once raise --concurrency). \
+         Default: `workers` from the config (per database with [databases.NAME] sections), else {}",
+        SupervisorConfig::DEFAULT_WORKERS))]
+    pub workers: Option<u32>,
 
     /// Also run a reaper in the supervisor's process, so one command runs a whole node.
     #[arg(long)]

@@ -41,11 +41,11 @@ pub async fn run(env: &Env, args: BenchArgs) -> Result<()> {
 /// The run's configuration: the preset (`--smoke`, `--quick`, else the full run), then each flag given.
 fn bench_config(env: &Env, args: BenchArgs) -> Result<BenchConfig> {
     let mut cfg = if args.smoke {
-        BenchConfig::smoke(&env.url)
+        BenchConfig::smoke(env.url()?)
     } else if args.quick {
-        BenchConfig::quick(&env.url)
+        BenchConfig::quick(env.url()?)
     } else {
-        BenchConfig::full(&env.url)
+        BenchConfig::full(env.url()?)
     };
     if let Some(n) = args.jobs {
         cfg = cfg.with_jobs(n);

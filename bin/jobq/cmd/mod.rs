@@ -1,6 +1,7 @@
 //! One module per subcommand: arguments in, library call, output out.
 
 mod bench;
+mod enable;
 mod enqueue;
 mod jobs;
 mod limit;
@@ -37,13 +38,22 @@ const SERVICE_CONNECTIONS: u32 = ConnectConfig::DEFAULT_MAX_CONNECTIONS;
 
 /// What every command needs: the config file (if any) and where the database is.
 pub struct Env {
+    /// The config in effect: the file's, or with `--database NAME` its section merged over the top level.
     pub config: Config,
     pub config_path: Option<PathBuf>,
+    /// The `[databases.NAME]` section this command works on, from `--database`.
+    pub database: Option<String>,
+    /// Where to connect, or `None` when the file serves several databases and none was picked.
+    target: Option<Target>,
+}
+
+/// A database to connect to.
+struct Target {
     /// The URL jobq connects with, with the password file's password if there is one.
-    pub url: String,
+    url: String,
     /// The URL as it was given, without the password file's password: what the supervisor passes on to
     /// its workers, which read the password file themselves (its path is in their environment or config).
-    pub given_url: String,
+    given_url: String,
 }
 
 impl Env {
@@ -53,41 +63,89 @@ impl Env {
             Some(p) => Config::load(p)?,
             None => Config::default(),
         };
-        let url = cli
+        if let Some(name) = cli.database.as_deref().filter(|s| !s.is_empty()) {
+            return Env::section(&config, config_path, name);
+        }
+        let given = cli
             .database_url
             .clone()
             .filter(|s| !s.is_empty())
-            .or_else(|| std::env::var("DATABASE_URL").ok().filter(|s| !s.is_empty()))
-            .or_else(|| config.database_url.clone())
-            .unwrap_or_else(|| DEFAULT_DATABASE_URL.to_string());
-        let password_file = std::env::var_os("JOBQ_DATABASE_PASSWORD_FILE")
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| config.database_password_file.clone());
-        let effective = match &password_file {
-            Some(path) => jobq::with_password(&url, &jobq::read_password_file(path)?)?,
-            None => url.clone(),
+            .or_else(|| std::env::var("DATABASE_URL").ok().filter(|s| !s.is_empty()));
+        let url = match given.or_else(|| config.database_url.clone()) {
+            Some(url) => url,
+            // Several databases and none picked: `supervise` serves them all, other commands ask which.
+            None if !config.databases.is_empty() => {
+                return Ok(Env {
+                    config,
+                    config_path,
+                    database: None,
+                    target: None,
+                });
+            }
+            None => DEFAULT_DATABASE_URL.to_string(),
         };
-        let (ssl_mode, ssl_ca) = tls_settings(&config, config_path.as_deref())?;
-        let effective = jobq::with_tls(&effective, ssl_mode, ssl_ca.as_deref())?;
+        let target = Target::new(&config, config_path.as_deref(), url)?;
         Ok(Env {
             config,
             config_path,
-            url: effective,
-            given_url: url,
+            database: None,
+            target: Some(target),
         })
+    }
+
+    /// The env of the file's `[databases.NAME]` section: its merged config and its own URL (never the
+    /// flag's or the environment's, which name no section).
+    pub fn section(file: &Config, config_path: Option<PathBuf>, name: &str) -> Result<Env> {
+        let config = file.database(name)?.clone();
+        let url = config
+            .database_url
+            .clone()
+            .with_context(|| format!("databases.{name}: no database_url"))?;
+        let target = Target::new(&config, config_path.as_deref(), url)?;
+        Ok(Env {
+            config,
+            config_path,
+            database: Some(name.to_string()),
+            target: Some(target),
+        })
+    }
+
+    /// Whether the file serves several databases and no one of them was picked (`supervise` serves
+    /// them all).
+    pub fn serves_many(&self) -> bool {
+        self.target.is_none()
+    }
+
+    fn target(&self) -> Result<&Target> {
+        self.target.as_ref().with_context(|| {
+            let names: Vec<&str> = self.config.databases.keys().map(String::as_str).collect();
+            format!(
+                "the config serves several databases ({}): pass --database NAME (or set JOBQ_DATABASE)",
+                names.join(", ")
+            )
+        })
+    }
+
+    /// The URL jobq connects with (password and TLS settings applied).
+    pub fn url(&self) -> Result<&str> {
+        Ok(&self.target()?.url)
+    }
+
+    /// The URL as it was given (see [`Target::given_url`]).
+    pub fn given_url(&self) -> Result<&str> {
+        Ok(&self.target()?.given_url)
     }
 
     /// Connects with a pool of `max` connections.
     pub async fn pool(&self, max: u32) -> Result<MySqlPool> {
-        Ok(jobq::connect(&ConnectConfig::new(&self.url).max_connections(max)).await?)
+        Ok(jobq::connect(&ConnectConfig::new(self.url()?).max_connections(max)).await?)
     }
 
     /// A pool for a long-running service, which connects when first used: the service waits for a
     /// database that is not there yet, and checks the schema itself when it registers.
     pub fn service_pool(&self, max: u32) -> Result<MySqlPool> {
         Ok(jobq::connect_lazy(
-            &ConnectConfig::new(&self.url).max_connections(max),
+            &ConnectConfig::new(self.url()?).max_connections(max),
         )?)
     }
 
@@ -96,6 +154,26 @@ impl Env {
         let pool = self.pool(max).await?;
         jobq::ensure_migrated(&pool).await?;
         Ok(pool)
+    }
+}
+
+impl Target {
+    /// `url` with the password file's password and the TLS settings applied.
+    fn new(config: &Config, config_path: Option<&Path>, url: String) -> Result<Target> {
+        let password_file = std::env::var_os("JOBQ_DATABASE_PASSWORD_FILE")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| config.database_password_file.clone());
+        let effective = match &password_file {
+            Some(path) => jobq::with_password(&url, &jobq::read_password_file(path)?)?,
+            None => url.clone(),
+        };
+        let (ssl_mode, ssl_ca) = tls_settings(config, config_path)?;
+        let effective = jobq::with_tls(&effective, ssl_mode, ssl_ca.as_deref())?;
+        Ok(Target {
+            url: effective,
+            given_url: url,
+        })
     }
 }
 
@@ -134,6 +212,8 @@ pub async fn run(cli: Cli) -> Result<()> {
     let env = Env::load(&cli)?;
     match cli.command {
         Command::Migrate(args) => migrate::run(&env, args).await,
+        Command::Enable(args) => enable::enable(&env, args).await,
+        Command::Disable(args) => enable::disable(&env, args).await,
         Command::Worker(args) => worker::run(&env, args).await,
         Command::Enqueue(args) => enqueue::run(&env, args).await,
         Command::Stats(args) => stats::run(&env, args).await,

@@ -17,7 +17,29 @@ use tracing::error;
 use super::Env;
 use crate::args::{SuperviseArgs, WorkerOptions};
 
+mod many;
+
 pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
+    let shutdown = crate::process::on_signals()?;
+    if env.serves_many() {
+        return many::run(env, args, shutdown).await;
+    }
+    let reload = reload_on_sighup(
+        env.config_path.clone(),
+        env.database.clone(),
+        args.opts.clone(),
+    )?;
+    serve(env, &args, shutdown, reload).await
+}
+
+/// Supervises the workers of one database (with its reaper and scheduler when asked for) until
+/// `shutdown`, rolling them on each message from `reload`.
+pub(super) async fn serve(
+    env: &Env,
+    args: &SuperviseArgs,
+    shutdown: CancellationToken,
+    reload: mpsc::Receiver<()>,
+) -> Result<()> {
     if env.config.handlers.is_empty() {
         bail!(
             "no handlers configured: pass --config jobq.toml (or set JOBQ_CONFIG) with [handlers.KIND] sections"
@@ -26,7 +48,7 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
     let worker_cfg = super::worker::config(env, &args.opts, true)?;
     env.config.check_programs()?;
     let pool = env.service_pool(super::SERVICE_CONNECTIONS)?;
-    let mut cfg = supervisor_config(env, &args)?;
+    let mut cfg = supervisor_config(env, args)?;
     cfg.shutdown_grace = SupervisorConfig::shutdown_grace_for(worker_cfg.shutdown_grace);
     // With --metrics-addr, each child serves its own figures on a free loopback port and says where in
     // this directory; the supervisor's endpoint merges them (bin/jobq/scrape.rs).
@@ -35,8 +57,6 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
         None => None,
     };
     let supervisor = Supervisor::new(pool.clone(), cfg)?;
-
-    let shutdown = crate::process::on_signals()?;
     if let Some(addr) = args.metrics.metrics_addr {
         crate::metrics::serve_with_children(
             addr,
@@ -46,8 +66,7 @@ pub async fn run(env: &Env, args: SuperviseArgs) -> Result<()> {
         )
         .await?;
     }
-    let reload = reload_on_sighup(env.config_path.clone(), args.opts.clone())?;
-    let services = start_services(env, &args, &pool, &shutdown)?;
+    let services = start_services(env, args, &pool, &shutdown)?;
     let result = supervisor.run(shutdown, reload).await;
     for s in services {
         let _ = s.await;
@@ -76,20 +95,28 @@ fn children_metrics_dir(cfg: &mut SupervisorConfig) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// The children: this binary as `worker --forever` with the supervisor's worker flags and config file,
-/// and the database URL as it was given (a password from a password file stays out of the children's
+/// The children: this binary as `worker --forever` with the supervisor's worker flags and config file.
+/// A child of a `[databases.NAME]` section is told its section and finds its URL there; otherwise it
+/// gets the database URL as it was given (a password from a password file stays out of the children's
 /// environment; they read the file themselves).
 fn supervisor_config(env: &Env, args: &SuperviseArgs) -> Result<SupervisorConfig> {
     let program =
         std::env::current_exe().context("cannot find the jobq binary to start workers")?;
-    let mut cfg = SupervisorConfig::new(args.workers, program);
+    let workers = args
+        .workers
+        .or(env.config.workers)
+        .unwrap_or(SupervisorConfig::DEFAULT_WORKERS);
+    let mut cfg = SupervisorConfig::new(workers, program);
     cfg.args = child_args(&args.opts);
     if let Some(path) = &env.config_path {
         let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
         cfg.args.push("--config".into());
         cfg.args.push(abs.to_string_lossy().into_owned());
     }
-    cfg.env = vec![("JOBQ_DATABASE_URL".into(), env.given_url.clone())];
+    match &env.database {
+        Some(name) => cfg.env = vec![("JOBQ_DATABASE".into(), name.clone())],
+        None => cfg.env = vec![("JOBQ_DATABASE_URL".into(), env.given_url()?.to_string())],
+    }
     Ok(cfg)
 }
 
@@ -100,13 +127,14 @@ fn supervisor_config(env: &Env, args: &SuperviseArgs) -> Result<SupervisorConfig
 /// would check it, and a broken one leaves the current workers running.
 fn reload_on_sighup(
     config_path: Option<PathBuf>,
+    database: Option<String>,
     opts: WorkerOptions,
 ) -> Result<mpsc::Receiver<()>> {
     let (reload_tx, reload_rx) = mpsc::channel(1);
     let mut hup = signal(SignalKind::hangup()).context("installing the SIGHUP handler")?;
     tokio::spawn(async move {
         while hup.recv().await.is_some() {
-            match check_reload(config_path.as_deref(), &opts) {
+            match check_reload(config_path.as_deref(), database.as_deref(), &opts) {
                 Ok(()) => {
                     let _ = reload_tx.try_send(());
                 }
@@ -166,10 +194,18 @@ fn start_services(
 /// Checks what a new worker would check at start-up with the config file as it is now: the file itself
 /// (syntax, keys, handler and schedule sections), the worker settings it makes with the supervisor's
 /// flags, and the handlers' programs.
-fn check_reload(config_path: Option<&Path>, opts: &WorkerOptions) -> Result<()> {
-    let mut config = match config_path {
+pub(super) fn check_reload(
+    config_path: Option<&Path>,
+    database: Option<&str>,
+    opts: &WorkerOptions,
+) -> Result<()> {
+    let file = match config_path {
         Some(p) => Config::load(p)?,
         None => Config::default(),
+    };
+    let mut config = match database {
+        Some(name) => file.database(name)?.clone(),
+        None => file,
     };
     if config.handlers.is_empty() {
         bail!(

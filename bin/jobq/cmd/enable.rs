@@ -1,0 +1,56 @@
+//! `jobq enable` and `jobq disable`: jobq's schema in and out of a configured database.
+
+use anyhow::{Context, Result};
+
+use super::Env;
+use crate::args::{DisableArgs, EnableArgs};
+use crate::out::outln;
+
+/// Creates the section's database if it is missing, then migrates it.
+pub async fn enable(env: &Env, args: EnableArgs) -> Result<()> {
+    let db = Env::section(&env.config, env.config_path.clone(), &args.name)?;
+    let url = db.url()?;
+    if jobq::create_database(url).await? {
+        outln!("created database {}", jobq::redact_url(url))?;
+    }
+    let pool = db.pool(2).await?;
+    let report = jobq::migrate(&pool)
+        .await
+        .with_context(|| format!("enabling jobq in {}", args.name))?;
+    outln!(
+        "jobq is enabled in {} ({}): schema version {}{}",
+        args.name,
+        jobq::redact_url(url),
+        report.version,
+        if report.applied.is_empty() {
+            ", already current".to_string()
+        } else {
+            format!(", applied {:?}", report.applied)
+        }
+    )?;
+    pool.close().await;
+    Ok(())
+}
+
+/// Drops jobq's objects from the section's database (see [`jobq::uninstall`]).
+pub async fn disable(env: &Env, args: DisableArgs) -> Result<()> {
+    let db = Env::section(&env.config, env.config_path.clone(), &args.name)?;
+    let pool = db.pool(2).await?;
+    let report = jobq::uninstall(&pool, args.force).await?;
+    if report.dropped.is_empty() {
+        outln!(
+            "jobq was not installed in {} (database {}); nothing to remove",
+            args.name,
+            report.database
+        )?;
+    } else {
+        outln!(
+            "jobq is disabled in {} (database {}): dropped {}",
+            args.name,
+            report.database,
+            report.dropped.join(", ")
+        )?;
+    }
+    pool.close().await;
+    Ok(())
+}
