@@ -63,6 +63,15 @@ async fn smoke_bench_runs_and_every_job_finishes_exactly_once() {
             .all(|c| c["ok"] == true && c["jobs_per_sec"].as_f64().unwrap() > 0.0)
     );
     assert_eq!(report["drain"]["winner"]["ok"], true);
+    // The head-to-head runs the lean schema and separate worker processes beside the limit.
+    let h = &report["drain"]["head_to_head"];
+    for key in ["lean", "procs"] {
+        let runs = h[key]
+            .as_array()
+            .unwrap_or_else(|| panic!("head_to_head.{key}"));
+        assert!(!runs.is_empty(), "head_to_head.{key} is empty");
+        assert!(runs.iter().all(|r| r.as_f64().unwrap() > 0.0), "{h}");
+    }
     assert!(report["footprint"]["peak_rss_mb"].as_f64().unwrap() > 0.0);
     assert!(!report["targets"].as_array().unwrap().is_empty());
     assert!(

@@ -129,6 +129,9 @@ pub enum Command {
     /// Measure jobq on this server (in a scratch database it creates and drops): raw-SQL limit, drain
     /// throughput, steady-state latency, big table, idle cost, memory, enqueue. Prints one table.
     Bench(BenchArgs),
+    /// One worker process of `jobq bench`'s drain: a library worker with a no-op handler, draining.
+    #[command(name = crate::bench::WORKER_SUBCOMMAND, hide = true)]
+    BenchWorker(BenchWorkerArgs),
     /// Serve the dashboard: queues, jobs, schedules, processes and the audit trail in a browser, with a
     /// JSON API under /api. Listens on the loopback interface by default; beyond it it needs
     /// credentials (JOBQ_WEB_PASSWORD or --password-file, JOBQ_WEB_TOKEN or --token-file).
@@ -175,6 +178,19 @@ pub struct MigrateArgs {
     /// Create the URL's database first if it does not exist.
     #[arg(long)]
     pub create_database: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchWorkerArgs {
+    /// Jobs run at once.
+    #[arg(long)]
+    pub concurrency: u32,
+    /// Most rows per claim.
+    #[arg(long)]
+    pub batch_size: u32,
+    /// The kind the no-op handler serves.
+    #[arg(long)]
+    pub kind: String,
 }
 
 #[derive(Debug, Args)]

@@ -332,9 +332,14 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
         settings: best,
         raw: Vec::new(),
         jobq: Vec::new(),
+        lean: Vec::new(),
+        procs: Vec::new(),
         ok: true,
     };
     for round in 1..=ctx.cfg.rounds.max(1) {
+        let l = super::lean::measure(ctx, limit.workers, limit.batch, jobs).await?;
+        h.ok &= l.ok;
+        h.lean.push(l.jobs_per_sec);
         let r = raw::measure(ctx, limit.workers, limit.batch, limit.finish, jobs).await?;
         ctx.fill(KIND, jobs).await?;
         let j = drain_with(
@@ -347,13 +352,18 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
             jobs,
         )
         .await?;
+        let p = super::procs::drain(ctx, best, jobs).await?;
         ctx.progress(format!(
-            "head to head round {round}: raw {:.0} jobs/s, jobq {:.0} jobs/s",
-            r.jobs_per_sec, j.jobs_per_sec
+            "head to head round {round}: lean {:.0} jobs/s, raw {:.0}, jobq {:.0}, jobq processes {}",
+            l.jobs_per_sec,
+            r.jobs_per_sec,
+            j.jobs_per_sec,
+            p.map_or("-".to_string(), |p| format!("{p:.0}"))
         ));
         h.ok &= r.ok && j.ok;
         h.raw.push(r.jobs_per_sec);
         h.jobq.push(j.jobs_per_sec);
+        h.procs.extend(p);
     }
     Ok(h)
 }

@@ -80,6 +80,16 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<Vec<LeanCell>> {
     Ok(cells)
 }
 
+/// One lean cell on a table created for it and dropped after (the head-to-head's re-measurement).
+pub(crate) async fn measure(ctx: &Ctx, workers: u32, batch: u32, jobs: u64) -> BResult<LeanCell> {
+    ctx.pool.execute(CREATE).await?;
+    let c = cell(ctx, workers, batch, jobs).await;
+    ctx.pool
+        .execute("DROP TABLE IF EXISTS bench_lean_queue")
+        .await?;
+    c
+}
+
 async fn fill(ctx: &Ctx, jobs: u64) -> BResult<()> {
     ctx.pool.execute("TRUNCATE TABLE bench_lean_queue").await?;
     let mut left = jobs;

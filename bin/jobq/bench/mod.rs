@@ -31,6 +31,7 @@ mod enqueue;
 mod footprint;
 mod idle;
 mod lean;
+mod procs;
 mod raw;
 mod report;
 mod steady;
@@ -47,6 +48,7 @@ use tokio_util::sync::CancellationToken;
 use jobq::ConnectConfig;
 
 pub use config::{BenchConfig, Section, Settings};
+pub(crate) use procs::SUBCOMMAND as WORKER_SUBCOMMAND;
 pub use raw::FinishMode;
 pub use report::{
     BenchReport, BigReport, Check, DrainReport, DrainRun, EnqueueReport, FootprintReport,

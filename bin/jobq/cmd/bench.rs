@@ -5,13 +5,13 @@ use anyhow::{Result, bail};
 use jobq::CancellationToken;
 
 use super::Env;
-use crate::args::BenchArgs;
+use crate::args::{BenchArgs, BenchWorkerArgs};
 use crate::out::{out, outln};
 
 pub async fn run(env: &Env, args: BenchArgs) -> Result<()> {
     let json = args.json;
     let mut cfg = bench_config(env, args)?;
-    // The footprint section runs this very binary as `jobq worker`.
+    // The footprint section runs this very binary as `jobq worker`, the drain as `__bench-worker`.
     cfg.jobq_exe = std::env::current_exe().ok();
     cfg.progress = !json;
 
@@ -101,4 +101,24 @@ fn bench_config(env: &Env, args: BenchArgs) -> Result<BenchConfig> {
     }
     cfg.keep_db = args.keep_db;
     Ok(cfg)
+}
+
+/// `__bench-worker`: a library worker in drain mode whose handler for `kind` does nothing, so that a
+/// drain through separate processes measures jobq itself (see `bench/procs.rs`).
+pub async fn worker(env: &Env, args: BenchWorkerArgs) -> Result<()> {
+    let cfg = jobq::WorkerConfig {
+        mode: jobq::Mode::Drain,
+        concurrency: args.concurrency,
+        batch_size: args.batch_size,
+        ..Default::default()
+    };
+    let pool = env.pool(cfg.pool_size()).await?;
+    let handlers = jobq::Handlers::new().register(&args.kind, |_job: jobq::JobContext| async {
+        Ok::<(), jobq::JobError>(())
+    })?;
+    jobq::Worker::new(pool.clone(), handlers, cfg)?
+        .run(CancellationToken::new())
+        .await?;
+    pool.close().await;
+    Ok(())
 }

@@ -226,6 +226,7 @@ pub async fn run(cli: Cli) -> Result<()> {
         Command::Schedule(cmd) => schedule::run(&env, cmd).await,
         Command::Scheduler(args) => scheduler::run(&env, args).await,
         Command::Bench(args) => bench::run(&env, args).await,
+        Command::BenchWorker(args) => bench::worker(&env, args).await,
         Command::Prune(args) => prune::run(&env, args).await,
         Command::Web(args) => web::run(&env, args).await,
     }

@@ -93,6 +93,10 @@ pub struct HeadToHead {
     pub raw: Vec<f64>,
     /// jobq's jobs/s, one per round.
     pub jobq: Vec<f64>,
+    /// The lean-schema loop at the raw cell's W and B, one per round.
+    pub lean: Vec<f64>,
+    /// jobq's settings as separate worker processes, one per round (empty without a jobq binary).
+    pub procs: Vec<f64>,
     /// Every run of every round passed its checks.
     pub ok: bool,
 }
@@ -111,6 +115,16 @@ impl HeadToHead {
     /// jobq's median over the raw loop's.
     pub fn ratio(&self) -> f64 {
         self.jobq_median() / self.raw_median()
+    }
+
+    /// Median of the lean-schema runs.
+    pub fn lean_median(&self) -> f64 {
+        median(&self.lean)
+    }
+
+    /// Median of the worker-process runs.
+    pub fn procs_median(&self) -> f64 {
+        median(&self.procs)
     }
 }
 

@@ -81,6 +81,31 @@ fn head_to_head(o: &mut String, h: &HeadToHead) {
         h.ratio() * 100.0,
         if h.ok { "" } else { "  CHECK FAILED" }
     );
+    if !h.lean.is_empty() {
+        let lean = h.lean_median();
+        let procs = if h.procs.is_empty() {
+            "no jobq binary to start".to_string()
+        } else {
+            format!(
+                "median {:.0} ({}): {:.0}% of lean",
+                h.procs_median(),
+                runs(&h.procs),
+                h.procs_median() / lean * 100.0
+            )
+        };
+        let _ = writeln!(
+            o,
+            "   against the lean schema at W={} B={}: lean median {:.0} jobs/s ({}); jobq in-process {:.0}% of lean; \
+             jobq as {} worker processes {}",
+            h.raw_workers,
+            h.raw_batch,
+            lean,
+            runs(&h.lean),
+            h.jobq_median() / lean * 100.0,
+            h.settings.workers,
+            procs
+        );
+    }
 }
 
 /// What a command and an SQL handler cost over the no-op one.
