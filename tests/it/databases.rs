@@ -39,7 +39,8 @@ async fn one_supervisor_serves_each_database_with_its_own_workers_and_handlers()
         &format!(
             "workers = 2\n[worker]\npoll_interval = \"200ms\"\n\
              [databases.a]\ndatabase_url = \"{}\"\nworkers = 1\n{}\
-             [databases.b]\ndatabase_url = \"{}\"\n{}",
+             [databases.b]\ndatabase_url = \"{}\"\n{}\
+             [databases.b.schedules.tick]\nspec = \"every 1s\"\nkind = \"tick\"\n",
             a.url,
             note_handler("a", &a_log),
             b.url,
@@ -57,11 +58,14 @@ async fn one_supervisor_serves_each_database_with_its_own_workers_and_handlers()
         ))
         .await;
     }
-    let sup = jobq(None, &["supervise", "--config", cfg_arg])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let sup = jobq(
+        None,
+        &["supervise", "--config", cfg_arg, "--reaper", "--scheduler"],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     for db in [&a, &b] {
         wait_until("every job done", Duration::from_secs(30), || async {
             db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
@@ -97,6 +101,22 @@ async fn one_supervisor_serves_each_database_with_its_own_workers_and_handlers()
         pids.push(mine);
     }
     assert!(pids[0].iter().all(|p| !pids[1].contains(p)), "{pids:?}");
+    // b's schedule makes jobs in b only (no handler serves them: they wait, queued).
+    wait_until("a scheduled job in b", Duration::from_secs(10), || async {
+        b.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE kind = 'tick'")
+            .await
+            > 0
+    })
+    .await;
+    for (db, want) in [(&a, 0), (&b, 1)] {
+        let schedules: i64 = db.scalar("SELECT COUNT(*) FROM jobq_schedules").await;
+        assert_eq!(schedules, want, "{}", db.name);
+    }
+    assert_eq!(
+        a.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE kind = 'tick'")
+            .await,
+        0
+    );
     // Each job ran under its own database's handler.
     for (log, name) in [(&a_log, "a"), (&b_log, "b")] {
         let lines = std::fs::read_to_string(log).unwrap();
