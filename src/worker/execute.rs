@@ -29,9 +29,14 @@ enum Ended {
     Lost,
 }
 
-/// Runs `job` and records its outcome. The permit is the job's slot; it is given back when the job's
-/// row has been finished, so a draining worker's next claim sees the slot free. `older` is the `ended`
-/// token of an earlier copy of the same job still running here: this copy starts only after it.
+/// Runs `job` and records its outcome. The permit is the job's slot. A job whose handler succeeded gives
+/// it back as soon as its outcome goes to the finisher: the row then waits only for the finisher's next
+/// batch, which runs beside the next claim instead of before it, and nothing that job did is still to
+/// come (its handler's writes are committed; a done finish makes nothing claimable). Any other job
+/// gives it back once its row has been finished, so a draining worker's next claim sees what it left
+/// (a retry that is due at once, a job handed back). The ledger keeps the attempt until its outcome is
+/// recorded either way. `older` is the `ended` token of an earlier copy of the same job still running
+/// here: this copy starts only after it.
 pub(super) async fn run_job(
     shared: Arc<Shared>,
     job: ClaimedJob,
@@ -72,12 +77,17 @@ pub(super) async fn run_job(
         entry.recording();
         decide(&shared, &job, ended, entry.cancel_request.is_cancelled())
     };
+    let mut slot = Some(permit);
     match outcome {
         // The handler committed the done finish with its own work (JobContext::finish_in).
         Some(Finish::Done) if finished_in_tx.load(Ordering::SeqCst) => {
             shared.counters.done.fetch_add(1, Ordering::Relaxed);
             telemetry::job_finished(&job.queue, &job.kind, "done");
             debug!(job_id = job.id, kind = %job.kind, attempt, "job done (finished in the handler's transaction)");
+        }
+        Some(Finish::Done) => {
+            give_back(&shared, &mut slot, claimed);
+            record(&shared, &job, attempt, &Finish::Done, timed_out).await;
         }
         Some(outcome) => record(&shared, &job, attempt, &outcome, timed_out).await,
         None => {
@@ -86,8 +96,17 @@ pub(super) async fn run_job(
         }
     }
     shared.ledger.leave(job.id, attempt);
-    drop(permit);
-    shared.job_ended.notify_one();
+    give_back(&shared, &mut slot, claimed);
+}
+
+/// Gives the job's slot back, if it still holds it, and wakes a claim waiting for one. Counted in the
+/// ledger first (see [`super::ledger::Ledger::ended`]).
+fn give_back(shared: &Shared, slot: &mut Option<OwnedSemaphorePermit>, claimed: Instant) {
+    if let Some(permit) = slot.take() {
+        shared.ledger.slot_freed(claimed.elapsed());
+        drop(permit);
+        shared.job_ended.notify_one();
+    }
 }
 
 async fn run_handler(

@@ -11,7 +11,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use super::limits::{HELD_RECHECK, Limits};
-use super::pacing::{After, Before, Claimed, Pacer};
+use super::pacing::{After, Before, Claimed, Pacer, Slots};
 use super::{Shared, WorkerConfig, execute};
 use crate::backoff::Backoff;
 use crate::db::claim;
@@ -19,9 +19,6 @@ use crate::db::dedicated::Dedicated;
 use crate::db::limits::LimitKey;
 use crate::error::Result;
 use crate::service::{sleep_or_stop, unless_stopped};
-
-/// Longest wait for more free slots before a claim, when fewer than half a batch is free.
-const CLAIM_FILL_WAIT: Duration = Duration::from_millis(2);
 
 /// Claims while there is room and work; returns when drained or told to stop.
 pub(super) async fn fetch_loop(
@@ -187,8 +184,8 @@ impl Fetch<'_> {
         Ready::Claim { probe_first }
     }
 
-    /// The free slots the next claim may fill: at least one (waiting for it), at most a batch. `None` on
-    /// shutdown.
+    /// The free slots the next claim may fill: at least one (waiting for it), at most a batch, and as
+    /// many as the pacer says are worth a short wait (see [`Pacer::fill`]). `None` on shutdown.
     async fn take_slots(&self) -> Option<Vec<OwnedSemaphorePermit>> {
         let cfg = &self.shared.cfg;
         let first = tokio::select! {
@@ -197,14 +194,16 @@ impl Fetch<'_> {
             p = self.slots.clone().acquire_owned() => p.expect("semaphore is never closed"),
         };
         let mut permits = vec![first];
-        // Fill the claim: one claim per free slot would mean a transaction (and a log flush) per job.
-        // When fewer than half the batch is free, wait a moment for running jobs to end and free more.
-        let want = cfg.batch_size.min(cfg.concurrency.div_ceil(2)).max(1) as usize;
-        let deadline = tokio::time::Instant::now() + CLAIM_FILL_WAIT;
+        let fill = self.pacer.fill(Slots {
+            concurrency: cfg.concurrency,
+            batch_size: cfg.batch_size,
+            held: self.shared.ledger.slot_time(),
+        });
+        let deadline = tokio::time::Instant::now() + fill.wait;
         while permits.len() < cfg.batch_size as usize {
             match self.slots.clone().try_acquire_owned() {
                 Ok(p) => permits.push(p),
-                Err(_) if permits.len() < want && !self.pacer.probing() => {
+                Err(_) if permits.len() < fill.want as usize => {
                     match tokio::time::timeout_at(deadline, self.slots.clone().acquire_owned())
                         .await
                     {

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
@@ -45,8 +46,12 @@ pub(crate) struct Ledger {
     uncertain: AtomicBool,
     /// Jobs claimed and not yet recorded (the finisher lingers only while some are).
     pub(crate) in_flight: Arc<AtomicUsize>,
-    /// Jobs whose outcome has been recorded, counted before their slot is given back.
+    /// Jobs that have given their slot back, counted before they do: a done job when its handler has
+    /// returned (its finish is then only waiting for the finisher's batch), any other when its outcome
+    /// has been recorded. A claim that saw this move may have missed what such a job left behind.
     pub(crate) ended: AtomicU64,
+    /// How long jobs held their slot lately, in µs (a moving average, 0 before the first).
+    held_us: AtomicU64,
     /// Attempts that ran here but whose outcome could not be recorded, with that outcome: a reconcile
     /// records it later instead of handing the row back as if it had never run.
     unrecorded: Mutex<HashMap<(u64, u16), Finish>>,
@@ -87,7 +92,26 @@ impl Ledger {
             e.ended.cancel();
         }
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Counts a job giving its slot back after holding it for `held`; call it before the slot is given
+    /// back (see [`Ledger::ended`]).
+    pub(crate) fn slot_freed(&self, held: Duration) {
+        let sample = (held.as_micros() as u64).max(1);
+        // Jobs ending at once may each fold their sample into an older average: one of them is lost,
+        // which an average of many does not notice.
+        let prev = self.held_us.load(Ordering::Relaxed);
+        self.held_us
+            .store(moving_average(prev, sample), Ordering::Relaxed);
         self.ended.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// How long jobs held their slot lately; `None` before any has given it back.
+    pub(crate) fn slot_time(&self) -> Option<Duration> {
+        match self.held_us.load(Ordering::Relaxed) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
+        }
     }
 
     /// Whether nothing runs.
@@ -171,9 +195,34 @@ impl Ledger {
     }
 }
 
+/// An exponential moving average over about the last eight samples (`prev` 0: none yet), so that a
+/// claim follows a change of job length within a batch or two.
+fn moving_average(prev: u64, sample: u64) -> u64 {
+    if prev == 0 {
+        sample
+    } else {
+        (prev * 7 + sample).div_ceil(8)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slot_time_follows_the_jobs_within_a_few_samples() {
+        let l = Ledger::default();
+        assert_eq!(l.slot_time(), None);
+        l.slot_freed(Duration::from_micros(400));
+        assert_eq!(l.slot_time(), Some(Duration::from_micros(400)));
+        assert_eq!(l.ended.load(Ordering::SeqCst), 1);
+        for _ in 0..16 {
+            l.slot_freed(Duration::from_secs(1));
+        }
+        assert!(l.slot_time().unwrap() > Duration::from_millis(800));
+        assert_eq!(moving_average(0, 5), 5);
+        assert_eq!(moving_average(8, 16), 9);
+    }
 
     #[test]
     fn an_attempt_that_ran_keeps_its_outcome_for_the_reconcile_and_is_not_handed_back() {

@@ -17,6 +17,16 @@
 //! * A failed claim is retried with a backoff; a forever worker rides out any outage, a draining one
 //!   (cron) gives up after [`DRAIN_CLAIM_TRIES`] transient failures, since the next cron tick starts a
 //!   fresh worker anyway.
+//! * **How many slots a claim waits for** ([`Pacer::fill`]). A claim costs a transaction whatever it
+//!   takes, so one claim per freed slot means a commit per job. When the last claim came back **full**
+//!   (the queue is deeper than the worker's slots) and slots are given back **quickly** (a job holds
+//!   its slot for under [`SHORT_JOB`]), the claim waits up to [`DEEP_FILL_WAIT`] for every slot a
+//!   batch can fill: the slots it waits for free within about a job's time, and one claim then does
+//!   the work of several. Otherwise (long jobs, a shallow queue, or nothing measured yet) it waits up
+//!   to [`FILL_WAIT`] for half a batch, as long jobs do not free slots in a moment and a job that is
+//!   due should not wait behind ones still running. A claim never takes more than the free slots or
+//!   the batch size, so a worker never holds jobs another could run; a probing worker waits for
+//!   nothing.
 
 use std::time::Duration;
 
@@ -26,6 +36,38 @@ use crate::backoff::Backoff;
 /// Failed claims in a row (each already retried internally) after which a draining worker gives up:
 /// about 3 s of waiting in all.
 pub(super) const DRAIN_CLAIM_TRIES: u32 = 5;
+
+/// Slots held for less than this on average count as short jobs: waiting for the rest of a batch to
+/// free then costs less than the claim it saves (a claim transaction takes about 1 to 2 ms here).
+pub(super) const SHORT_JOB: Duration = Duration::from_millis(2);
+
+/// Longest wait for a whole batch of slots on a deep queue of short jobs: twice [`SHORT_JOB`], so that
+/// the slots of jobs claimed together are back before it ends, and a claim behind a job that turns out
+/// long is held back by at most this.
+pub(super) const DEEP_FILL_WAIT: Duration = Duration::from_millis(4);
+
+/// Longest wait for half a batch of slots otherwise.
+pub(super) const FILL_WAIT: Duration = Duration::from_millis(2);
+
+/// What a claim about to be made knows about its slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Slots {
+    /// The worker's `concurrency`.
+    pub(super) concurrency: u32,
+    /// The worker's `batch_size`.
+    pub(super) batch_size: u32,
+    /// How long a job has held its slot lately (a moving average); `None` before any has ended.
+    pub(super) held: Option<Duration>,
+}
+
+/// How many free slots the next claim waits for, and for how long at most.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Fill {
+    /// Take every free slot up to this many at once; wait for more while fewer are free.
+    pub(super) want: u32,
+    /// Up to this long.
+    pub(super) wait: Duration,
+}
 
 /// How the next round starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,6 +116,8 @@ pub(super) struct Pacer {
     woken: bool,
     /// Wait for work before the next claim (a forever worker after a short or empty claim).
     wait_first: bool,
+    /// The last claim filled every slot it asked for: the queue is at least as deep as the claims.
+    deep: bool,
     failures: u32,
     idle: Backoff,
     idle_start: Backoff,
@@ -89,6 +133,7 @@ impl Pacer {
             probing: false,
             woken: false,
             wait_first: false,
+            deep: false,
             failures: 0,
             idle,
             idle_start: idle,
@@ -109,9 +154,31 @@ impl Pacer {
         }
     }
 
-    /// Whether the claim should skip waiting for more free slots (it is only looking).
+    /// Whether the next claim is only looking (it probes first).
+    #[cfg(test)]
     pub(super) fn probing(&self) -> bool {
         self.probing
+    }
+
+    /// How many slots the next claim waits for (see the module docs).
+    pub(super) fn fill(&self, slots: Slots) -> Fill {
+        let batch = slots.batch_size.min(slots.concurrency).max(1);
+        if self.probing {
+            return Fill {
+                want: 1,
+                wait: Duration::ZERO,
+            };
+        }
+        if self.deep && slots.held.is_some_and(|h| h < SHORT_JOB) {
+            return Fill {
+                want: batch,
+                wait: DEEP_FILL_WAIT,
+            };
+        }
+        Fill {
+            want: batch.min(slots.concurrency.div_ceil(2)).max(1),
+            wait: FILL_WAIT,
+        }
     }
 
     /// The idle waits' backoff, which the wait advances.
@@ -130,6 +197,7 @@ impl Pacer {
     pub(super) fn after_claim(&mut self, claimed: Claimed) -> After {
         match claimed {
             Claimed::Failed { transient } => {
+                self.deep = false;
                 if self.mode == Mode::Forever || (transient && self.failures < DRAIN_CLAIM_TRIES) {
                     self.failures += 1;
                     After::RetryIn(self.errors.next_delay())
@@ -142,6 +210,7 @@ impl Pacer {
                 ended_meanwhile,
             } => {
                 self.claim_worked();
+                self.deep = false;
                 match self.mode {
                     Mode::Drain if idle && !ended_meanwhile => After::Drained,
                     Mode::Drain if idle => After::Next,
@@ -155,6 +224,7 @@ impl Pacer {
             Claimed::Rows { got, asked } => {
                 self.claim_worked();
                 let short = got < asked;
+                self.deep = !short;
                 self.probing = short && self.mode == Mode::Drain;
                 self.wait_first = short && self.mode == Mode::Forever;
                 self.woken = false;
@@ -278,6 +348,114 @@ mod tests {
         assert_eq!(
             p.after_claim(Claimed::Failed { transient: true }),
             After::RetryIn(Duration::from_millis(100))
+        );
+    }
+
+    const SETTINGS: Slots = Slots {
+        concurrency: 10,
+        batch_size: 10,
+        held: Some(Duration::from_micros(300)),
+    };
+
+    fn full(p: &mut Pacer) {
+        p.after_claim(Claimed::Rows { got: 10, asked: 10 });
+    }
+
+    #[test]
+    fn a_deep_queue_of_short_jobs_waits_a_moment_for_a_whole_batch() {
+        let mut p = pacer(Mode::Drain);
+        full(&mut p);
+        assert_eq!(
+            p.fill(SETTINGS),
+            Fill {
+                want: 10,
+                wait: DEEP_FILL_WAIT
+            }
+        );
+    }
+
+    #[test]
+    fn long_jobs_claim_half_a_batch_as_slots_free() {
+        let mut p = pacer(Mode::Forever);
+        full(&mut p);
+        let long = Slots {
+            held: Some(SHORT_JOB),
+            ..SETTINGS
+        };
+        assert_eq!(
+            p.fill(long),
+            Fill {
+                want: 5,
+                wait: FILL_WAIT
+            }
+        );
+    }
+
+    #[test]
+    fn a_short_claim_ends_the_wait_for_a_whole_batch() {
+        let mut p = pacer(Mode::Forever);
+        full(&mut p);
+        p.after_claim(Claimed::Rows { got: 4, asked: 10 });
+        assert_eq!(p.fill(SETTINGS).want, 5);
+        full(&mut p);
+        p.after_claim(Claimed::Nothing {
+            idle: false,
+            ended_meanwhile: false,
+        });
+        assert_eq!(p.fill(SETTINGS).want, 5);
+        full(&mut p);
+        p.after_claim(Claimed::Failed { transient: true });
+        assert_eq!(p.fill(SETTINGS).want, 5);
+    }
+
+    #[test]
+    fn before_any_job_has_ended_a_claim_takes_half_a_batch() {
+        let mut p = pacer(Mode::Drain);
+        full(&mut p);
+        let unknown = Slots {
+            held: None,
+            ..SETTINGS
+        };
+        assert_eq!(p.fill(unknown).want, 5);
+        // A fresh worker has claimed nothing yet.
+        assert_eq!(pacer(Mode::Drain).fill(SETTINGS).want, 5);
+    }
+
+    #[test]
+    fn a_claim_never_waits_for_more_than_the_batch_or_the_slots() {
+        let mut p = pacer(Mode::Drain);
+        full(&mut p);
+        let small_batch = Slots {
+            batch_size: 4,
+            ..SETTINGS
+        };
+        assert_eq!(p.fill(small_batch).want, 4);
+        let few_slots = Slots {
+            concurrency: 3,
+            batch_size: 100,
+            ..SETTINGS
+        };
+        assert_eq!(p.fill(few_slots).want, 3);
+        let one = Slots {
+            concurrency: 1,
+            batch_size: 1,
+            ..SETTINGS
+        };
+        assert_eq!(p.fill(one).want, 1);
+    }
+
+    #[test]
+    fn a_probing_worker_waits_for_no_slot() {
+        let mut p = pacer(Mode::Drain);
+        full(&mut p);
+        p.after_claim(Claimed::Rows { got: 2, asked: 10 });
+        assert!(p.probing());
+        assert_eq!(
+            p.fill(SETTINGS),
+            Fill {
+                want: 1,
+                wait: Duration::ZERO
+            }
         );
     }
 
