@@ -223,7 +223,21 @@ async fn a_config_of_several_databases_asks_which_and_names_unknown_sections() {
         ),
     );
     let c = cfg.to_str().unwrap();
+    // `stats` shows every database in turn; other commands ask which.
     let out = run_jobq(None, &["--config", c, "stats"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("== database a (") && stdout.contains("== database b ("),
+        "{stdout}"
+    );
+    let out = run_jobq(None, &["--config", c, "stats", "--json"]);
+    let all: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        all["a"]["counts"].is_array() && all["b"]["counts"].is_array(),
+        "{all}"
+    );
+    let out = run_jobq(None, &["--config", c, "jobs", "list"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr)

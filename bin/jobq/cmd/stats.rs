@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use chrono::Utc;
 use jobq::State;
 use jobq::{Jobs, Stats, Unserved};
@@ -12,13 +12,45 @@ use crate::args::StatsArgs;
 use crate::out::{age, out, outln};
 
 pub async fn run(env: &Env, args: StatsArgs) -> Result<()> {
+    if env.serves_many() {
+        return run_many(env, args).await;
+    }
     let stats = Jobs::new(env.migrated_pool(super::SERIAL_CONNECTIONS).await?)
         .stats()
         .await?;
     if args.format.json {
-        return json(&stats);
+        return crate::out::json(&with_unserved(&stats));
     }
+    text(&stats)
+}
 
+/// A config of several databases without `--database`: each database's figures in turn, under its
+/// name (with `--json`, one object keyed by database name).
+async fn run_many(env: &Env, args: StatsArgs) -> Result<()> {
+    let mut all = BTreeMap::new();
+    for name in env.config.databases.keys() {
+        let db = Env::section(&env.config, env.config_path.clone(), name)?;
+        let pool = db
+            .migrated_pool(super::SERIAL_CONNECTIONS)
+            .await
+            .with_context(|| format!("database {name}"))?;
+        let stats = Jobs::new(pool.clone()).stats().await?;
+        pool.close().await;
+        if args.format.json {
+            all.insert(name.as_str(), serde_json::to_value(with_unserved(&stats))?);
+        } else {
+            outln!("== database {name} ({}) ==", jobq::redact_url(db.url()?))?;
+            text(&stats)?;
+            outln!()?;
+        }
+    }
+    if args.format.json {
+        crate::out::json(&all)?;
+    }
+    Ok(())
+}
+
+fn text(stats: &Stats) -> Result<()> {
     let mut by_queue: BTreeMap<&str, BTreeMap<&str, i64>> = BTreeMap::new();
     for c in &stats.counts {
         *by_queue
@@ -48,9 +80,9 @@ pub async fn run(env: &Env, args: StatsArgs) -> Result<()> {
 
     if !stats.due_by_kind.is_empty() {
         outln!()?;
-        print_due_by_kind(&stats)?;
+        print_due_by_kind(stats)?;
     }
-    print_paused(&stats)?;
+    print_paused(stats)?;
 
     outln!()?;
     if stats.processes.is_empty() {
@@ -179,7 +211,8 @@ fn print_paused(stats: &Stats) -> Result<()> {
 
 /// `stats --json`: the statistics as the library reads them, and the groups of due jobs no live worker
 /// will claim, with why.
-fn json(stats: &Stats) -> Result<()> {
+/// The stats as `--json` prints them: the figures and the groups no live worker will claim.
+fn with_unserved(stats: &Stats) -> impl serde::Serialize + '_ {
     #[derive(serde::Serialize)]
     struct Unclaimed<'a> {
         queue: &'a str,
@@ -203,5 +236,5 @@ fn json(stats: &Stats) -> Result<()> {
             reason,
         })
         .collect();
-    crate::out::json(&Out { stats, unserved })
+    Out { stats, unserved }
 }
