@@ -9,6 +9,7 @@
 //! database_ssl_mode = "verify_identity"              # TLS: disabled, preferred (default), required,
 //!                                                    # verify_ca, verify_identity
 //! database_ssl_ca = "/etc/jobq/db-ca.pem"            # the CA the server's certificate must chain to
+//! workers = 2                                        # processes `jobq supervise` keeps (-n overrides)
 //!
 //! [worker]
 //! queues = ["default", "mail"]   # claimed in this order
