@@ -43,6 +43,7 @@ async fn smoke_bench_runs_and_every_job_finishes_exactly_once() {
         "footprint",
         "enqueue",
         "web",
+        "backlog",
     ] {
         assert!(
             checks.iter().any(|c| c["section"] == section),
@@ -63,6 +64,15 @@ async fn smoke_bench_runs_and_every_job_finishes_exactly_once() {
             .all(|c| c["ok"] == true && c["jobs_per_sec"].as_f64().unwrap() > 0.0)
     );
     assert_eq!(report["drain"]["winner"]["ok"], true);
+    let backlog = &report["backlog"];
+    for table in ["deep", "small"] {
+        assert!(
+            backlog[table]["mean_ms"].as_f64().unwrap() > 0.0
+                && backlog[table]["rows_per_claim"].as_f64().unwrap() > 0.0,
+            "backlog {table}: {backlog:#}"
+        );
+    }
+    assert_eq!(backlog["urgent"]["picked_up"], true, "{backlog:#}");
     // The head-to-head runs the lean schema and separate worker processes beside the limit.
     let h = &report["drain"]["head_to_head"];
     for key in ["lean", "procs"] {

@@ -21,14 +21,23 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Sections to run (comma-separated): raw,drain,steady,big,idle,footprint,enqueue,web,cluster. Default
-    /// all (cluster only with --cluster).
+    /// Sections to run (comma-separated): raw,drain,steady,big,idle,footprint,enqueue,web,cluster,backlog.
+    /// Default all (cluster only with --cluster).
     #[arg(long, value_delimiter = ',')]
     pub sections: Vec<String>,
 
     /// Finished rows kept in the table by the big-table section (default 1000000).
     #[arg(long)]
     pub big_rows: Option<u64>,
+
+    /// Due rows of the backlog section's deep table (default 1000000), spread over 100 queues and 50
+    /// kinds.
+    #[arg(long)]
+    pub backlog_rows: Option<u64>,
+
+    /// Due rows of the small table the backlog section compares the deep one with (default 10000).
+    #[arg(long)]
+    pub backlog_small_rows: Option<u64>,
 
     /// The nodes of a Galera cluster (URLs, comma-separated; `scripts/galera.sh urls`): adds the cluster
     /// section, drains with a worker on 1, 2 and 3 of them.

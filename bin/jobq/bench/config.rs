@@ -31,11 +31,13 @@ pub enum Section {
     Web,
     /// Drains over a Galera cluster's nodes (only with `--cluster`).
     Cluster,
+    /// A deep, wide backlog: claim cost at a million due rows; a high-priority job behind it.
+    Backlog,
 }
 
 impl Section {
     /// Every section, in run order.
-    pub const ALL: [Section; 9] = [
+    pub const ALL: [Section; 10] = [
         Section::Raw,
         Section::Drain,
         Section::Steady,
@@ -45,6 +47,7 @@ impl Section {
         Section::Enqueue,
         Section::Web,
         Section::Cluster,
+        Section::Backlog,
     ];
 
     /// The name used by `--sections`.
@@ -59,6 +62,7 @@ impl Section {
             Section::Enqueue => "enqueue",
             Section::Web => "web",
             Section::Cluster => "cluster",
+            Section::Backlog => "backlog",
         }
     }
 }
@@ -180,6 +184,12 @@ pub struct BenchConfig {
     pub cluster_urls: Vec<String>,
     /// Jobs per cluster drain.
     pub cluster_jobs: u64,
+    /// Due rows of the backlog section's deep table (default 1,000,000).
+    pub backlog_rows: u64,
+    /// Due rows of the small table it is compared with (default 10,000).
+    pub backlog_small_rows: u64,
+    /// Claims timed on each of the two tables.
+    pub backlog_claims: u32,
     /// Timed views of each dashboard page (after a first, untimed-for-the-median one).
     pub web_views: u32,
     /// Rates to measure in the steady-state section instead of searching for the sustainable rate.
@@ -244,6 +254,9 @@ impl BenchConfig {
             web_views: 20,
             cluster_urls: Vec::new(),
             cluster_jobs: 50_000,
+            backlog_rows: 1_000_000,
+            backlog_small_rows: 10_000,
+            backlog_claims: 500,
             rounds: 5,
             steady_rates: Vec::new(),
             settings_override: None,
@@ -287,6 +300,9 @@ impl BenchConfig {
             web_views: 5,
             cluster_urls: Vec::new(),
             cluster_jobs: 5_000,
+            backlog_rows: 50_000,
+            backlog_small_rows: 5_000,
+            backlog_claims: 100,
             rounds: 1,
             quick: true,
             ..Self::full(url)
@@ -310,6 +326,9 @@ impl BenchConfig {
             web_views: 2,
             cluster_urls: Vec::new(),
             cluster_jobs: 1_000,
+            backlog_rows: 3_000,
+            backlog_small_rows: 1_000,
+            backlog_claims: 10,
             idle_window: Duration::from_secs(1),
             steady_window: Duration::from_millis(300),
             steady_max_doublings: 0,

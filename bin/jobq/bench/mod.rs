@@ -18,10 +18,13 @@
 //! * `web`: the dashboard's response times with a million rows in job_queue.
 //! * `cluster`: drains with a worker on 1, 2 and 3 nodes of a Galera cluster (`--cluster`), and the
 //!   certification conflicts they cost.
+//! * `backlog`: the claim's cost with a million due jobs over many queues and kinds against a small
+//!   table of the same shape, and how many claims a high-priority job waits behind a long backlog.
 //!
 //! The benchmark is not a test of speed: only its correctness checks (every job finished exactly once)
 //! decide whether a run is good. Speed is compared with targets and reported.
 
+mod backlog;
 mod bigtable;
 mod cluster;
 mod config;
@@ -413,6 +416,10 @@ async fn run_sections(mut ctx: Ctx, name: &str) -> BResult<BenchReport> {
     }
     if ctx.cfg.runs(Section::Web) {
         report.web = Some(web::run(&ctx).await?);
+    }
+    if ctx.cfg.runs(Section::Backlog) {
+        let s = ctx.cfg.settings_override.unwrap_or(Settings::DEFAULTS);
+        report.backlog = Some(backlog::run(&ctx, s).await?);
     }
     if ctx.cfg.runs(Section::Cluster) && !ctx.cfg.cluster_urls.is_empty() {
         let urls = ctx.cfg.cluster_urls.clone();

@@ -214,7 +214,7 @@ pub(crate) async fn cell(
 }
 
 /// `n` connections to `url`, their sessions set up as jobq sets up its own.
-async fn connections(url: &str, n: u32) -> BResult<Vec<MySqlConnection>> {
+pub(crate) async fn connections(url: &str, n: u32) -> BResult<Vec<MySqlConnection>> {
     let opts = jobq::connect_options(url)?;
     let mut conns = Vec::new();
     for _ in 0..n {

@@ -61,6 +61,12 @@ fn bench_config(env: &Env, args: BenchArgs) -> Result<BenchConfig> {
     if let Some(n) = args.big_rows {
         cfg.big_rows = n;
     }
+    if let Some(n) = args.backlog_rows {
+        cfg.backlog_rows = n.max(1);
+    }
+    if let Some(n) = args.backlog_small_rows {
+        cfg.backlog_small_rows = n.max(1);
+    }
     cfg.cluster_urls = args.cluster.clone();
     if let Some(n) = args.cluster_jobs {
         cfg.cluster_jobs = n.max(1);

@@ -63,6 +63,8 @@ pub struct BenchReport {
     pub web: Option<WebReport>,
     /// Drains over a Galera cluster's nodes.
     pub cluster: Option<ClusterReport>,
+    /// The deep, wide backlog.
+    pub backlog: Option<crate::bench::backlog::BacklogReport>,
     /// Targets next to the measured values.
     pub targets: Vec<Target>,
     /// Correctness checks; a run is good only if all pass.
@@ -429,6 +431,7 @@ impl BenchReport {
             enqueue: None,
             web: None,
             cluster: None,
+            backlog: None,
             targets: Vec::new(),
             checks: Vec::new(),
         }

@@ -2,6 +2,11 @@
 //! quiet enough for the figures to mean much.
 
 use super::{BenchReport, LOAD_THRESHOLD, OTHER_CORES_THRESHOLD, P99_LIMIT_MS, Target};
+use crate::bench::FinishMode;
+
+/// Three times graphile-worker 0.18's throughput at its defaults (1,210 no-op jobs/s, unbatched, on
+/// PostgreSQL 15 on the same 2-core machine kind; measured for issue 16): the goal for jobq's defaults.
+const GRAPHILE_DEFAULTS_X3: f64 = 3.0 * 1210.0;
 
 impl BenchReport {
     /// Computes the load verdict and the targets.
@@ -28,7 +33,91 @@ impl BenchReport {
         self.latency_targets(&mut t);
         self.cost_targets(&mut t);
         self.web_targets(&mut t);
+        self.backlog_targets(&mut t);
         t
+    }
+
+    /// jobq's defaults on a deep queue of short jobs: throughput against graphile-worker's defaults
+    /// (1,210 jobs/s on this machine kind, issue 16) and the raw loop at the same W and B, and round
+    /// trips per job at the wire.
+    fn defaults_targets(&self, t: &mut Vec<Target>) {
+        let Some(d) = &self.drain else { return };
+        let s = d.defaults.settings;
+        let raw = self
+            .raw
+            .as_ref()
+            .and_then(|r| r.at(s.workers, s.batch_size, FinishMode::BatchTx))
+            .map_or(String::new(), |c| {
+                format!("; raw batch-tx at the same W and B {:.0}", c.jobs_per_sec)
+            });
+        add(
+            t,
+            &format!("drain at jobq's defaults ({s}) vs 3x graphile-worker's defaults"),
+            &format!(">= {GRAPHILE_DEFAULTS_X3:.0} jobs/s"),
+            format!(
+                "{:.0} jobs/s ({:.1} rows/claim, {:.1} rows/finish{raw})",
+                d.defaults.jobs_per_sec, d.defaults.rows_per_claim, d.defaults.rows_per_finish
+            ),
+            d.defaults.jobs_per_sec >= GRAPHILE_DEFAULTS_X3,
+        );
+        if let Some(w) = d.wire.iter().find(|w| w.settings == s) {
+            let per_job = |c: &crate::bench::wire::Commands| c.round_trips() as f64 / w.jobs as f64;
+            add(
+                t,
+                &format!("round trips per job at jobq's defaults ({s})"),
+                "<= 0.5",
+                format!(
+                    "{:.3} (raw loop at the same W and B {:.3})",
+                    per_job(&w.jobq),
+                    per_job(&w.raw)
+                ),
+                per_job(&w.jobq) <= 0.5,
+            );
+        }
+    }
+
+    /// The claim at a million due rows against a small table, and the high-priority job.
+    fn backlog_targets(&self, t: &mut Vec<Target>) {
+        let Some(b) = &self.backlog else { return };
+        add(
+            t,
+            "claim time, deep wide backlog vs small table",
+            "<= 1.15x",
+            format!(
+                "{:.2}x (median {:.2} vs {:.2} ms per claim at {} vs {} rows)",
+                b.ratio, b.deep.p50_ms, b.small.p50_ms, b.deep.rows, b.small.rows
+            ),
+            b.ratio <= 1.15,
+        );
+        add(
+            t,
+            "claim time, the same with the served queues but the last run dry",
+            "<= 1.15x",
+            format!(
+                "{:.2}x (median {:.2} vs {:.2} ms per claim; {:.0} vs {:.0} index reads per claim)",
+                b.drained_ratio,
+                b.deep_drained.p50_ms,
+                b.small_drained.p50_ms,
+                b.deep_drained.index_reads_per_claim,
+                b.small_drained.index_reads_per_claim
+            ),
+            b.drained_ratio <= 1.15,
+        );
+        let u = &b.urgent;
+        add(
+            t,
+            "claims passing a high-priority job by",
+            "<= 1",
+            if u.picked_up {
+                format!(
+                    "{} ({:.1} ms, behind {} low-priority jobs)",
+                    u.claims_passed_by, u.wait_ms, u.backlog
+                )
+            } else {
+                "not picked up".into()
+            },
+            u.picked_up && u.claims_passed_by <= 1,
+        );
     }
 
     /// The dashboard's overview and filtered job lists with the history loaded: a median under 200 ms.
@@ -84,6 +173,7 @@ impl BenchReport {
                 h.ratio() >= 0.9,
             );
         }
+        self.defaults_targets(t);
         if let Some(b) = &self.big {
             add(
                 t,
