@@ -75,19 +75,6 @@ pub fn pair_placeholders(n: usize) -> String {
     vec!["(?, ?)"; n].join(", ")
 }
 
-/// `value` as an SQL string literal, for the hot-path statements a worker sends with their values in the
-/// text (`db::claim`, `db::finish`: so that `BEGIN` and `COMMIT` can travel in the same round trip as
-/// the statements next to them). Only for text made of the characters names and claim tokens allow
-/// (letters, digits, `_ - . : /`), which need no escaping under any `sql_mode`; `None` for anything
-/// else, which the caller then binds as a parameter.
-pub(crate) fn name_literal(value: &str) -> Option<String> {
-    let plain = !value.is_empty()
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'));
-    plain.then(|| format!("'{value}'"))
-}
-
 /// Run on every connection jobq opens, whatever the pool.
 ///
 /// * `time_zone`: sqlx already sends `+00:00`; it is repeated here so the invariant does not depend on
@@ -173,17 +160,6 @@ pub const FINISH_DONE_BATCH: Statement = Statement {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_plain_names_are_spliced_as_literals() {
-        assert_eq!(
-            name_literal("vm:1:2:3-4/5_x.y").as_deref(),
-            Some("'vm:1:2:3-4/5_x.y'")
-        );
-        for bad in ["", "a'b", "a\\b", "a b", "é", "a;b", "a\nb"] {
-            assert_eq!(name_literal(bad), None, "{bad:?}");
-        }
-    }
 
     #[test]
     fn texts_join_their_parts_around_the_gaps() {

@@ -25,13 +25,13 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use sqlx::mysql::MySqlRow;
-use sqlx::{Connection, Executor, FromRow, MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
+use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 
 use crate::db::dedicated::Dedicated;
 use crate::db::limits::{self, LimitKey};
 use crate::db::row::text;
 use crate::error::Result;
-use crate::statements::{CLAIM_SELECT, CLAIM_STAMP, EXACT_KIND, name_literal};
+use crate::statements::{CLAIM_SELECT, CLAIM_STAMP, EXACT_KIND};
 
 /// A row this worker has just claimed.
 #[derive(Debug, Clone)]
@@ -295,75 +295,7 @@ pub(crate) struct HeldRow {
     pub(crate) cancel_requested: bool,
 }
 
-/// One claim in two round trips: the values go into the text, so that `BEGIN` travels with the locking
-/// SELECT and the stamp with `COMMIT`, as one multi-statement text each (sqlx opens connections with
-/// `CLIENT_MULTI_STATEMENTS`). Bound, the same claim takes four (`BEGIN`, SELECT, UPDATE, `COMMIT`):
-/// at jobq's defaults that was more than half of what a worker sent per job (`jobq bench`, commands per
-/// job at the wire). Values that are not plain names go the bound way ([`claim_once_bound`]).
 async fn claim_once(
-    conn: &mut MySqlConnection,
-    token: &str,
-    queue: &str,
-    kinds: &[String],
-    limit: u32,
-) -> Result<Vec<ClaimedJob>, sqlx::Error> {
-    let (Some(token_text), Some(select)) = (name_literal(token), select_text(queue, kinds, limit))
-    else {
-        return claim_once_bound(conn, token, queue, kinds, limit).await;
-    };
-    let result = claim_spliced(conn, token, &token_text, &select).await;
-    if result.is_err() {
-        crate::db::dedicated::rollback_quietly(conn).await;
-    }
-    result
-}
-
-/// [`claim_once`]'s two round trips. The stamp commits with its UPDATE, so when it changed fewer rows
-/// than were selected the rows are read back after the commit: the ones carrying our token and this
-/// attempt are this claim's either way.
-async fn claim_spliced(
-    conn: &mut MySqlConnection,
-    token: &str,
-    token_text: &str,
-    select: &str,
-) -> Result<Vec<ClaimedJob>, sqlx::Error> {
-    // A text without arguments goes as COM_QUERY, which may hold several statements.
-    let text = format!("BEGIN; {select}");
-    let rows = conn.fetch_all(text.as_str()).await?;
-    let mut jobs = Vec::with_capacity(rows.len());
-    for row in &rows {
-        jobs.push(ClaimedJob::from_row(row)?);
-    }
-    if jobs.is_empty() {
-        conn.execute("ROLLBACK").await?;
-        return Ok(jobs);
-    }
-    let ids: Vec<String> = jobs.iter().map(|j| j.id.to_string()).collect();
-    let text = format!(
-        "{}; COMMIT",
-        CLAIM_STAMP.sql(&[token_text, &ids.join(", ")])
-    );
-    let stamped = conn.execute(text.as_str()).await?.rows_affected();
-    if stamped == jobs.len() as u64 {
-        return Ok(jobs);
-    }
-    keep_read_back(conn, token, jobs, stamped).await
-}
-
-/// [`CLAIM_SELECT`] with its values in the text; `None` when one is not a plain name.
-fn select_text(queue: &str, kinds: &[String], limit: u32) -> Option<String> {
-    let q = name_literal(queue)?;
-    let host = name_literal(this_host())?;
-    let kinds = kinds
-        .iter()
-        .map(|k| name_literal(k))
-        .collect::<Option<Vec<_>>>()?
-        .join(", ");
-    Some(CLAIM_SELECT.sql(&[&q, &q, &q, &q, &host, &kinds, &limit.to_string()]))
-}
-
-/// The claim with its values bound, for values [`claim_once`] cannot splice.
-async fn claim_once_bound(
     conn: &mut MySqlConnection,
     token: &str,
     queue: &str,
@@ -441,18 +373,6 @@ pub async fn stamp_selected(
     if stamped == jobs.len() as u64 {
         return Ok(jobs);
     }
-    keep_read_back(conn, token, jobs, stamped).await
-}
-
-/// After a stamp that changed `stamped` rows, fewer than were selected: reads back which of `jobs` carry
-/// `token` at this claim's attempt, and keeps only those.
-async fn keep_read_back(
-    conn: &mut MySqlConnection,
-    token: &str,
-    jobs: Vec<ClaimedJob>,
-    stamped: u64,
-) -> Result<Vec<ClaimedJob>, sqlx::Error> {
-    let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
     let mut read = QueryBuilder::<MySql>::new(
         "SELECT id, attempts FROM job_queue WHERE state = 'running' AND claim = ",
     );

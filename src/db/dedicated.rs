@@ -90,12 +90,3 @@ impl Dedicated {
         }
     }
 }
-
-/// Ends a transaction that a statement's own text opened (`BEGIN; …`) after one of its statements
-/// failed: such a transaction is not sqlx's, so nothing rolls it back when the attempt is given up, and
-/// a connection kept after a lock conflict would carry it into the next try. Best effort: when the
-/// ROLLBACK fails too, the connection is broken and [`Dedicated::run`] drops it, which ends the
-/// transaction on the server.
-pub(crate) async fn rollback_quietly(conn: &mut MySqlConnection) {
-    let _ = sqlx::Executor::execute(&mut *conn, "ROLLBACK").await;
-}

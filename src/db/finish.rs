@@ -7,10 +7,10 @@ use std::collections::HashSet;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use sqlx::{Connection, Executor, MySql, MySqlConnection, MySqlPool, QueryBuilder};
+use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder};
 
 use crate::db::dedicated::Dedicated;
-use crate::statements::{FINISH_DONE, FINISH_DONE_BATCH, name_literal};
+use crate::statements::{FINISH_DONE, FINISH_DONE_BATCH};
 
 use crate::db::retry_transient;
 use crate::error::Result;
@@ -349,69 +349,16 @@ async fn finish_fenced(
     ids: &[u64],
     wanted: &HashSet<(u64, u16)>,
 ) -> Result<Vec<(u64, u16)>, sqlx::Error> {
-    let pairs: Vec<(u64, u16)> = wanted.iter().copied().collect();
-    let all = match name_literal(token) {
-        Some(token_text) => {
-            let r = all_done_spliced(conn, &token_text, &pairs).await;
-            if r.is_err() {
-                crate::db::dedicated::rollback_quietly(conn).await;
-            }
-            r?
-        }
-        None => all_done_bound(conn, token, &pairs).await?,
-    };
-    if all {
-        return Ok(pairs);
-    }
-    finish_row_by_row(conn, token, ids, wanted).await
-}
-
-/// Finishes every pair of the batch, or none: true when all of them still carried `token` and their
-/// attempt. The values go into the text, so that `BEGIN` travels with the UPDATE (two round trips in
-/// all instead of three, as for the claim in `db::claim`).
-async fn all_done_spliced(
-    conn: &mut MySqlConnection,
-    token_text: &str,
-    pairs: &[(u64, u16)],
-) -> Result<bool, sqlx::Error> {
-    let list: Vec<String> = pairs.iter().map(|(id, a)| format!("({id}, {a})")).collect();
-    // A text without arguments goes as COM_QUERY, which may hold several statements.
-    let text = format!(
-        "BEGIN; {}",
-        FINISH_DONE_BATCH.sql(&[token_text, &list.join(", ")])
-    );
-    let changed = conn.execute(text.as_str()).await?.rows_affected();
-    let all = changed == pairs.len() as u64;
-    conn.execute(if all { "COMMIT" } else { "ROLLBACK" })
-        .await?;
-    Ok(all)
-}
-
-/// [`all_done_spliced`] with the values bound, for a token it cannot splice.
-async fn all_done_bound(
-    conn: &mut MySqlConnection,
-    token: &str,
-    pairs: &[(u64, u16)],
-) -> Result<bool, sqlx::Error> {
     let mut tx = conn.begin().await?;
-    let mut u = done_batch(token, pairs);
+    let pairs: Vec<(u64, u16)> = wanted.iter().copied().collect();
+    let mut u = done_batch(token, &pairs);
     let changed = u.build().execute(&mut *tx).await?.rows_affected();
     if changed == pairs.len() as u64 {
         tx.commit().await?;
-        return Ok(true);
+        return Ok(pairs);
     }
     tx.rollback().await?;
-    Ok(false)
-}
 
-/// The batch again after one of its rows was taken away: each row that still carries `token` and its
-/// attempt is finished, and the rest are left alone; returns the finished ones.
-async fn finish_row_by_row(
-    conn: &mut MySqlConnection,
-    token: &str,
-    ids: &[u64],
-    wanted: &HashSet<(u64, u16)>,
-) -> Result<Vec<(u64, u16)>, sqlx::Error> {
     let mut tx = conn.begin().await?;
     let mut q = QueryBuilder::<MySql>::new(
         "SELECT id, attempts FROM job_queue FORCE INDEX (PRIMARY) WHERE id IN (",
