@@ -2,7 +2,7 @@
 //! jobs with a no-op SQL handler (`DO 0`), read from `/proc/<pid>/status` while it runs.
 
 use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
@@ -24,18 +24,10 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<Option<FootprintReport>> {
     ctx.fill(KIND, jobs).await?;
     let config = write_config()?;
     let t0 = Instant::now();
-    let mut child = tokio::process::Command::new(&exe)
-        .arg("--database-url")
-        .arg(&ctx.url)
+    let mut child = super::jobq_child(&exe, &ctx.url)
         .arg("--config")
         .arg(&config)
-        .arg("-q")
         .arg("worker")
-        .env_remove("JOBQ_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
         .spawn()
         .map_err(|e| io(&format!("spawning {}", exe.display()), e))?;
     let (status, peak_kib) = watch(ctx, &mut child, t0).await?;

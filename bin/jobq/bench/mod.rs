@@ -280,6 +280,22 @@ pub(crate) async fn statement_counts(pool: &MySqlPool, kind: &str) -> BResult<(u
     Ok((claims as u64, finishes as u64))
 }
 
+/// This jobq binary, quiet, on the scratch database, ready for its subcommand's arguments: none of the
+/// caller's config, section or log settings reach it (they would point it elsewhere or change what it
+/// prints), stdout is dropped and stderr kept for the check, and it dies with the bench.
+pub(crate) fn jobq_child(exe: &std::path::Path, url: &str) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args(["--database-url", url, "-q"])
+        .env_remove("JOBQ_CONFIG")
+        .env_remove("JOBQ_DATABASE")
+        .env_remove("JOBQ_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
 /// Inserts `n` due jobs of `kind` with plain 1,000-row INSERTs.
 pub(crate) async fn insert_plain(pool: &MySqlPool, kind: &str, n: u64) -> BResult<()> {
     let mut left = n;

@@ -5,7 +5,6 @@
 //! In-process workers share one runtime and one allocator and skip process start; separate processes
 //! are what `jobq worker` from cron or a supervisor gives. Both run beside the limit in the head-to-head.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
@@ -29,18 +28,11 @@ pub(crate) async fn drain(ctx: &Ctx, s: Settings, jobs: u64) -> BResult<Option<f
     let t0 = Instant::now();
     let mut children = Vec::new();
     for _ in 0..s.workers {
-        let child = tokio::process::Command::new(&exe)
-            .args(["--database-url", &ctx.url, "-q", SUBCOMMAND])
+        let child = super::jobq_child(&exe, &ctx.url)
+            .arg(SUBCOMMAND)
             .args(["--concurrency", &s.concurrency.to_string()])
             .args(["--batch-size", &s.batch_size.to_string()])
             .args(["--kind", KIND])
-            .env_remove("JOBQ_CONFIG")
-            .env_remove("JOBQ_DATABASE")
-            .env_remove("JOBQ_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
             .spawn()
             .map_err(|e| super::BenchError::Setup(format!("spawning {}: {e}", exe.display())))?;
         children.push(child);
