@@ -130,6 +130,37 @@ pub const CLAIM_STAMP: Statement = Statement {
     ],
 };
 
+/// Claim, step 2, when the claim carries done finishes of the worker's earlier jobs (`db::claim`): one
+/// UPDATE finishes those rows as done, fenced as [`FINISH_DONE_BATCH`] fences them, and stamps the
+/// locked rows, checked as [`CLAIM_STAMP`] checks them. A claim that carries a batch of outcomes is
+/// then still four round trips and one commit: BEGIN, [`CLAIM_SELECT`], this, COMMIT. Parameters: the
+/// token (to stamp), the token (the finishes' fence), the (id, attempt) pairs to finish (a list), the
+/// ids to stamp (a list).
+///
+/// The two branches of the WHERE match disjoint rows (running ones under our token; claimable ones),
+/// and every assignment tells them apart by the row's old `state`. `state` is assigned last, so each
+/// other assignment reads its old value whether the server assigns left to right (MySQL, and MariaDB
+/// by default) or all at once (MariaDB's `SIMULTANEOUS_ASSIGNMENT` mode). When it changes fewer rows
+/// than it names, an UPDATE cannot say which branch fell short: the claim is rolled back and made
+/// again with the finish and the stamp apart.
+///
+/// FORCE INDEX, as for [`FINISH_DONE_BATCH`]: both branches are lists of primary keys, which the
+/// server reads as one set of point ranges.
+pub const CLAIM_STAMP_CARRYING: Statement = Statement {
+    parts: &[
+        "UPDATE job_queue FORCE INDEX (PRIMARY) SET \
+         finished_at = IF(state = 'running', NOW(6), NULL), \
+         claimed_at = IF(state = 'running', claimed_at, NOW(6)), \
+         started_at = IF(state = 'running', started_at, NOW(6)), \
+         attempts = IF(state = 'running', attempts, attempts + 1), \
+         claim = IF(state = 'running', NULL, ",
+        "), state = IF(state = 'running', 'done', 'running') WHERE (claim = ",
+        " AND state = 'running' AND (id, attempts) IN (",
+        ")) OR (id IN (",
+        ") AND state IN ('queued', 'retry') AND claim IS NULL AND run_at <= NOW(6))",
+    ],
+};
+
 /// The done finish of one job, fenced by its claim token and attempt. Parameters: the id, the token,
 /// the attempt.
 pub const FINISH_DONE: Statement = Statement {
@@ -178,6 +209,17 @@ mod tests {
                 .sql(&["?", "?", "?", "?", "?", &placeholders(1), "?"])
                 .contains("kind IN (?) AND kind NOT LIKE '% ' ORDER BY")
         );
+    }
+
+    #[test]
+    fn the_carrying_stamp_assigns_state_last() {
+        let sql = CLAIM_STAMP_CARRYING.sql(&["?", "?", &pair_placeholders(1), &placeholders(1)]);
+        let set = &sql[..sql.find(" WHERE ").unwrap()];
+        assert!(
+            set.ends_with("state = IF(state = 'running', 'done', 'running')"),
+            "every other assignment must read the old state: {set}"
+        );
+        assert!(sql.ends_with("run_at <= NOW(6))"));
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! fence's margin, how a process is judged), behind the `test-util` feature: they are not part of the
 //! public API and may change with any release.
 
-pub use crate::db::claim::{ClaimedJob, claim_batch, stamp_selected};
+pub use crate::db::claim::{ClaimedJob, claim_batch, claim_batch_carrying, stamp_selected};
 pub use crate::db::finish::{Finish, finish};
 pub use crate::fence::MARGIN;
 pub use crate::liveness::{ProcessState, local_process};

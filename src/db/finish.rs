@@ -316,8 +316,25 @@ pub(crate) async fn finish_done_batch(
     Ok(items.iter().map(|item| held.contains(item)).collect())
 }
 
-/// One try of [`finish_done_batch`]: the rows of `ids` that still carry `token` and the attempt in
-/// `wanted` are finished; returns those rows. `wanted` holds the distinct items, `ids` their ids.
+/// The done finishes a claim carries, in the claim's transaction (see `db::claim`): the fenced
+/// [`FINISH_DONE_BATCH`] over `items` (distinct (id, attempt) pairs). True when it changed every row;
+/// when it changed fewer, the caller rolls back and the finisher redoes them exactly.
+pub(crate) async fn done_batch_in(
+    conn: &mut MySqlConnection,
+    token: &str,
+    items: &[(u64, u16)],
+) -> Result<bool, sqlx::Error> {
+    if items.is_empty() {
+        return Ok(true);
+    }
+    let changed = done_batch(token, items)
+        .build()
+        .execute(conn)
+        .await?
+        .rows_affected();
+    Ok(changed == items.len() as u64)
+}
+
 /// [`FINISH_DONE_BATCH`] with its parameters bound; the pairs are padded to a power of two by repeating
 /// the last (as [`crate::db::push_id_list`] pads ids, for the same reason).
 fn done_batch<'a>(token: &'a str, pairs: &[(u64, u16)]) -> QueryBuilder<'a, MySql> {
@@ -327,7 +344,18 @@ fn done_batch<'a>(token: &'a str, pairs: &[(u64, u16)]) -> QueryBuilder<'a, MySq
     let mut u = QueryBuilder::<MySql>::new(*head);
     u.push_bind(token);
     u.push(*pairs_at);
-    let mut list = u.separated(", ");
+    push_pair_list(&mut u, pairs);
+    u.push(*tail);
+    u
+}
+
+/// Binds (id, attempt) pairs for an `(id, attempts) IN (…)` list, padded to a power of two by
+/// repeating the last (as [`crate::db::push_id_list`] pads ids, for the same reason).
+pub(crate) fn push_pair_list(q: &mut QueryBuilder<'_, MySql>, pairs: &[(u64, u16)]) {
+    if pairs.is_empty() {
+        return;
+    }
+    let mut list = q.separated(", ");
     for i in 0..pairs.len().next_power_of_two() {
         let (id, attempt) = pairs[i.min(pairs.len() - 1)];
         list.push("(");
@@ -336,13 +364,13 @@ fn done_batch<'a>(token: &'a str, pairs: &[(u64, u16)]) -> QueryBuilder<'a, MySq
         list.push_bind_unseparated(attempt);
         list.push_unseparated(")");
     }
-    u.push(*tail);
-    u
 }
 
 /// [`FINISH_DONE`] as the finish of one job binds it.
 static FINISH_DONE_SQL: LazyLock<String> = LazyLock::new(|| FINISH_DONE.sql(&["?", "?", "?"]));
 
+/// One try of [`finish_done_batch`]: the rows of `ids` that still carry `token` and the attempt in
+/// `wanted` are finished; returns those rows. `wanted` holds the distinct items, `ids` their ids.
 async fn finish_fenced(
     conn: &mut MySqlConnection,
     token: &str,

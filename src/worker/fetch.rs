@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
+use super::finisher::Carried;
 use super::limits::{HELD_RECHECK, Limits};
 use super::pacing::{After, Before, Claimed, Pacer, Slots};
 use super::{Shared, WorkerConfig, execute};
@@ -36,12 +37,17 @@ pub(super) async fn fetch_loop(
         shutdown,
         limits: Limits::default(),
     };
+    // However the loop ends, no claim is coming any more to carry pending finishes.
+    let _no_claim_after = NoClaimAfter(&shared.finisher);
     loop {
         let probe_first = match f.until_claim(conn).await {
             Ready::Claim { probe_first } => probe_first,
             Ready::Again => continue,
             Ready::Stop => return Ok(()),
         };
+        // From here the claim follows within the slot wait, which the finishes of done jobs end: they
+        // are left for it to carry.
+        shared.finisher.claim_coming(true);
         let Some(permits) = f.take_slots().await else {
             return Ok(());
         };
@@ -80,6 +86,7 @@ pub(super) async fn fetch_loop(
             }
             After::WaitForJobEnd => {
                 drop((gate, permits));
+                shared.finisher.claim_coming(false);
                 // Jobs are still running: they may enqueue more, so look again when one ends.
                 tokio::select! {
                     biased;
@@ -89,12 +96,22 @@ pub(super) async fn fetch_loop(
             }
             After::RetryIn(wait) => {
                 drop((gate, permits));
+                shared.finisher.claim_coming(false);
                 if retry_after_failed_claim(shared, &result, wait, shutdown).await {
                     return Ok(());
                 }
             }
             After::GiveUp => return result.map(|_| ()),
         }
+    }
+}
+
+/// Tells the finisher, when the claim loop ends, that no claim will carry its pending finishes.
+struct NoClaimAfter<'a>(&'a super::finisher::Finisher);
+
+impl Drop for NoClaimAfter<'_> {
+    fn drop(&mut self) {
+        self.0.claim_coming(false);
     }
 }
 
@@ -146,6 +163,8 @@ impl Fetch<'_> {
     async fn until_claim(&mut self, conn: &mut Dedicated) -> Ready {
         let probe_first = match self.pacer.before_claim() {
             Before::WaitForWork { back_off } => {
+                // No claim follows soon: the finisher makes pending finishes itself.
+                self.shared.finisher.claim_coming(false);
                 let idle_wait = self.pacer.idle_wait();
                 // Work a full limit holds back is not waited for: it would wake the wait at once, again
                 // and again, while every claim comes back empty.
@@ -175,6 +194,7 @@ impl Fetch<'_> {
         // the fence bound left, a claim could take jobs that the fence would stop a moment later or that
         // a reaper is entitled to reset.
         if !self.shared.fence.may_claim() {
+            self.shared.finisher.claim_coming(false);
             return if wait_for_fence(self.shared, self.shutdown).await {
                 Ready::Stop
             } else {
@@ -405,27 +425,55 @@ async fn claim_some(
     }
     limits.refresh(conn).await;
     limits.clear_full();
+    // The done finishes waiting to be made ride in the first plain claim's transaction; what no claim
+    // made goes back to the finisher.
+    let mut carry = shared.finisher.take_for_claim();
+    let result = claim_parts(shared, conn, kinds, limits, limit, &mut carry).await;
+    shared.finisher.give_back(carry);
+    result
+}
+
+/// The claims of [`claim_some`], queue by queue and part by part, the first plain one carrying `carry`
+/// (answered and emptied once made).
+async fn claim_parts(
+    shared: &Shared,
+    conn: &mut Dedicated,
+    kinds: &[String],
+    limits: &mut Limits,
+    limit: u32,
+    carry: &mut Carried,
+) -> Result<Vec<claim::ClaimedJob>> {
     let mut jobs = Vec::new();
     for queue in &shared.cfg.queues {
         for part in limits.plan(queue, kinds) {
             let want = limit - jobs.len() as u32;
-            if want == 0 {
+            if want == 0 && carry.is_empty() {
                 return Ok(jobs);
             }
             let uncertain = shared.ledger.uncertain_flag();
             if part.limits.is_empty() {
-                jobs.extend(
-                    claim::claim_batch_watched(
-                        conn,
-                        &shared.token,
-                        queue,
-                        &part.kinds,
-                        want,
-                        uncertain,
-                    )
-                    .await?,
-                );
-            } else {
+                let items = carry.items();
+                let sent = Instant::now();
+                let claim = claim::claim_batch_watched(
+                    conn,
+                    &shared.token,
+                    queue,
+                    &part.kinds,
+                    want,
+                    &items,
+                    uncertain,
+                )
+                .await?;
+                if !items.is_empty() {
+                    if claim.carried {
+                        crate::telemetry::finished_batch(items.len(), sent.elapsed());
+                        std::mem::take(carry).done();
+                    } else {
+                        shared.finisher.give_back(std::mem::take(carry));
+                    }
+                }
+                jobs.extend(claim.jobs);
+            } else if want > 0 {
                 let (got, full) = claim::claim_limited_watched(
                     conn,
                     &shared.token,

@@ -41,7 +41,10 @@ impl Entry {
 /// See the module docs.
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
-    entries: Mutex<HashMap<(u64, u16), Entry>>,
+    /// The attempts running here, by job id (nearly always one per id). Keyed by id so that entering a
+    /// claimed job finds an older copy of it without a walk over every job the worker runs: with
+    /// thousands running, that walk per job was a cost quadratic in the concurrency.
+    entries: Mutex<HashMap<u64, Vec<(u16, Entry)>>>,
     /// Set when a claim may have committed without our seeing its rows.
     uncertain: AtomicBool,
     /// Jobs claimed and not yet recorded (the finisher lingers only while some are).
@@ -58,7 +61,7 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    fn lock(&self) -> MutexGuard<'_, HashMap<(u64, u16), Entry>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Vec<(u16, Entry)>>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -72,25 +75,34 @@ impl Ledger {
             recording: Arc::default(),
         };
         let mut entries = self.lock();
-        let older = entries
+        let copies = entries.entry(id).or_default();
+        let older = copies
             .iter()
-            .filter(|((i, a), _)| *i == id && *a != attempt)
+            .filter(|(a, _)| *a != attempt)
             .map(|(_, e)| {
                 // A newer claim of the same row proves the older one is lost.
                 e.lost.cancel();
                 e.ended.clone()
             })
             .next();
-        entries.insert((id, attempt), entry.clone());
+        copies.retain(|(a, _)| *a != attempt);
+        copies.push((attempt, entry.clone()));
         self.in_flight.fetch_add(1, Ordering::Relaxed);
         (entry, older)
     }
 
     /// Removes an attempt whose outcome has been recorded (or given up on).
     pub(crate) fn leave(&self, id: u64, attempt: u16) {
-        if let Some(e) = self.lock().remove(&(id, attempt)) {
-            e.ended.cancel();
+        let mut entries = self.lock();
+        if let Some(copies) = entries.get_mut(&id) {
+            if let Some(at) = copies.iter().position(|(a, _)| *a == attempt) {
+                copies.swap_remove(at).1.ended.cancel();
+            }
+            if copies.is_empty() {
+                entries.remove(&id);
+            }
         }
+        drop(entries);
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 
@@ -122,15 +134,16 @@ impl Ledger {
 
     /// Whether this job id runs here, in any attempt.
     pub(crate) fn runs(&self, id: u64) -> bool {
-        self.lock().keys().any(|(i, _)| *i == id)
+        self.lock().contains_key(&id)
     }
 
     /// The attempts running now whose handler has not returned yet.
     pub(crate) fn snapshot(&self) -> Vec<(u64, u16)> {
         self.lock()
             .iter()
-            .filter(|(_, e)| !e.recording.load(Ordering::SeqCst))
-            .map(|(k, _)| *k)
+            .flat_map(|(id, copies)| copies.iter().map(move |(a, e)| (*id, *a, e)))
+            .filter(|(_, _, e)| !e.recording.load(Ordering::SeqCst))
+            .map(|(id, a, _)| (id, a))
             .collect()
     }
 
@@ -138,10 +151,12 @@ impl Ledger {
     pub(crate) fn request_cancel(&self, ids: &[u64]) -> Vec<u64> {
         let entries = self.lock();
         let mut told = Vec::new();
-        for ((id, _), e) in entries.iter() {
-            if ids.contains(id) && !e.cancel_request.is_cancelled() {
-                e.cancel_request.cancel();
-                told.push(*id);
+        for id in ids {
+            for (_, e) in entries.get(id).into_iter().flatten() {
+                if !e.cancel_request.is_cancelled() {
+                    e.cancel_request.cancel();
+                    told.push(*id);
+                }
             }
         }
         told
@@ -150,8 +165,11 @@ impl Ledger {
     /// Marks an attempt lost unless its handler has already returned; true if it was newly marked.
     pub(crate) fn mark_lost(&self, id: u64, attempt: u16) -> bool {
         let entries = self.lock();
-        match entries.get(&(id, attempt)) {
-            Some(e) if !e.recording.load(Ordering::SeqCst) && !e.lost.is_cancelled() => {
+        let copy = entries
+            .get(&id)
+            .and_then(|copies| copies.iter().find(|(a, _)| *a == attempt));
+        match copy {
+            Some((_, e)) if !e.recording.load(Ordering::SeqCst) && !e.lost.is_cancelled() => {
                 e.lost.cancel();
                 true
             }

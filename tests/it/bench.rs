@@ -51,7 +51,7 @@ async fn smoke_bench_runs_and_every_job_finishes_exactly_once() {
         );
     }
     let cells = report["raw"]["cells"].as_array().expect("raw cells");
-    assert_eq!(cells.len(), 2 * 2 * 3, "W x B x finish variants");
+    assert_eq!(cells.len(), 2 * 2 * 4, "W x B x finish variants");
     assert!(
         cells
             .iter()

@@ -376,3 +376,194 @@ async fn a_read_only_server_error_is_retried_on_a_fresh_connection() {
     assert_eq!(got.len(), 2);
     assert_eq!(db.states().await, "running=2");
 }
+
+/// (id, attempt) of claimed jobs: what a worker carries to finish them as done.
+fn pairs(jobs: &[ClaimedJob]) -> Vec<(u64, u16)> {
+    jobs.iter().map(|j| (j.id, j.attempt())).collect()
+}
+
+#[tokio::test]
+async fn a_claim_carries_done_finishes_in_its_own_statement_and_commit() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 6).await;
+    let kinds = vec!["k".to_string()];
+    let first = claim_batch(&db.pool, "w", "default", &kinds, 3)
+        .await
+        .unwrap();
+    let (next, carried) =
+        jobq::testing::claim_batch_carrying(&db.pool, "w", "default", &kinds, 2, &pairs(&first))
+            .await
+            .unwrap();
+    assert!(carried);
+    assert_eq!(next.len(), 2);
+    assert_eq!(db.states().await, "done=3 queued=1 running=2");
+    // One statement finished the first three and stamped the next two: one NOW(6) for all five.
+    let instants: i64 = db
+        .scalar(
+            "SELECT COUNT(DISTINCT IF(state = 'done', finished_at, claimed_at)) FROM job_queue \
+             WHERE state IN ('done', 'running')",
+        )
+        .await;
+    assert_eq!(instants, 1);
+    let leftover: i64 = db
+        .scalar("SELECT COUNT(*) FROM job_queue WHERE state = 'done' AND (claim IS NOT NULL OR finished_at IS NULL)")
+        .await;
+    assert_eq!(
+        leftover, 0,
+        "done rows hold no token and have a finish time"
+    );
+    let stamped: i64 = db
+        .scalar(
+            "SELECT COUNT(*) FROM job_queue WHERE state = 'running' AND claim = 'w' AND attempts = 1 \
+             AND finished_at IS NULL AND started_at IS NOT NULL",
+        )
+        .await;
+    assert_eq!(stamped, 2);
+
+    // Nothing due: the finishes are still made and committed.
+    let (last, carried) =
+        jobq::testing::claim_batch_carrying(&db.pool, "w", "other-queue", &kinds, 5, &pairs(&next))
+            .await
+            .unwrap();
+    assert!(carried && last.is_empty());
+    assert_eq!(db.states().await, "done=5 queued=1");
+}
+
+#[tokio::test]
+async fn carried_finishes_whose_fence_fails_are_all_left_out_and_the_claim_still_happens() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 4).await;
+    let kinds = vec!["k".to_string()];
+    let mine = claim_batch(&db.pool, "w", "default", &kinds, 2)
+        .await
+        .unwrap();
+    // The first is taken away (as a reaper does) and claimed by another worker: attempt 2 under "x".
+    let taken = mine[0].id;
+    db.exec(&format!(
+        "UPDATE job_queue SET state = 'queued', claim = NULL, priority = -1 WHERE id = {taken}"
+    ))
+    .await;
+    let theirs = claim_batch(&db.pool, "x", "default", &kinds, 1)
+        .await
+        .unwrap();
+    assert_eq!((theirs[0].id, theirs[0].attempt()), (taken, 2));
+
+    let (got, carried) =
+        jobq::testing::claim_batch_carrying(&db.pool, "w", "default", &kinds, 2, &pairs(&mine))
+            .await
+            .unwrap();
+    assert!(
+        !carried,
+        "one fence failed: the caller must redo them exactly"
+    );
+    assert_eq!(got.len(), 2, "the claim is made without them");
+    let row = |id: u64| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_as::<_, (Vec<u8>, Option<Vec<u8>>, u16)>(
+                "SELECT state, claim, attempts FROM job_queue WHERE id = ?",
+            )
+            .bind(id)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    assert_eq!(
+        row(taken).await,
+        (b"running".to_vec(), Some(b"x".to_vec()), 2),
+        "the other worker's row is untouched"
+    );
+    assert_eq!(
+        row(mine[1].id).await,
+        (b"running".to_vec(), Some(b"w".to_vec()), 1),
+        "not finished either: the whole carry was left out"
+    );
+    assert_eq!(db.states().await, "running=4");
+}
+
+#[tokio::test]
+async fn the_carrying_stamp_reads_only_the_rows_it_names() {
+    let db = TestDb::new().await;
+    db.insert_jobs("old", 20_000).await;
+    db.exec("UPDATE job_queue SET state = 'done', finished_at = NOW(6)")
+        .await;
+    db.insert_jobs("k", 3_000).await;
+    db.exec("ANALYZE TABLE job_queue").await;
+    let kinds = vec!["k".to_string()];
+    let first = claim_batch(&db.pool, "w", "default", &kinds, 100)
+        .await
+        .unwrap();
+    let next: Vec<u64> =
+        sqlx::query_scalar("SELECT id FROM job_queue WHERE state = 'queued' ORDER BY id LIMIT 100")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    let carry = pairs(&first);
+    let sql = jobq::statements::CLAIM_STAMP_CARRYING.sql(&[
+        "'w'",
+        "'w'",
+        &carry
+            .iter()
+            .map(|(id, a)| format!("({id}, {a})"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        &next
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    ]);
+    let mut conn = db.pool.acquire().await.unwrap();
+    let plan = sqlx::query(&format!("EXPLAIN {sql}"))
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    let key: Option<Vec<u8>> = plan.try_get("key").unwrap();
+    assert_eq!(key.as_deref(), Some(&b"PRIMARY"[..]));
+    let mut tx = conn.begin().await.unwrap();
+    let before = handler_reads(&mut tx).await;
+    let changed = sqlx::query(&sql)
+        .execute(&mut *tx)
+        .await
+        .unwrap()
+        .rows_affected();
+    let reads = handler_reads(&mut tx).await - before;
+    assert_eq!(changed, 200);
+    // Point reads of the 200 named rows; a walk of the history or of the queued rows would read
+    // thousands.
+    assert!(
+        reads <= 450,
+        "the carrying stamp read {reads} index entries"
+    );
+    tx.rollback().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_worker_on_a_deep_queue_of_short_jobs_finishes_them_with_its_next_claims() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 300).await;
+    let seen: Seen = Arc::default();
+    let cfg = WorkerConfig {
+        mode: Mode::Drain,
+        ..WorkerConfig::default()
+    };
+    let report = Worker::new(db.pool.clone(), counting("k", &seen), cfg)
+        .unwrap()
+        .run(CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(report.done, 300);
+    assert_each_once(&seen, 300);
+    // A done row finished by a claim's statement has the same instant as the rows that claim stamped.
+    let carried: i64 = db
+        .scalar(
+            "SELECT COUNT(*) FROM job_queue d WHERE d.state = 'done' AND EXISTS \
+             (SELECT 1 FROM job_queue c WHERE c.claimed_at = d.finished_at AND c.id <> d.id)",
+        )
+        .await;
+    assert!(
+        carried >= 150,
+        "only {carried} of 300 done rows were finished by a claim's statement"
+    );
+}

@@ -237,7 +237,7 @@ impl BenchConfig {
             raw_jobs: 10_000,
             raw_workers: vec![1, 2, 4, 8],
             raw_batches: vec![1, 10, 100, 500, 1000],
-            raw_finishes: vec![FinishMode::PerJob, FinishMode::BatchTx, FinishMode::Batch],
+            raw_finishes: FinishMode::ALL.to_vec(),
             sweep_jobs: 20_000,
             sweep,
             handler_jobs: 2_000,

@@ -3,14 +3,16 @@
 //!
 //! The statements are jobq's own, from [`jobq::statements`], the texts the library builds its claim
 //! and finish from: the session set-up, the claim (the locking SELECT, then the stamping UPDATE, then
-//! COMMIT), and the done finish (one fenced UPDATE per job, or BEGIN, one UPDATE fenced by token and
-//! (id, attempt) pairs, COMMIT). Only the one-UPDATE finish ([`FinishMode::Batch`]) is the bench's own.
+//! COMMIT), and the done finish (one fenced UPDATE per job, or one UPDATE fenced by token and (id,
+//! attempt) pairs, in a transaction of its own or in the next claim's). Only the one-UPDATE finish
+//! ([`FinishMode::Batch`]) is the bench's own.
 //!
 //! Each cell drains N jobs with W tasks, each on a connection of its own, claiming B rows at a time and
-//! finishing the claimed rows in one of three ways ([`FinishMode`]): one fenced UPDATE per job (jobq's
-//! `finish`, used for a lone job and for failures), jobq's
-//! batched done finish (`finish_done_batch`), or one fenced multi-row UPDATE per batch
-//! (not in jobq). Every cell checks that each job was claimed once and finished once.
+//! finishing the claimed rows in one of four ways ([`FinishMode`]): one fenced UPDATE per job (jobq's
+//! `finish`, used for a lone job and for failures), jobq's batched done finish in a transaction of its
+//! own (its finisher's), the same UPDATE carried by the next claim's transaction (what jobq's worker
+//! does on a deep queue), or one fenced multi-row UPDATE per batch (not in jobq). Every cell checks
+//! that each job was claimed once and finished once.
 
 use std::time::{Duration, Instant};
 
@@ -19,8 +21,8 @@ use sqlx::mysql::MySqlConnection;
 use sqlx::{ConnectOptions, Connection, Executor, Row};
 
 use jobq::statements::{
-    CLAIM_SELECT, CLAIM_STAMP, FINISH_DONE, FINISH_DONE_BATCH, SESSION_SETUP, pair_placeholders,
-    placeholders,
+    CLAIM_SELECT, CLAIM_STAMP, CLAIM_STAMP_CARRYING, FINISH_DONE, FINISH_DONE_BATCH, SESSION_SETUP,
+    pair_placeholders, placeholders,
 };
 
 use super::cpu::CpuMeter;
@@ -71,11 +73,24 @@ pub enum FinishMode {
     /// One fenced `UPDATE … WHERE claim = ? AND state = 'running' AND id IN (…)` per claimed batch,
     /// autocommit. Not in jobq.
     Batch,
+    /// One claim's rows finished by the next claim's transaction: BEGIN, the claim's SELECT, one UPDATE
+    /// finishing those rows and stamping the new ones (`CLAIM_STAMP_CARRYING`), COMMIT (the last
+    /// claim, which finds nothing, commits the last finish with jobq's batched done UPDATE). What jobq's
+    /// worker sends on a deep queue.
+    Carried,
 }
 
 impl FinishMode {
-    /// The variant that mirrors what jobq's worker sends for done jobs today.
-    pub(crate) const JOBQ: FinishMode = FinishMode::BatchTx;
+    /// The variant that mirrors what jobq's worker sends for done jobs on a deep queue of short jobs.
+    pub(crate) const JOBQ: FinishMode = FinishMode::Carried;
+
+    /// Every variant, in the order the report shows them.
+    pub(crate) const ALL: [FinishMode; 4] = [
+        FinishMode::PerJob,
+        FinishMode::BatchTx,
+        FinishMode::Carried,
+        FinishMode::Batch,
+    ];
 }
 
 impl FinishMode {
@@ -84,6 +99,7 @@ impl FinishMode {
             FinishMode::PerJob => "per-job",
             FinishMode::BatchTx => "batch-tx",
             FinishMode::Batch => "one-update",
+            FinishMode::Carried => "carried",
         }
     }
 }
@@ -273,15 +289,23 @@ async fn drain_one(
         claims: 0,
         claim_time: Duration::ZERO,
     };
+    // The rows the next claim finishes first (carried finishes only).
+    let mut carry: Vec<(u64, u16)> = Vec::new();
     loop {
         let c0 = Instant::now();
-        let rows = retried!(claim(&mut conn, &token, batch).await)?;
+        let (rows, carried) = retried!(claim(&mut conn, &token, batch, &carry).await)?;
         r.claim_time += c0.elapsed();
         r.claims += 1;
+        r.finished += carried;
+        carry.clear();
         if rows.is_empty() {
             break;
         }
-        r.finished += retried!(finish_rows(&mut conn, &token, &rows, finish).await)?;
+        if finish == FinishMode::Carried {
+            carry.clone_from(&rows);
+        } else {
+            r.finished += retried!(finish_rows(&mut conn, &token, &rows, finish).await)?;
+        }
         r.ids.extend(rows.iter().map(|&(id, _)| id));
     }
     let _ = conn.close().await;
@@ -308,6 +332,8 @@ async fn finish_rows(
             }
             Ok(finished)
         }
+        // Made by the next claim instead (see `drain_one`).
+        FinishMode::Carried => Ok(0),
         FinishMode::Batch => {
             let sql = format!("{FINISH_BATCH}{})", placeholders(rows.len()));
             let mut q = sqlx::query(&sql).bind(token);
@@ -326,22 +352,33 @@ async fn finish_batch_tx(
     items: &[(u64, u16)],
 ) -> Result<u64, sqlx::Error> {
     let mut tx = conn.begin().await?;
+    let n = done_batch(&mut tx, token, items).await?;
+    tx.commit().await?;
+    Ok(n)
+}
+
+/// jobq's batched done UPDATE over `items`, in the caller's transaction; the rows it changed.
+async fn done_batch(
+    conn: &mut MySqlConnection,
+    token: &str,
+    items: &[(u64, u16)],
+) -> Result<u64, sqlx::Error> {
     let sql = FINISH_DONE_BATCH.sql(&["?", &pair_placeholders(items.len())]);
     let mut q = sqlx::query(&sql).bind(token);
     for &(id, attempt) in items {
         q = q.bind(id).bind(attempt);
     }
-    let n = q.execute(&mut *tx).await?.rows_affected();
-    tx.commit().await?;
-    Ok(n)
+    Ok(q.execute(conn).await?.rows_affected())
 }
 
-/// One claim transaction; returns (id, attempt) of the rows claimed.
+/// One claim transaction, finishing the rows of `carry` (the previous claim's, as done) in it; returns
+/// (id, attempt) of the rows claimed and how many rows it finished.
 async fn claim(
     conn: &mut MySqlConnection,
     token: &str,
     batch: u32,
-) -> Result<Vec<(u64, u16)>, sqlx::Error> {
+    carry: &[(u64, u16)],
+) -> Result<(Vec<(u64, u16)>, u64), sqlx::Error> {
     let mut tx = conn.begin().await?;
     let select = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", "?", "?"]);
     let rows = sqlx::query(&select)
@@ -355,8 +392,13 @@ async fn claim(
         .fetch_all(&mut *tx)
         .await?;
     if rows.is_empty() {
-        tx.rollback().await?;
-        return Ok(Vec::new());
+        if carry.is_empty() {
+            tx.rollback().await?;
+            return Ok((Vec::new(), 0));
+        }
+        let finished = done_batch(&mut tx, token, carry).await?;
+        tx.commit().await?;
+        return Ok((Vec::new(), finished));
     }
     let mut claimed = Vec::with_capacity(rows.len());
     for row in &rows {
@@ -364,12 +406,31 @@ async fn claim(
         let attempts: u16 = row.try_get("attempts")?;
         claimed.push((id, attempts + 1));
     }
-    let sql = CLAIM_STAMP.sql(&["?", &placeholders(claimed.len())]);
-    let mut q = sqlx::query(&sql).bind(token);
+    if carry.is_empty() {
+        let sql = CLAIM_STAMP.sql(&["?", &placeholders(claimed.len())]);
+        let mut q = sqlx::query(&sql).bind(token);
+        for &(id, _) in &claimed {
+            q = q.bind(id);
+        }
+        q.execute(&mut *tx).await?;
+        tx.commit().await?;
+        return Ok((claimed, 0));
+    }
+    let sql = CLAIM_STAMP_CARRYING.sql(&[
+        "?",
+        "?",
+        &pair_placeholders(carry.len()),
+        &placeholders(claimed.len()),
+    ]);
+    let mut q = sqlx::query(&sql).bind(token).bind(token);
+    for &(id, attempt) in carry {
+        q = q.bind(id).bind(attempt);
+    }
     for &(id, _) in &claimed {
         q = q.bind(id);
     }
-    q.execute(&mut *tx).await?;
+    let changed = q.execute(&mut *tx).await?.rows_affected();
     tx.commit().await?;
-    Ok(claimed)
+    let finished = changed.saturating_sub(claimed.len() as u64);
+    Ok((claimed, finished))
 }

@@ -46,9 +46,13 @@ impl BenchReport {
         let raw = self
             .raw
             .as_ref()
-            .and_then(|r| r.at(s.workers, s.batch_size, FinishMode::BatchTx))
+            .and_then(|r| r.at(s.workers, s.batch_size, FinishMode::JOBQ))
             .map_or(String::new(), |c| {
-                format!("; raw batch-tx at the same W and B {:.0}", c.jobs_per_sec)
+                format!(
+                    "; raw {} at the same W and B {:.0}",
+                    FinishMode::JOBQ.label(),
+                    c.jobs_per_sec
+                )
             });
         add(
             t,

@@ -45,7 +45,7 @@ pub(super) fn drain_section(o: &mut String, d: &DrainReport) {
     let pct = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{:.0}%", v * 100.0));
     let _ = writeln!(
         o,
-        "   winner vs best raw cell: {}; vs raw batch-tx at same W and B: {}; defaults vs raw batch-tx W=1 B=10: {}",
+        "   winner vs best raw cell: {}; vs raw carried at same W and B: {}; defaults vs raw carried W=1 B=10: {}",
         pct(d.vs_best_raw),
         pct(d.vs_raw_same),
         pct(d.defaults_vs_raw_same)
@@ -134,7 +134,7 @@ fn wire_profiles(o: &mut String, d: &DrainReport) {
         let per = |c: &Commands, f: fn(&Commands) -> u64| f(c) as f64 / w.jobs as f64;
         let _ = writeln!(
             o,
-            "   commands per job at the wire ({}, {} jobs, through a counting relay; raw = same W and B, batch-tx):",
+            "   commands per job at the wire ({}, {} jobs, through a counting relay; raw = same W and B, carried):",
             w.settings, w.jobs
         );
         for (label, c, rate, cpu, claim, fin) in [
