@@ -374,14 +374,7 @@ async fn claim_carrying(
     carry: &[(u64, u16)],
 ) -> Result<Option<Claim>, sqlx::Error> {
     let mut tx = conn.begin().await?;
-    let jobs: Vec<ClaimedJob> = if limit == 0 || kinds.is_empty() {
-        Vec::new()
-    } else {
-        claim_select(queue, kinds, limit)
-            .build_query_as()
-            .fetch_all(&mut *tx)
-            .await?
-    };
+    let jobs = lock_due(&mut tx, queue, kinds, limit).await?;
     let all_changed = if jobs.is_empty() {
         crate::db::finish::done_batch_in(&mut tx, token, carry).await?
     } else {
@@ -425,12 +418,7 @@ async fn claim_apart(
             tx = conn.begin().await?;
         }
     }
-    let jobs: Vec<ClaimedJob> = if limit == 0 || kinds.is_empty() {
-        Vec::new()
-    } else {
-        let mut select = claim_select(queue, kinds, limit);
-        select.build_query_as().fetch_all(&mut *tx).await?
-    };
+    let jobs = lock_due(&mut tx, queue, kinds, limit).await?;
     if jobs.is_empty() {
         if carry.is_empty() || !carried {
             tx.rollback().await?;
@@ -444,7 +432,24 @@ async fn claim_apart(
     Ok(Claim { jobs, carried })
 }
 
-/// Step 1 of a claim: [`CLAIM_SELECT`] with its parameters bound.
+/// Step 1 of a claim, in the caller's transaction: locks up to `limit` due rows (none when there is
+/// nothing to ask for).
+async fn lock_due(
+    tx: &mut MySqlConnection,
+    queue: &str,
+    kinds: &[String],
+    limit: u32,
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    if limit == 0 || kinds.is_empty() {
+        return Ok(Vec::new());
+    }
+    claim_select(queue, kinds, limit)
+        .build_query_as()
+        .fetch_all(tx)
+        .await
+}
+
+/// [`CLAIM_SELECT`] with its parameters bound.
 fn claim_select<'a>(queue: &'a str, kinds: &'a [String], limit: u32) -> QueryBuilder<'a, MySql> {
     let [
         head,

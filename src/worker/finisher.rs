@@ -320,6 +320,18 @@ mod tests {
         )
     }
 
+    /// A finisher's queue holding one finish, with the claim loop about to claim.
+    fn one_pending_while_a_claim_is_coming() -> (Arc<Queue>, Finisher, oneshot::Receiver<Reply>) {
+        let queue = Arc::new(Queue::default());
+        let f = Finisher {
+            queue: queue.clone(),
+        };
+        let (a, ra) = request(1);
+        queue.lock().push(a);
+        f.claim_coming(true);
+        (queue, f, ra)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn finishes_a_claim_did_not_make_go_back_first_and_are_made_at_once() {
         let queue = Arc::new(Queue::default());
@@ -351,13 +363,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn pending_finishes_wait_for_a_coming_claim_at_most_the_handoff() {
-        let queue = Arc::new(Queue::default());
-        let f = Finisher {
-            queue: queue.clone(),
-        };
-        let (a, _ra) = request(1);
-        queue.lock().push(a);
-        f.claim_coming(true);
+        let (queue, f, _ra) = one_pending_while_a_claim_is_coming();
         let t0 = tokio::time::Instant::now();
         wait_for_more(&queue, &AtomicUsize::new(1)).await;
         assert_eq!(t0.elapsed(), HANDOFF);
@@ -374,13 +380,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_claim_that_stops_coming_wakes_the_finisher() {
-        let queue = Arc::new(Queue::default());
-        let f = Finisher {
-            queue: queue.clone(),
-        };
-        let (a, _ra) = request(1);
-        queue.lock().push(a);
-        f.claim_coming(true);
+        let (queue, f, _ra) = one_pending_while_a_claim_is_coming();
         let t0 = tokio::time::Instant::now();
         let waiting = tokio::spawn({
             let queue = queue.clone();
