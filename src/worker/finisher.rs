@@ -5,10 +5,10 @@
 //! their successful outcomes to a queue that two parties drain:
 //!
 //! * **The next claim carries them.** While the claim loop is about to claim (it waits for slots, which
-//!   a done job gives back just before its finish arrives here), it takes every pending finish and runs
-//!   it in the claim's own transaction, ahead of the claim's statements: one commit per batch of jobs
-//!   instead of two, and one round trip fewer (`db::claim`). The finisher leaves the queue to the claim
-//!   loop for up to [`HANDOFF`].
+//!   a done job gives back just before its finish arrives here), it takes every pending finish and makes
+//!   it with the UPDATE that stamps the claimed rows: one commit per batch of jobs instead of two, and
+//!   four round trips instead of seven (`db::claim`). The finisher leaves the queue to the claim loop
+//!   for up to [`HANDOFF`].
 //! * **The finisher task** finishes what no claim took: when the claim loop is not about to claim (it
 //!   waits for work, for a job to end, or after a failure), or the hand-off ran out, or a claim gave the
 //!   finishes back (a fence that did not match, a failed claim). It takes everything that arrived while
