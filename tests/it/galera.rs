@@ -95,6 +95,25 @@ impl ClusterDb {
             .await
             .unwrap();
         jobq::migrate(&pool).await.expect("migrate on node 1");
+        // Galera applies a transaction on the other nodes after it commits on this one: under load a
+        // service started on node 2 at once could still see an older schema and refuse to start.
+        let newest: i64 = sqlx::query_scalar("SELECT MAX(version) FROM jobq_schema_migrations")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        for url in &urls[1..] {
+            let node = jobq::connect(&ConnectConfig::new(url).max_connections(1))
+                .await
+                .expect("connect to another node");
+            wait_for_count(
+                &node,
+                "SELECT COALESCE(MAX(version), 0) FROM jobq_schema_migrations",
+                newest,
+                Duration::from_secs(60),
+            )
+            .await;
+            node.close().await;
+        }
         Some(ClusterDb {
             name,
             urls,
