@@ -172,9 +172,9 @@ pub const FINISH_DONE: Statement = Statement {
     ],
 };
 
-/// The batched done finish: many jobs of one worker in one transaction, each fenced by its attempt.
-/// Parameters: the token, the (id, attempt) pairs (a list). When it changes fewer rows than it names,
-/// jobq rolls back and redoes the batch row by row.
+/// The batched done finish: many jobs of one worker in one autocommit statement, each fenced by its
+/// attempt. Parameters: the token, the (id, attempt) pairs (a list). When it changes fewer rows than it
+/// names, jobq reads back which rows it changed (done at the attempt it names).
 ///
 /// FORCE INDEX: with statistics taken while few rows ran, the optimizer may walk the `finished` index's
 /// `state = 'running'` range instead, locking the running rows of every worker on its way (two

@@ -37,17 +37,12 @@ pub(super) async fn fetch_loop(
         shutdown,
         limits: Limits::default(),
     };
-    // However the loop ends, no claim is coming any more to carry pending finishes.
-    let _no_claim_after = NoClaimAfter(&shared.finisher);
     loop {
         let probe_first = match f.until_claim(conn).await {
             Ready::Claim { probe_first } => probe_first,
             Ready::Again => continue,
             Ready::Stop => return Ok(()),
         };
-        // From here the claim follows within the slot wait, which the finishes of done jobs end: they
-        // are left for it to carry.
-        shared.finisher.claim_coming(true);
         let Some(permits) = f.take_slots().await else {
             return Ok(());
         };
@@ -86,7 +81,6 @@ pub(super) async fn fetch_loop(
             }
             After::WaitForJobEnd => {
                 drop((gate, permits));
-                shared.finisher.claim_coming(false);
                 // Jobs are still running: they may enqueue more, so look again when one ends.
                 tokio::select! {
                     biased;
@@ -96,22 +90,12 @@ pub(super) async fn fetch_loop(
             }
             After::RetryIn(wait) => {
                 drop((gate, permits));
-                shared.finisher.claim_coming(false);
                 if retry_after_failed_claim(shared, &result, wait, shutdown).await {
                     return Ok(());
                 }
             }
             After::GiveUp => return result.map(|_| ()),
         }
-    }
-}
-
-/// Tells the finisher, when the claim loop ends, that no claim will carry its pending finishes.
-struct NoClaimAfter<'a>(&'a super::finisher::Finisher);
-
-impl Drop for NoClaimAfter<'_> {
-    fn drop(&mut self) {
-        self.0.claim_coming(false);
     }
 }
 
@@ -163,8 +147,6 @@ impl Fetch<'_> {
     async fn until_claim(&mut self, conn: &mut Dedicated) -> Ready {
         let probe_first = match self.pacer.before_claim() {
             Before::WaitForWork { back_off } => {
-                // No claim follows soon: the finisher makes pending finishes itself.
-                self.shared.finisher.claim_coming(false);
                 let idle_wait = self.pacer.idle_wait();
                 // Work a full limit holds back is not waited for: it would wake the wait at once, again
                 // and again, while every claim comes back empty.
@@ -194,7 +176,6 @@ impl Fetch<'_> {
         // the fence bound left, a claim could take jobs that the fence would stop a moment later or that
         // a reaper is entitled to reset.
         if !self.shared.fence.may_claim() {
-            self.shared.finisher.claim_coming(false);
             return if wait_for_fence(self.shared, self.shutdown).await {
                 Ready::Stop
             } else {

@@ -539,8 +539,11 @@ async fn the_carrying_stamp_reads_only_the_rows_it_names() {
     tx.rollback().await.unwrap();
 }
 
+/// The finisher makes what is pending as soon as it is free, and a claim carries what arrived while
+/// the finisher's statement was under way: on an idle server most rows go the first way, on a busy one
+/// more the second. Either way each row is finished once, by the attempt that ran it.
 #[tokio::test]
-async fn a_worker_on_a_deep_queue_of_short_jobs_finishes_them_with_its_next_claims() {
+async fn a_worker_on_a_deep_queue_of_short_jobs_finishes_each_once_beside_or_with_its_claims() {
     let db = TestDb::new().await;
     db.insert_jobs("k", 300).await;
     let seen: Seen = Arc::default();
@@ -553,17 +556,13 @@ async fn a_worker_on_a_deep_queue_of_short_jobs_finishes_them_with_its_next_clai
         .run(CancellationToken::new())
         .await
         .unwrap();
-    assert_eq!(report.done, 300);
+    assert_eq!((report.done, report.lost), (300, 0));
     assert_each_once(&seen, 300);
-    // A done row finished by a claim's statement has the same instant as the rows that claim stamped.
-    let carried: i64 = db
+    let finished: i64 = db
         .scalar(
-            "SELECT COUNT(*) FROM job_queue d WHERE d.state = 'done' AND EXISTS \
-             (SELECT 1 FROM job_queue c WHERE c.claimed_at = d.finished_at AND c.id <> d.id)",
+            "SELECT COUNT(*) FROM job_queue WHERE state = 'done' AND attempts = 1 AND claim IS NULL \
+             AND finished_at >= claimed_at",
         )
         .await;
-    assert!(
-        carried >= 150,
-        "only {carried} of 300 done rows were finished by a claim's statement"
-    );
+    assert_eq!(finished, 300);
 }

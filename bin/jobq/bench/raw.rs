@@ -4,15 +4,14 @@
 //! The statements are jobq's own, from [`jobq::statements`], the texts the library builds its claim
 //! and finish from: the session set-up, the claim (the locking SELECT, then the stamping UPDATE, then
 //! COMMIT), and the done finish (one fenced UPDATE per job, or one UPDATE fenced by token and (id,
-//! attempt) pairs, in a transaction of its own or in the next claim's). Only the one-UPDATE finish
-//! ([`FinishMode::Batch`]) is the bench's own.
+//! attempt) pairs, in autocommit, in a transaction of its own, or in the next claim's).
 //!
 //! Each cell drains N jobs with W tasks, each on a connection of its own, claiming B rows at a time and
 //! finishing the claimed rows in one of four ways ([`FinishMode`]): one fenced UPDATE per job (jobq's
-//! `finish`, used for a lone job and for failures), jobq's batched done finish in a transaction of its
-//! own (its finisher's), the same UPDATE carried by the next claim's transaction (what jobq's worker
-//! does on a deep queue), or one fenced multi-row UPDATE per batch (not in jobq). Every cell checks
-//! that each job was claimed once and finished once.
+//! `finish`, used for a lone job and for failures), jobq's batched done finish in autocommit (its
+//! finisher's), the same UPDATE between BEGIN and COMMIT (not in jobq), or carried by the next claim's
+//! transaction (what jobq's worker does on a deep queue). Every cell checks that each job was claimed
+//! once and finished once.
 
 use std::time::{Duration, Instant};
 
@@ -28,14 +27,6 @@ use jobq::statements::{
 use super::cpu::CpuMeter;
 use super::wire::Relay;
 use super::{BResult, Ctx, RawCell, RawReport, Section};
-
-/// Not in jobq: one fenced UPDATE finishing a whole claimed batch, up to the id list. The fence is the
-/// claim token and state; the attempt is not checked per row (a token is never reused for a new claim
-/// of the same row while the worker holds it).
-// language=MySQL
-const FINISH_BATCH: &str = "UPDATE job_queue FORCE INDEX (PRIMARY) \
-     SET state = 'done', claim = NULL, finished_at = NOW(6) \
-     WHERE claim = ? AND state = 'running' AND id IN (";
 
 /// Evaluates `$op`, a statement or transaction on the loop's connection, again on deadlocks, lock-wait
 /// timeouts and lost connections, up to 20 tries 2 ms apart, as jobq retries its own. (Not expected under
@@ -66,13 +57,12 @@ pub enum FinishMode {
     /// One fenced `UPDATE … WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'` per job,
     /// autocommit: what jobq does.
     PerJob,
-    /// jobq's `finish_done_batch` per claimed batch: BEGIN, `UPDATE … WHERE claim = ? AND state =
-    /// 'running' AND (id, attempts) IN ((?, ?), …)`, COMMIT (a lone row gets the per-job UPDATE, as in
-    /// jobq).
+    /// jobq's `finish_done_batch` per claimed batch: `UPDATE … WHERE claim = ? AND state = 'running' AND
+    /// (id, attempts) IN ((?, ?), …)`, autocommit (a lone row gets the per-job UPDATE, as in jobq): what
+    /// jobq's finisher sends.
+    Batched,
+    /// The same UPDATE in a transaction of its own: BEGIN, UPDATE, COMMIT. Not in jobq.
     BatchTx,
-    /// One fenced `UPDATE … WHERE claim = ? AND state = 'running' AND id IN (…)` per claimed batch,
-    /// autocommit. Not in jobq.
-    Batch,
     /// One claim's rows finished by the next claim's transaction: BEGIN, the claim's SELECT, one UPDATE
     /// finishing those rows and stamping the new ones (`CLAIM_STAMP_CARRYING`), COMMIT (the last
     /// claim, which finds nothing, commits the last finish with jobq's batched done UPDATE). What jobq's
@@ -88,8 +78,8 @@ impl FinishMode {
     pub(crate) const ALL: [FinishMode; 4] = [
         FinishMode::PerJob,
         FinishMode::BatchTx,
+        FinishMode::Batched,
         FinishMode::Carried,
-        FinishMode::Batch,
     ];
 }
 
@@ -98,7 +88,7 @@ impl FinishMode {
         match self {
             FinishMode::PerJob => "per-job",
             FinishMode::BatchTx => "batch-tx",
-            FinishMode::Batch => "one-update",
+            FinishMode::Batched => "batched",
             FinishMode::Carried => "carried",
         }
     }
@@ -323,7 +313,8 @@ async fn finish_rows(
 ) -> Result<u64, sqlx::Error> {
     match finish {
         FinishMode::BatchTx if rows.len() > 1 => finish_batch_tx(conn, token, rows).await,
-        FinishMode::PerJob | FinishMode::BatchTx => {
+        FinishMode::Batched if rows.len() > 1 => done_batch(conn, token, rows).await,
+        FinishMode::PerJob | FinishMode::BatchTx | FinishMode::Batched => {
             let mut finished = 0;
             let sql = FINISH_DONE.sql(&["?", "?", "?"]);
             for &(id, attempt) in rows {
@@ -334,18 +325,11 @@ async fn finish_rows(
         }
         // Made by the next claim instead (see `drain_one`).
         FinishMode::Carried => Ok(0),
-        FinishMode::Batch => {
-            let sql = format!("{FINISH_BATCH}{})", placeholders(rows.len()));
-            let mut q = sqlx::query(&sql).bind(token);
-            for &(id, _) in rows {
-                q = q.bind(id);
-            }
-            Ok(q.execute(&mut *conn).await?.rows_affected())
-        }
     }
 }
 
-/// jobq's finish_done_batch for the rows of one claim; returns how many were finished.
+/// jobq's batched done UPDATE for the rows of one claim in a transaction of its own; returns how many
+/// were finished.
 async fn finish_batch_tx(
     conn: &mut MySqlConnection,
     token: &str,

@@ -160,9 +160,9 @@ fn raw_section(o: &mut String, raw: &RawReport) {
     let _ = writeln!(
         o,
         "   finishes: per-job = one fenced UPDATE per job (jobq's `finish`, for a lone job and for failures);\n   \
-         batch-tx = jobq's `finish_done_batch` per claim (BEGIN + UPDATE … WHERE claim = ? AND state = 'running' AND (id, attempts) IN (…) + COMMIT, for done jobs);\n   \
-         carried = the previous claim's rows finished by the next claim's stamping UPDATE (CLAIM_STAMP_CARRYING: one statement and one commit per claim; what jobq's worker does on a deep queue);\n   \
-         one-update = one UPDATE … WHERE claim = ? AND state = 'running' AND id IN (…) per claim, autocommit, no attempt fence (not in jobq)"
+         batch-tx = jobq's batched done UPDATE … WHERE claim = ? AND state = 'running' AND (id, attempts) IN (…) per claim between BEGIN and COMMIT (not in jobq);\n   \
+         batched = the same UPDATE in autocommit (jobq's `finish_done_batch`, what its finisher sends for done jobs);\n   \
+         carried = the previous claim's rows finished by the next claim's stamping UPDATE (CLAIM_STAMP_CARRYING: one statement and one commit per claim; what jobq's worker does on a deep queue)"
     );
     for finish in FinishMode::ALL {
         let cells: Vec<&RawCell> = raw.cells.iter().filter(|c| c.finish == finish).collect();
