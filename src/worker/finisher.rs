@@ -14,10 +14,11 @@
 //!   carries adapts to the server: on an idle one the finisher is free again at once and finishes
 //!   beside the claim, on a busy one its statements take longer and more finishes ride on claims.
 //!
-//! Leaving pending finishes to a coming claim (for up to 10 ms) would save statements, but each finish
-//! would then wait for the claim instead of running beside it: against that rule, `jobq bench --sections
-//! drain` (alternating rounds on the 2-core VM) drained one worker at the defaults about 8 % faster, four
-//! workers 9 %, and 1,000-row claims 12–40 % faster, at 0.41–0.44 round trips per job instead of 0.40.
+//! Leaving pending finishes to a coming claim (for up to 10 ms) saves a few statements (0.40 round
+//! trips per job at the defaults against 0.41), but then a done row waits for the claim and the
+//! finisher's statement cannot run beside it; in alternating rounds of `jobq bench --sections drain`
+//! on the 2-core VM the two rules drained within noise of each other (one worker at the defaults, four
+//! workers, and two workers with 1,000-row claims), so the simpler rule stays.
 //!
 //! Either way each finish is fenced by its token and attempt, and each job task gets its own answer.
 //! Failures, cancellations and hand-backs carry per-row data and stay one statement each.
