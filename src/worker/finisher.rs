@@ -296,12 +296,18 @@ mod tests {
         )
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn finishes_a_claim_did_not_make_go_back_first_and_are_made_at_once() {
+    /// A finisher's handle and the queue behind it, with no task draining it.
+    fn finisher() -> (Arc<Queue>, Finisher) {
         let queue = Arc::new(Queue::default());
         let f = Finisher {
             queue: queue.clone(),
         };
+        (queue, f)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn finishes_a_claim_did_not_make_go_back_first_and_are_made_at_once() {
+        let (queue, f) = finisher();
         let (a, ra) = request(1);
         let (b, _rb) = request(2);
         queue.lock().push(a);
@@ -345,10 +351,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn the_linger_ends_when_every_running_job_has_handed_in_its_finish() {
-        let queue = Arc::new(Queue::default());
-        let f = Finisher {
-            queue: queue.clone(),
-        };
+        let (queue, f) = finisher();
         let (a, _ra) = request(1);
         queue.lock().push(a);
         let t0 = tokio::time::Instant::now();
@@ -359,7 +362,7 @@ mod tests {
         tokio::task::yield_now().await;
         assert!(!waiting.is_finished(), "it lingers while another job runs");
         let (b, _rb) = request(2);
-        f.queue.lock().push(b);
+        queue.lock().push(b);
         f.queue.arrived.notify_one();
         waiting.await.unwrap();
         assert!(
