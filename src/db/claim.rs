@@ -3,8 +3,10 @@
 //! A claim is one short transaction on the claim index:
 //!
 //! 1. `SELECT … FOR UPDATE SKIP LOCKED` the first `n` due rows of one queue, in claim order
-//!    (priority, run_at, id). SKIP LOCKED lets concurrent claimers pass each other instead of queueing
-//!    behind the same first rows; the total ORDER BY means every claimer walks rows in the same order.
+//!    (priority, run_at, id): picked from the claim index without locks, then locked by primary key
+//!    ([`CLAIM_SELECT`] says why in two steps). SKIP LOCKED lets concurrent claimers pass each other
+//!    instead of queueing behind the same first rows; the total ORDER BY means every claimer picks
+//!    rows in the same order.
 //! 2. `UPDATE … WHERE id IN (…)` on exactly those rows, by primary key: stamp the token, count the
 //!    attempt, mark them running. The UPDATE checks again that each row is still claimable and the
 //!    claim keeps only the rows it stamped (see [`stamp_selected`]).
@@ -42,7 +44,10 @@ use crate::db::dedicated::Dedicated;
 use crate::db::limits::{self, LimitKey};
 use crate::db::row::text;
 use crate::error::Result;
-use crate::statements::{CLAIM_SELECT, CLAIM_STAMP, CLAIM_STAMP_CARRYING, EXACT_KIND};
+use crate::statements::{
+    CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
+    EXACT_KIND,
+};
 
 /// A row this worker has just claimed.
 #[derive(Debug, Clone)]
@@ -296,8 +301,7 @@ async fn claim_once_limited(
         tx.rollback().await?;
         return Ok((Vec::new(), full_after(0)));
     }
-    let mut select = claim_select(queue, kinds, room);
-    let jobs: Vec<ClaimedJob> = select.build_query_as().fetch_all(&mut *tx).await?;
+    let jobs = lock_due(&mut tx, queue, kinds, room).await?;
     if jobs.is_empty() {
         tx.rollback().await?;
         return Ok((jobs, full_after(0)));
@@ -433,7 +437,11 @@ async fn claim_apart(
 }
 
 /// Step 1 of a claim, in the caller's transaction: locks up to `limit` due rows (none when there is
-/// nothing to ask for).
+/// nothing to ask for). The rows [`CLAIM_SELECT`] picked without locks may all be held by other
+/// claims in flight while more are due behind them, so when it locks nothing the claim walks the
+/// index with locks ([`CLAIM_SELECT_PAST_LOCKED`]) before it reports the queue empty: a draining
+/// worker must not stop while rows it could run are due. (A claim that locks some but fewer than
+/// `limit` rows is short either way; the worker probes before its next one.)
 async fn lock_due(
     tx: &mut MySqlConnection,
     queue: &str,
@@ -443,7 +451,14 @@ async fn lock_due(
     if limit == 0 || kinds.is_empty() {
         return Ok(Vec::new());
     }
-    claim_select(queue, kinds, limit)
+    let picked: Vec<ClaimedJob> = claim_select(queue, kinds, limit)
+        .build_query_as()
+        .fetch_all(&mut *tx)
+        .await?;
+    if !picked.is_empty() {
+        return Ok(picked);
+    }
+    claim_select_past_locked(queue, kinds, limit)
         .build_query_as()
         .fetch_all(tx)
         .await
@@ -451,6 +466,40 @@ async fn lock_due(
 
 /// [`CLAIM_SELECT`] with its parameters bound.
 fn claim_select<'a>(queue: &'a str, kinds: &'a [String], limit: u32) -> QueryBuilder<'a, MySql> {
+    let [pick @ .., recheck_at, limit_at, tail] = CLAIM_SELECT.parts() else {
+        unreachable!("CLAIM_SELECT has nine parameters")
+    };
+    let mut select = due_rows(pick, queue, kinds, limit.saturating_mul(CLAIM_PICK_AHEAD));
+    select.push(*recheck_at);
+    select.push_bind(queue);
+    select.push(*limit_at);
+    select.push_bind(limit);
+    select.push(*tail);
+    select
+}
+
+/// [`CLAIM_SELECT_PAST_LOCKED`] with its parameters bound.
+fn claim_select_past_locked<'a>(
+    queue: &'a str,
+    kinds: &'a [String],
+    limit: u32,
+) -> QueryBuilder<'a, MySql> {
+    let [walk @ .., tail] = CLAIM_SELECT_PAST_LOCKED.parts() else {
+        unreachable!("CLAIM_SELECT_PAST_LOCKED has seven parameters")
+    };
+    let mut select = due_rows(walk, queue, kinds, limit);
+    select.push(*tail);
+    select
+}
+
+/// The part both claim SELECTs share, up to its LIMIT: the first due rows of `queue` with a kind of
+/// `kinds`, unless the queue is paused or pinned elsewhere.
+fn due_rows<'a>(
+    parts: &[&'static str],
+    queue: &'a str,
+    kinds: &'a [String],
+    limit: u32,
+) -> QueryBuilder<'a, MySql> {
     let [
         head,
         paused_at,
@@ -459,10 +508,9 @@ fn claim_select<'a>(queue: &'a str, kinds: &'a [String], limit: u32) -> QueryBui
         host_at,
         kinds_at,
         limit_at,
-        tail,
-    ] = CLAIM_SELECT.parts()
+    ] = parts
     else {
-        unreachable!("CLAIM_SELECT has seven parameters")
+        unreachable!("the claim's due rows have seven parameters")
     };
     let mut select = QueryBuilder::<MySql>::new(*head);
     select.push_bind(queue);
@@ -478,7 +526,6 @@ fn claim_select<'a>(queue: &'a str, kinds: &'a [String], limit: u32) -> QueryBui
     push_list(&mut select, kinds);
     select.push(*limit_at);
     select.push_bind(limit);
-    select.push(*tail);
     select
 }
 
@@ -673,7 +720,11 @@ mod tests {
         let kinds = vec!["a".to_string(), "b".to_string()];
         assert_eq!(
             claim_select("q", &kinds, 10).sql(),
-            CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", &placeholders(2), "?"])
+            CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", &placeholders(2), "?", "?", "?"])
+        );
+        assert_eq!(
+            claim_select_past_locked("q", &kinds, 10).sql(),
+            CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", &placeholders(2), "?"])
         );
         assert_eq!(
             claim_stamp("t", &[1, 2, 3]).sql(),

@@ -4,10 +4,11 @@
 //! The rules, and why:
 //! * A claim that came back **short** (fewer rows than free slots) emptied the queue as it stood.
 //!   Another locking claim right away would most likely come back empty, and a locking claim is the
-//!   dearest statement jobq sends (it walks the claim index, including entries of rows claimed moments
-//!   ago that purge has not removed yet: about 2 ms a claim at 8,000 jobs/s in the slow log). So a
-//!   forever worker waits for work next (the wait probes at once, without locking), and a draining
-//!   one probes before its next claim.
+//!   dearest statement jobq sends (an empty one also walks the claim index with locks, past entries
+//!   of rows claimed moments ago that purge has not removed yet). So a forever worker waits for work
+//!   next (the wait probes at once, without locking), and a draining one probes before its next claim.
+//!   A claim can also come back short because other claims in flight held rows it picked; the probe
+//!   then sees the rest due and the next claim follows at once.
 //! * A wait that **saw a due job** followed by a claim that got nothing means another transaction holds
 //!   those rows (another worker's claim in flight, or an application's long transaction): the next wait
 //!   starts with a sleep, or the worker would spin between the wait and the claim.

@@ -9,7 +9,7 @@ use jobq::testing::{Finish, finish};
 use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
 use sqlx::{Connection, Row};
 
-use crate::common::{TestDb, wait_until};
+use crate::common::{TestDb, claim_selects, wait_until};
 
 type Seen = Arc<Mutex<HashMap<u64, u32>>>;
 
@@ -134,36 +134,61 @@ async fn the_claim_reads_only_the_rows_it_takes_even_with_a_big_history() {
     db.exec("ANALYZE TABLE job_queue").await;
 
     let mut conn = db.pool.acquire().await.unwrap();
-    let plan = sqlx::query(
-        "EXPLAIN SELECT id FROM job_queue FORCE INDEX (claim_order) \
-         WHERE ready_queue = 'default' AND run_at <= NOW(6) AND kind IN ('k') \
-         AND kind NOT LIKE '% ' ORDER BY priority, run_at, id LIMIT 10 FOR UPDATE SKIP LOCKED",
-    )
-    .fetch_one(&mut *conn)
-    .await
-    .unwrap();
-    let key: Option<Vec<u8>> = plan.try_get("key").unwrap();
-    let extra: Option<Vec<u8>> = plan.try_get("Extra").unwrap();
+    let [pick, walk] = claim_selects("default", "h", &["k"], 10);
+    let plan: Vec<(String, Option<String>, String)> = sqlx::query(&format!("EXPLAIN {pick}"))
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let text = |c: &str| {
+                let v: Option<Vec<u8>> = r.try_get(c).unwrap();
+                v.map(|v| String::from_utf8_lossy(&v).into_owned())
+            };
+            (
+                text("table").unwrap_or_default(),
+                text("key"),
+                text("Extra").unwrap_or_default(),
+            )
+        })
+        .collect();
+    // The pick reads the claim index alone (no row, no sort); the rows are then read by primary key,
+    // and nothing sorts the joined rows (that would lock every picked row before the LIMIT).
+    let table = |name: &str| plan.iter().find(|(t, _, _)| t == name).cloned();
+    let (_, key, extra) = table("job_queue").expect("the pick reads job_queue");
+    assert_eq!(key.as_deref(), Some("claim_order"), "plan: {plan:?}");
+    assert!(extra.contains("Using index"), "plan: {plan:?}");
+    let (_, key, _) = table("j").expect("the lock reads job_queue as j");
+    assert_eq!(key.as_deref(), Some("PRIMARY"), "plan: {plan:?}");
+    assert!(
+        plan.iter()
+            .all(|(_, _, e)| !e.contains("filesort") && !e.contains("temporary")),
+        "the claim must not sort: {plan:?}"
+    );
+    let walk_plan = sqlx::query(&format!("EXPLAIN {walk}"))
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    let key: Option<Vec<u8>> = walk_plan.try_get("key").unwrap();
+    let extra: Option<Vec<u8>> = walk_plan.try_get("Extra").unwrap();
     let extra = String::from_utf8_lossy(&extra.unwrap_or_default()).into_owned();
     assert_eq!(key.as_deref(), Some(&b"claim_order"[..]), "plan: {extra}");
     assert!(
         !extra.contains("filesort"),
-        "the claim must not sort: {extra}"
+        "the walk must not sort: {extra}"
     );
 
-    let before = handler_reads(&mut conn).await;
-    sqlx::query(
-        "SELECT id FROM job_queue FORCE INDEX (claim_order) \
-         WHERE ready_queue = 'default' AND run_at <= NOW(6) AND kind IN ('k') \
-         AND kind NOT LIKE '% ' ORDER BY priority, run_at, id LIMIT 10",
-    )
-    .fetch_all(&mut *conn)
-    .await
-    .unwrap();
-    let reads = handler_reads(&mut conn).await - before;
-    // Finished rows are outside the claim range and unhandled kinds are skipped inside the index, so the
-    // count stays far below the 20,000 history rows; a scan or a sort would read them all.
-    assert!(reads < 1_600, "claim read {reads} index entries");
+    for sql in [pick, walk] {
+        let mut tx = conn.begin().await.unwrap();
+        let before = handler_reads(&mut tx).await;
+        let rows = sqlx::query(&sql).fetch_all(&mut *tx).await.unwrap();
+        let reads = handler_reads(&mut tx).await - before;
+        tx.rollback().await.unwrap();
+        assert_eq!(rows.len(), 10);
+        // Finished rows are outside the claim range and unhandled kinds are skipped inside the index,
+        // so the count stays far below the 20,000 history rows; a scan or a sort would read them all.
+        assert!(reads < 1_600, "claim read {reads} index entries: {sql}");
+    }
     let got = claim_batch(&db.pool, "t", "default", &["k".to_string()], 10)
         .await
         .unwrap();

@@ -516,3 +516,22 @@ pub async fn spawn_listening(url: &str, args: &[&str], marker: &'static str) -> 
     .unwrap();
     (child, found)
 }
+
+/// Both claim SELECTs of one queue as runnable text with literal values (for EXPLAIN and handler
+/// counts): the pick that locks by primary key, and the locking walk it falls back to.
+pub fn claim_selects(queue: &str, host: &str, kinds: &[&str], limit: u32) -> [String; 2] {
+    use jobq::statements::{CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED};
+    let q = format!("'{queue}'");
+    let h = format!("'{host}'");
+    let k = kinds
+        .iter()
+        .map(|k| format!("'{k}'"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let n = limit.to_string();
+    let pick = (limit * CLAIM_PICK_AHEAD).to_string();
+    [
+        CLAIM_SELECT.sql(&[&q, &q, &q, &q, &h, &k, &pick, &q, &n]),
+        CLAIM_SELECT_PAST_LOCKED.sql(&[&q, &q, &q, &q, &h, &k, &n]),
+    ]
+}

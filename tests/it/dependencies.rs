@@ -8,7 +8,7 @@ use jobq::{
     Handlers, JobContext, JobError, JobId, Mode, NewJob, Reaper, ReaperConfig, Worker, WorkerConfig,
 };
 
-use crate::common::{TestDb, run_jobq, wait_until};
+use crate::common::{TestDb, claim_selects, run_jobq, wait_until};
 
 /// When each job's handler started and ended, by kind.
 type Timeline = Arc<Mutex<Vec<(String, &'static str, Instant)>>>;
@@ -211,27 +211,20 @@ async fn waiting_jobs_cost_a_claim_nothing() {
         .await;
     let pool = db.pool(1).await;
     let mut conn = pool.acquire().await.unwrap();
-    sqlx::query("FLUSH STATUS")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    let sql = jobq::statements::CLAIM_SELECT.sql(&[
-        "'default'",
-        "'default'",
-        "'default'",
-        "'default'",
-        "'h'",
-        "'w'",
-        "10",
-    ]);
-    let rows = sqlx::query(&sql).fetch_all(&mut *conn).await.unwrap();
-    assert!(rows.is_empty());
-    let (_, read_next): (String, String) =
-        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
-            .fetch_one(&mut *conn)
+    for sql in claim_selects("default", "h", &["w"], 10) {
+        sqlx::query("FLUSH STATUS")
+            .execute(&mut *conn)
             .await
             .unwrap();
-    assert_eq!(read_next, "0", "the claim read waiting rows");
+        let rows = sqlx::query(&sql).fetch_all(&mut *conn).await.unwrap();
+        assert!(rows.is_empty());
+        let (_, read_next): (String, String) =
+            sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+        assert_eq!(read_next, "0", "the claim read waiting rows: {sql}");
+    }
 }
 
 /// A batch's callback waits until every member has ended, whatever the outcome, and runs once with

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use jobq::{Handlers, JobContext, JobError, Queues};
 
-use crate::common::{TestDb, run_jobq, wait_until};
+use crate::common::{TestDb, claim_selects, run_jobq, wait_until};
 
 /// A worker serving two queues: while one is paused it runs only the other's jobs, and after the resume
 /// it takes the held jobs within its idle wait.
@@ -84,39 +84,39 @@ async fn a_paused_queues_claim_reads_no_index_entry() {
         .await;
     db.exec("INSERT INTO jobq_queues (name) VALUES ('big')")
         .await;
-    let sql = jobq::statements::CLAIM_SELECT
-        .sql(&["'big'", "'big'", "'big'", "'big'", "'here'", "'k'", "10"]);
     let pool = db.pool(1).await;
     let mut conn = pool.acquire().await.unwrap();
-    let explain: Vec<sqlx::mysql::MySqlRow> = sqlx::query(&format!("EXPLAIN {sql}"))
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
-    use sqlx::Row;
-    let extra: Vec<String> = explain
-        .iter()
-        .map(|r| {
-            r.try_get::<Option<String>, _>("Extra")
-                .unwrap()
-                .unwrap_or_default()
-        })
-        .collect();
-    assert!(
-        extra.iter().any(|e| e.contains("Impossible WHERE")),
-        "plan: {extra:?}"
-    );
-    sqlx::query("FLUSH STATUS")
-        .execute(&mut *conn)
-        .await
-        .unwrap();
-    let rows = sqlx::query(&sql).fetch_all(&mut *conn).await.unwrap();
-    assert!(rows.is_empty());
-    let (_, read_next): (String, String) =
-        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
-            .fetch_one(&mut *conn)
+    for sql in claim_selects("big", "here", &["k"], 10) {
+        let explain: Vec<sqlx::mysql::MySqlRow> = sqlx::query(&format!("EXPLAIN {sql}"))
+            .fetch_all(&mut *conn)
             .await
             .unwrap();
-    assert_eq!(read_next, "0");
+        use sqlx::Row;
+        let extra: Vec<String> = explain
+            .iter()
+            .map(|r| {
+                r.try_get::<Option<String>, _>("Extra")
+                    .unwrap()
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert!(
+            extra.iter().any(|e| e.contains("Impossible WHERE")),
+            "plan of {sql}: {extra:?}"
+        );
+        sqlx::query("FLUSH STATUS")
+            .execute(&mut *conn)
+            .await
+            .unwrap();
+        let rows = sqlx::query(&sql).fetch_all(&mut *conn).await.unwrap();
+        assert!(rows.is_empty());
+        let (_, read_next): (String, String) =
+            sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
+                .fetch_one(&mut *conn)
+                .await
+                .unwrap();
+        assert_eq!(read_next, "0", "{sql}");
+    }
 }
 
 /// The CLI: pause with a reason, list (text and JSON), resume; bad names refused with nothing written.

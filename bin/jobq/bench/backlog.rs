@@ -22,7 +22,9 @@ use serde::Serialize;
 use sqlx::{Connection, Executor, MySqlConnection, Row};
 
 use super::{BResult, Ctx, Section, Settings, now_us, quantile};
-use jobq::statements::{CLAIM_SELECT, CLAIM_STAMP, placeholders};
+use jobq::statements::{
+    CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, placeholders,
+};
 use jobq::{ConnectConfig, Handlers, JobContext, Mode, NewJob, Worker, WorkerConfig};
 
 /// Queues the backlog is spread over.
@@ -325,23 +327,34 @@ async fn claim_rolled_back(
     kinds: &[String],
     batch: u32,
 ) -> Result<u64, sqlx::Error> {
-    let select = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", &placeholders(kinds.len()), "?"]);
+    let kind_list = placeholders(kinds.len());
+    let pick = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", &kind_list, "?", "?", "?"]);
+    let walk = CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", &kind_list, "?"]);
     let mut tx = conn.begin().await?;
     let mut ids: Vec<u64> = Vec::new();
     for q in (0..SERVED_QUEUES).map(queue) {
-        let mut query = sqlx::query(&select)
+        let want = batch - ids.len() as u32;
+        let bind_due = |sql| {
+            let mut query = sqlx::query(sql)
+                .bind(&q)
+                .bind(&q)
+                .bind(&q)
+                .bind(&q)
+                .bind("bench");
+            for k in kinds {
+                query = query.bind(k);
+            }
+            query
+        };
+        let mut rows = bind_due(&pick)
+            .bind(want * CLAIM_PICK_AHEAD)
             .bind(&q)
-            .bind(&q)
-            .bind(&q)
-            .bind(&q)
-            .bind("bench");
-        for k in kinds {
-            query = query.bind(k);
-        }
-        let rows = query
-            .bind(batch - ids.len() as u32)
+            .bind(want)
             .fetch_all(&mut *tx)
             .await?;
+        if rows.is_empty() {
+            rows = bind_due(&walk).bind(want).fetch_all(&mut *tx).await?;
+        }
         for row in &rows {
             ids.push(row.try_get("id")?);
         }

@@ -20,8 +20,8 @@ use sqlx::mysql::MySqlConnection;
 use sqlx::{ConnectOptions, Connection, Executor, Row};
 
 use jobq::statements::{
-    CLAIM_SELECT, CLAIM_STAMP, CLAIM_STAMP_CARRYING, FINISH_DONE, FINISH_DONE_BATCH, SESSION_SETUP,
-    pair_placeholders, placeholders,
+    CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
+    FINISH_DONE, FINISH_DONE_BATCH, SESSION_SETUP, pair_placeholders, placeholders,
 };
 
 use super::cpu::CpuMeter;
@@ -355,6 +355,41 @@ async fn done_batch(
     Ok(q.execute(conn).await?.rows_affected())
 }
 
+/// Claim step 1 as the library takes it: the pick locked by primary key, and the walk when that
+/// locked nothing.
+async fn lock_due(
+    tx: &mut MySqlConnection,
+    batch: u32,
+) -> Result<Vec<sqlx::mysql::MySqlRow>, sqlx::Error> {
+    let pick = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", "?", "?", "?", "?"]);
+    let rows = sqlx::query(&pick)
+        .bind(QUEUE)
+        .bind(QUEUE)
+        .bind(QUEUE)
+        .bind(QUEUE)
+        .bind("bench")
+        .bind(KIND)
+        .bind(batch * CLAIM_PICK_AHEAD)
+        .bind(QUEUE)
+        .bind(batch)
+        .fetch_all(&mut *tx)
+        .await?;
+    if !rows.is_empty() {
+        return Ok(rows);
+    }
+    let walk = CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", "?", "?"]);
+    sqlx::query(&walk)
+        .bind(QUEUE)
+        .bind(QUEUE)
+        .bind(QUEUE)
+        .bind(QUEUE)
+        .bind("bench")
+        .bind(KIND)
+        .bind(batch)
+        .fetch_all(tx)
+        .await
+}
+
 /// One claim transaction, finishing the rows of `carry` (the previous claim's, as done) in it; returns
 /// (id, attempt) of the rows claimed and how many rows it finished.
 async fn claim(
@@ -364,17 +399,7 @@ async fn claim(
     carry: &[(u64, u16)],
 ) -> Result<(Vec<(u64, u16)>, u64), sqlx::Error> {
     let mut tx = conn.begin().await?;
-    let select = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", "?", "?"]);
-    let rows = sqlx::query(&select)
-        .bind(QUEUE)
-        .bind(QUEUE)
-        .bind(QUEUE)
-        .bind(QUEUE)
-        .bind("bench")
-        .bind(KIND)
-        .bind(batch)
-        .fetch_all(&mut *tx)
-        .await?;
+    let rows = lock_due(&mut tx, batch).await?;
     if rows.is_empty() {
         if carry.is_empty() {
             tx.rollback().await?;
