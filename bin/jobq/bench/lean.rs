@@ -178,14 +178,17 @@ async fn drain_one(mut conn: MySqlConnection, batch: u32) -> Result<u64, sqlx::E
     let mut claimed = 0;
     loop {
         let token: [u8; 16] = rand::random();
-        let n = claim(&mut conn, &token, batch).await?;
+        let n = retried!(claim(&mut conn, &token, batch).await)?;
         if n == 0 {
             break;
         }
-        sqlx::query(FINISH)
-            .bind(&token[..])
-            .execute(&mut conn)
-            .await?;
+        // Idempotent: a retry after a deadlock finishes what is still running under the token.
+        retried!(
+            sqlx::query(FINISH)
+                .bind(&token[..])
+                .execute(&mut conn)
+                .await
+        )?;
         claimed += n;
     }
     let _ = conn.close().await;

@@ -24,6 +24,25 @@
 //! The benchmark is not a test of speed: only its correctness checks (every job finished exactly once)
 //! decide whether a run is good. Speed is compared with targets and reported.
 
+/// Evaluates `$op`, a statement or transaction on the loop's connection, again on deadlocks, lock-wait
+/// timeouts and lost connections, up to 20 tries 2 ms apart, as jobq retries its own. (Not expected under
+/// READ COMMITTED and SKIP LOCKED, but a finish can still deadlock with another connection's claim, and
+/// the loop must not die on one.)
+macro_rules! retried {
+    ($op:expr) => {{
+        let mut tries = 0;
+        loop {
+            match $op {
+                Err(e) if tries < 20 && jobq::is_transient(&e) => {
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                }
+                other => break other,
+            }
+        }
+    }};
+}
+
 mod backlog;
 mod bigtable;
 mod cluster;

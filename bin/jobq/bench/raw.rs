@@ -28,25 +28,6 @@ use super::cpu::CpuMeter;
 use super::wire::Relay;
 use super::{BResult, Ctx, RawCell, RawReport, Section};
 
-/// Evaluates `$op`, a statement or transaction on the loop's connection, again on deadlocks, lock-wait
-/// timeouts and lost connections, up to 20 tries 2 ms apart, as jobq retries its own. (Not expected under
-/// READ COMMITTED and SKIP LOCKED, but a finish can still deadlock with another connection's claim, and
-/// the loop must not die on one.)
-macro_rules! retried {
-    ($op:expr) => {{
-        let mut tries = 0;
-        loop {
-            match $op {
-                Err(e) if tries < 20 && jobq::is_transient(&e) => {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(2)).await;
-                }
-                other => break other,
-            }
-        }
-    }};
-}
-
 const KIND: &str = "bench.raw";
 const QUEUE: &str = "default";
 
