@@ -90,6 +90,17 @@ pub const SESSION_SETUP: [&str; 2] = [
     "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
 ];
 
+/// The text both claim SELECTs share between `ready_queue = ?` and their LIMIT: the pause and pin
+/// checks, the due time, the kinds (parameters: the queue three times, the host, the kinds).
+const DUE: [&str; 6] = [
+    " AND NOT EXISTS (SELECT 1 FROM jobq_queues WHERE name = ",
+    ") AND (NOT EXISTS (SELECT 1 FROM jobq_queue_hosts WHERE queue = ",
+    ") OR EXISTS (SELECT 1 FROM jobq_queue_hosts WHERE queue = ",
+    " AND host = ",
+    ")) AND run_at <= NOW(6) AND kind IN (",
+    concat!(")", exact_kind!(), " ORDER BY priority, run_at, id LIMIT "),
+];
+
 /// Claim, step 1: lock the first due rows of one queue, in claim order, skipping rows another claim
 /// holds, unless the queue is paused (schema 11) or pinned to hosts other than this worker's (schema
 /// 15). Parameters: the queue four times, the worker's host, the kinds (a list), how many rows to
@@ -135,12 +146,12 @@ pub const CLAIM_SELECT: Statement = Statement {
          TIMESTAMPDIFF(MICROSECOND, j.run_at, NOW(6)) AS waited_us \
          FROM (SELECT id FROM job_queue FORCE INDEX (claim_order) \
          WHERE ready_queue = ",
-        " AND NOT EXISTS (SELECT 1 FROM jobq_queues WHERE name = ",
-        ") AND (NOT EXISTS (SELECT 1 FROM jobq_queue_hosts WHERE queue = ",
-        ") OR EXISTS (SELECT 1 FROM jobq_queue_hosts WHERE queue = ",
-        " AND host = ",
-        ")) AND run_at <= NOW(6) AND kind IN (",
-        concat!(")", exact_kind!(), " ORDER BY priority, run_at, id LIMIT "),
+        DUE[0],
+        DUE[1],
+        DUE[2],
+        DUE[3],
+        DUE[4],
+        DUE[5],
         ") pick STRAIGHT_JOIN job_queue j FORCE INDEX (PRIMARY) ON j.id = pick.id \
          WHERE j.ready_queue = ",
         " AND j.run_at <= NOW(6) LIMIT ",
@@ -167,12 +178,12 @@ pub const CLAIM_SELECT_PAST_LOCKED: Statement = Statement {
          TIMESTAMPDIFF(MICROSECOND, run_at, NOW(6)) AS waited_us \
          FROM job_queue FORCE INDEX (claim_order) \
          WHERE ready_queue = ",
-        " AND NOT EXISTS (SELECT 1 FROM jobq_queues WHERE name = ",
-        ") AND (NOT EXISTS (SELECT 1 FROM jobq_queue_hosts WHERE queue = ",
-        ") OR EXISTS (SELECT 1 FROM jobq_queue_hosts WHERE queue = ",
-        " AND host = ",
-        ")) AND run_at <= NOW(6) AND kind IN (",
-        concat!(")", exact_kind!(), " ORDER BY priority, run_at, id LIMIT "),
+        DUE[0],
+        DUE[1],
+        DUE[2],
+        DUE[3],
+        DUE[4],
+        DUE[5],
         " FOR UPDATE SKIP LOCKED",
     ],
 };
