@@ -535,3 +535,22 @@ pub fn claim_selects(queue: &str, host: &str, kinds: &[&str], limit: u32) -> [St
         CLAIM_SELECT_PAST_LOCKED.sql(&[&q, &q, &q, &q, &h, &k, &n]),
     ]
 }
+
+/// Runs `sql` on `conn` after resetting the session's counters: its rows and the index entries it read
+/// past the first (`Handler_read_next`).
+pub async fn rows_and_read_next(
+    conn: &mut sqlx::MySqlConnection,
+    sql: &str,
+) -> (Vec<sqlx::mysql::MySqlRow>, String) {
+    sqlx::query("FLUSH STATUS")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let rows = sqlx::query(sql).fetch_all(&mut *conn).await.unwrap();
+    let (_, read_next): (String, String) =
+        sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    (rows, read_next)
+}

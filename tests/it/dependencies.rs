@@ -8,7 +8,7 @@ use jobq::{
     Handlers, JobContext, JobError, JobId, Mode, NewJob, Reaper, ReaperConfig, Worker, WorkerConfig,
 };
 
-use crate::common::{TestDb, claim_selects, run_jobq, wait_until};
+use crate::common::{TestDb, claim_selects, rows_and_read_next, run_jobq, wait_until};
 
 /// When each job's handler started and ended, by kind.
 type Timeline = Arc<Mutex<Vec<(String, &'static str, Instant)>>>;
@@ -212,17 +212,8 @@ async fn waiting_jobs_cost_a_claim_nothing() {
     let pool = db.pool(1).await;
     let mut conn = pool.acquire().await.unwrap();
     for sql in claim_selects("default", "h", &["w"], 10) {
-        sqlx::query("FLUSH STATUS")
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-        let rows = sqlx::query(&sql).fetch_all(&mut *conn).await.unwrap();
+        let (rows, read_next) = rows_and_read_next(&mut conn, &sql).await;
         assert!(rows.is_empty());
-        let (_, read_next): (String, String) =
-            sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
-                .fetch_one(&mut *conn)
-                .await
-                .unwrap();
         assert_eq!(read_next, "0", "the claim read waiting rows: {sql}");
     }
 }

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use jobq::{Handlers, JobContext, JobError, Queues};
 
-use crate::common::{TestDb, claim_selects, run_jobq, wait_until};
+use crate::common::{TestDb, claim_selects, rows_and_read_next, run_jobq, wait_until};
 
 /// A worker serving two queues: while one is paused it runs only the other's jobs, and after the resume
 /// it takes the held jobs within its idle wait.
@@ -104,17 +104,8 @@ async fn a_paused_queues_claim_reads_no_index_entry() {
             extra.iter().any(|e| e.contains("Impossible WHERE")),
             "plan of {sql}: {extra:?}"
         );
-        sqlx::query("FLUSH STATUS")
-            .execute(&mut *conn)
-            .await
-            .unwrap();
-        let rows = sqlx::query(&sql).fetch_all(&mut *conn).await.unwrap();
+        let (rows, read_next) = rows_and_read_next(&mut conn, &sql).await;
         assert!(rows.is_empty());
-        let (_, read_next): (String, String) =
-            sqlx::query_as("SHOW SESSION STATUS LIKE 'Handler_read_next'")
-                .fetch_one(&mut *conn)
-                .await
-                .unwrap();
         assert_eq!(read_next, "0", "{sql}");
     }
 }

@@ -342,14 +342,18 @@ async fn lock_due(
     tx: &mut MySqlConnection,
     batch: u32,
 ) -> Result<Vec<sqlx::mysql::MySqlRow>, sqlx::Error> {
+    // The queue's due rows: the parameters both statements share, up to their LIMIT.
+    let due = |sql| {
+        sqlx::query(sql)
+            .bind(QUEUE)
+            .bind(QUEUE)
+            .bind(QUEUE)
+            .bind(QUEUE)
+            .bind("bench")
+            .bind(KIND)
+    };
     let pick = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", "?", "?", "?", "?"]);
-    let rows = sqlx::query(&pick)
-        .bind(QUEUE)
-        .bind(QUEUE)
-        .bind(QUEUE)
-        .bind(QUEUE)
-        .bind("bench")
-        .bind(KIND)
+    let rows = due(&pick)
         .bind(batch * CLAIM_PICK_AHEAD)
         .bind(QUEUE)
         .bind(batch)
@@ -359,16 +363,7 @@ async fn lock_due(
         return Ok(rows);
     }
     let walk = CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", "?", "?"]);
-    sqlx::query(&walk)
-        .bind(QUEUE)
-        .bind(QUEUE)
-        .bind(QUEUE)
-        .bind(QUEUE)
-        .bind("bench")
-        .bind(KIND)
-        .bind(batch)
-        .fetch_all(tx)
-        .await
+    due(&walk).bind(batch).fetch_all(tx).await
 }
 
 /// One claim transaction, finishing the rows of `carry` (the previous claim's, as done) in it; returns
