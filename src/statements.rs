@@ -130,8 +130,9 @@ const DUE: [&str; 6] = [
 /// LIMIT, holding rows the claim does not take. It reads the materialized pick in the order the pick
 /// wrote it, which is claim order (MariaDB and MySQL both scan a derived table's temporary table in
 /// insertion order; a server that did not would reorder rows within one pick, never skip a
-/// higher-priority row for a later pick). When nothing of the pick could be locked, the claim walks
-/// the index with [`CLAIM_SELECT_PAST_LOCKED`] before it reports the queue empty.
+/// higher-priority row for a later pick). When a worker's claim across all its queues locked nothing,
+/// it claims once more walking the index with [`CLAIM_SELECT_PAST_LOCKED`] before it believes nothing
+/// is due (`Reach` in `db/claim.rs` says why not after every empty pick).
 ///
 /// FORCE INDEX: the plan must never become a table scan, also on a freshly bulk-loaded table whose
 /// statistics have not caught up yet.
@@ -167,11 +168,11 @@ pub const CLAIM_SELECT: Statement = Statement {
 /// more entries of the claim index without locks costs little: they are index-only reads.
 pub const CLAIM_PICK_AHEAD: u32 = 4;
 
-/// Claim, step 1 when [`CLAIM_SELECT`] locked nothing: lock the first due rows of one queue while
-/// walking the claim index, skipping rows another claim holds, so a claim comes back empty only when
-/// nothing due is free (the rows [`CLAIM_SELECT`] picked may all have been locked by other claimers
-/// while more were due behind them). Same checks; parameters: the queue four times, the worker's
-/// host, the kinds (a list), the most rows.
+/// Claim, step 1 when [`CLAIM_SELECT`] locked nothing in any of a worker's queues: lock the first due
+/// rows of one queue while walking the claim index, skipping rows another claim holds, so a claim
+/// comes back empty only when nothing due is free (the rows [`CLAIM_SELECT`] picked may all have been
+/// locked by other claimers while more were due behind them). Same checks; parameters: the queue four
+/// times, the worker's host, the kinds (a list), the most rows.
 pub const CLAIM_SELECT_PAST_LOCKED: Statement = Statement {
     parts: &[
         "SELECT id, queue, kind, payload, attempts, max_attempts, timeout_secs, \

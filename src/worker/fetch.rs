@@ -409,7 +409,30 @@ async fn claim_some(
     // The done finishes waiting to be made ride in the first plain claim's transaction; what no claim
     // made goes back to the finisher.
     let mut carry = shared.finisher.take_for_claim();
-    let result = claim_parts(shared, conn, kinds, limits, limit, &mut carry).await;
+    // The rows each queue's pick finds first; only when that finds none anywhere, past the rows other
+    // claims hold (see `claim::Reach`).
+    let mut result = claim_parts(
+        shared,
+        conn,
+        kinds,
+        limits,
+        limit,
+        &mut carry,
+        claim::Reach::Picked,
+    )
+    .await;
+    if matches!(&result, Ok(jobs) if jobs.is_empty()) {
+        result = claim_parts(
+            shared,
+            conn,
+            kinds,
+            limits,
+            limit,
+            &mut carry,
+            claim::Reach::PastHeld,
+        )
+        .await;
+    }
     shared.finisher.give_back(carry);
     result
 }
@@ -423,6 +446,7 @@ async fn claim_parts(
     limits: &mut Limits,
     limit: u32,
     carry: &mut Carried,
+    reach: claim::Reach,
 ) -> Result<Vec<claim::ClaimedJob>> {
     let mut jobs = Vec::new();
     for queue in &shared.cfg.queues {
@@ -442,6 +466,7 @@ async fn claim_parts(
                     &part.kinds,
                     want,
                     &items,
+                    reach,
                     uncertain,
                 )
                 .await?;
@@ -462,6 +487,7 @@ async fn claim_parts(
                     &part.kinds,
                     want,
                     &part.limits,
+                    reach,
                     uncertain,
                 )
                 .await?;

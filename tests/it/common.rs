@@ -518,7 +518,8 @@ pub async fn spawn_listening(url: &str, args: &[&str], marker: &'static str) -> 
 }
 
 /// Both claim SELECTs of one queue as runnable text with literal values (for EXPLAIN and handler
-/// counts): the pick that locks by primary key, and the locking walk it falls back to.
+/// counts): the pick that locks by primary key, and the locking walk a worker claims with when the
+/// picks locked nothing.
 pub fn claim_selects(queue: &str, host: &str, kinds: &[&str], limit: u32) -> [String; 2] {
     use jobq::statements::{CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED};
     let q = format!("'{queue}'");

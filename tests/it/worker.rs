@@ -458,6 +458,53 @@ async fn a_due_job_locked_by_another_transaction_does_not_make_the_worker_spin()
     pool.close().await;
 }
 
+/// A claim locks only rows of what it picked without locks, the first due rows. When another
+/// transaction holds every one of those, a draining worker must still claim the due rows behind them
+/// (the walk past held rows) rather than stop with work left it could run.
+#[tokio::test]
+async fn a_draining_worker_claims_past_the_rows_others_hold() {
+    let db = TestDb::new().await;
+    db.insert_jobs("held", 100).await;
+    // Well past what one claim of the defaults picks (10 rows, picked four times over).
+    let mut holder = db.pool.begin().await.unwrap();
+    let held: Vec<u64> =
+        sqlx::query_scalar("SELECT id FROM job_queue ORDER BY id LIMIT 60 FOR UPDATE")
+            .fetch_all(&mut *holder)
+            .await
+            .unwrap();
+    let ran = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = ran.clone();
+    let handlers = Handlers::new()
+        .register("held", move |job: JobContext| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().unwrap().push(job.id.0);
+                Ok::<(), JobError>(())
+            }
+        })
+        .unwrap();
+    let cfg = WorkerConfig {
+        mode: Mode::Drain,
+        ..WorkerConfig::default()
+    };
+    let worker = Worker::new(db.pool.clone(), handlers, cfg).unwrap();
+    let drained = tokio::time::timeout(
+        Duration::from_secs(20),
+        worker.run(CancellationToken::new()),
+    )
+    .await;
+    let ran = ran.lock().unwrap().clone();
+    holder.rollback().await.unwrap();
+    drained
+        .unwrap_or_else(|_| panic!("the worker did not drain within 20 s; it ran {}", ran.len()))
+        .expect("the worker ended without an error");
+    assert_eq!(ran.len(), 40, "ran {ran:?}");
+    assert!(
+        ran.iter().all(|id| !held.contains(id)),
+        "ran a held row: {ran:?}"
+    );
+}
+
 fn sh_config(dir: &std::path::Path, extra: &str) -> std::path::PathBuf {
     write_config(
         dir,

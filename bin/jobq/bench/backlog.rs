@@ -332,10 +332,12 @@ async fn claim_rolled_back(
     let walk = CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", &kind_list, "?"]);
     let mut tx = conn.begin().await?;
     let mut ids: Vec<u64> = Vec::new();
-    for q in (0..SERVED_QUEUES).map(queue) {
-        let want = batch - ids.len() as u32;
-        let bind_due = |sql| {
-            let mut query = sqlx::query(sql)
+    // The pick in each queue; the locking walk only when the picks found nothing anywhere, as a worker
+    // claims.
+    for walk_past_held in [false, true] {
+        for q in (0..SERVED_QUEUES).map(queue) {
+            let want = batch - ids.len() as u32;
+            let mut query = sqlx::query(if walk_past_held { &walk } else { &pick })
                 .bind(&q)
                 .bind(&q)
                 .bind(&q)
@@ -344,21 +346,21 @@ async fn claim_rolled_back(
             for k in kinds {
                 query = query.bind(k);
             }
-            query
-        };
-        let mut rows = bind_due(&pick)
-            .bind(want * CLAIM_PICK_AHEAD)
-            .bind(&q)
-            .bind(want)
+            let rows = if walk_past_held {
+                query.bind(want)
+            } else {
+                query.bind(want * CLAIM_PICK_AHEAD).bind(&q).bind(want)
+            }
             .fetch_all(&mut *tx)
             .await?;
-        if rows.is_empty() {
-            rows = bind_due(&walk).bind(want).fetch_all(&mut *tx).await?;
+            for row in &rows {
+                ids.push(row.try_get("id")?);
+            }
+            if ids.len() as u32 >= batch {
+                break;
+            }
         }
-        for row in &rows {
-            ids.push(row.try_get("id")?);
-        }
-        if ids.len() as u32 >= batch {
+        if !ids.is_empty() {
             break;
         }
     }
