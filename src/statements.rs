@@ -70,6 +70,14 @@ pub fn placeholders(n: usize) -> String {
     vec!["?"; n].join(", ")
 }
 
+/// The fewest pairs an `(id, attempts) IN (…)` list is sent with: a list of one pair is sent with the
+/// pair twice. MariaDB 10.11 plans an UPDATE whose row-constructor IN holds a single pair as a scan of
+/// the whole primary key (EXPLAIN: type `index`; with 1,000,000 finished rows in the table each such
+/// finish examined every row and took 0.8–1.5 s, found in `jobq bench --sections big` through the slow
+/// log), where two pairs, even the same one twice, give a range of one row. A repeated pair matches its
+/// row once, so the rows changed do not differ.
+pub const MIN_PAIRS: usize = 2;
+
 /// `n` placeholder pairs for an `(a, b) IN (…)` list: `(?, ?), (?, ?)`.
 pub fn pair_placeholders(n: usize) -> String {
     vec!["(?, ?)"; n].join(", ")

@@ -762,6 +762,15 @@ mod tests {
                 &placeholders(2)
             ])
         );
+        assert_eq!(
+            claim_stamp_carrying("t", &[(1, 1)], &[7]).sql(),
+            CLAIM_STAMP_CARRYING.sql(&[
+                "?",
+                "?",
+                &crate::statements::pair_placeholders(crate::statements::MIN_PAIRS),
+                &placeholders(1)
+            ])
+        );
     }
 
     fn job(id: u64, attempts: u16) -> ClaimedJob {

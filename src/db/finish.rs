@@ -10,7 +10,7 @@ use std::time::Duration;
 use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder};
 
 use crate::db::dedicated::Dedicated;
-use crate::statements::{FINISH_DONE, FINISH_DONE_BATCH};
+use crate::statements::{FINISH_DONE, FINISH_DONE_BATCH, MIN_PAIRS};
 
 use crate::db::retry_transient;
 use crate::error::Result;
@@ -351,13 +351,14 @@ fn done_batch<'a>(token: &'a str, pairs: &[(u64, u16)]) -> QueryBuilder<'a, MySq
 }
 
 /// Binds (id, attempt) pairs for an `(id, attempts) IN (…)` list, padded to a power of two by
-/// repeating the last (as [`crate::db::push_id_list`] pads ids, for the same reason).
+/// repeating the last (as [`crate::db::push_id_list`] pads ids, for the same reason), and never fewer
+/// than [`MIN_PAIRS`] (one pair alone makes MariaDB scan the whole table).
 pub(crate) fn push_pair_list(q: &mut QueryBuilder<'_, MySql>, pairs: &[(u64, u16)]) {
     if pairs.is_empty() {
         return;
     }
     let mut list = q.separated(", ");
-    for i in 0..pairs.len().next_power_of_two() {
+    for i in 0..pairs.len().next_power_of_two().max(MIN_PAIRS) {
         let (id, attempt) = pairs[i.min(pairs.len() - 1)];
         list.push("(");
         list.push_bind_unseparated(id);
@@ -429,6 +430,11 @@ mod tests {
         assert_eq!(
             done_batch("t", &[(1, 1), (2, 1), (3, 2)]).sql(),
             FINISH_DONE_BATCH.sql(&["?", &pair_placeholders(4)])
+        );
+        // One pair alone would make MariaDB scan the whole table (see MIN_PAIRS).
+        assert_eq!(
+            done_batch("t", &[(1, 1)]).sql(),
+            FINISH_DONE_BATCH.sql(&["?", &pair_placeholders(MIN_PAIRS)])
         );
     }
 

@@ -39,9 +39,6 @@ pub(crate) const SERVED_KINDS: u32 = 20;
 const LOW: i16 = 10;
 /// Priority of the job that must get past it.
 const HIGH: i16 = -5;
-/// How long the dirty pages may stop falling before the wait after a fill gives up (its longest wait is
-/// [`BenchConfig::backlog_settle`](super::BenchConfig)).
-const SETTLE_STALL: Duration = Duration::from_secs(3);
 /// How long the high-priority job may take before the section records that it was not picked up.
 const URGENT_PATIENCE: Duration = Duration::from_secs(30);
 
@@ -178,40 +175,8 @@ async fn fill(ctx: &Ctx, rows: u64) -> BResult<f64> {
     }
     ctx.pool.execute("ANALYZE TABLE job_queue").await?;
     let secs = t0.elapsed().as_secs_f64();
-    settle(ctx).await?;
+    ctx.settle().await?;
     Ok(secs)
-}
-
-/// Waits (at most `backlog_settle`, and only while the count falls) until the server has written out most of what the fill left
-/// dirty in the buffer pool: a million inserted rows keep InnoDB flushing for a while, and claims timed
-/// meanwhile measure the flushing more than the table.
-async fn settle(ctx: &Ctx) -> BResult<()> {
-    let until = Instant::now() + ctx.cfg.backlog_settle;
-    // A server that keeps its dirty pages above the mark (a high innodb_max_dirty_pages_pct_lwm, other
-    // databases being written) would hold every fill for the whole patience: stop once the count has
-    // not fallen for a while.
-    let (mut lowest, mut lowest_at) = (i64::MAX, Instant::now());
-    while Instant::now() < until && lowest_at.elapsed() < SETTLE_STALL {
-        let (dirty, total) = (
-            global_status(ctx, "Innodb_buffer_pool_pages_dirty").await?,
-            global_status(ctx, "Innodb_buffer_pool_pages_total").await?,
-        );
-        if dirty * 20 <= total {
-            break;
-        }
-        if dirty < lowest {
-            (lowest, lowest_at) = (dirty, Instant::now());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    Ok(())
-}
-
-/// A global status counter (SHOW takes no placeholders: `name` is one of this module's constants).
-async fn global_status(ctx: &Ctx, name: &'static str) -> BResult<i64> {
-    let sql = format!("SHOW GLOBAL STATUS LIKE '{name}'");
-    let row: Option<(String, String)> = sqlx::query_as(&sql).fetch_optional(&ctx.pool).await?;
-    Ok(row.and_then(|(_, v)| v.parse().ok()).unwrap_or(0))
 }
 
 /// Fills a table of `rows` and times [`BenchConfig::backlog_claims`](super::BenchConfig) claims of
@@ -259,7 +224,7 @@ async fn time_claims(
     let claims = ctx.cfg.backlog_claims.max(1);
     let served_kinds: Vec<String> = (0..SERVED_KINDS).map(kind).collect();
     let reads_before = index_reads(&mut conn).await?;
-    let disk_before = global_status(ctx, "Innodb_buffer_pool_reads").await?;
+    let disk_before = ctx.global_status("Innodb_buffer_pool_reads").await?;
     let (mut times, mut got) = (Vec::new(), 0u64);
     for _ in 0..claims {
         let t0 = Instant::now();
@@ -268,7 +233,7 @@ async fn time_claims(
     }
     // The counters' own SHOW is one more read of a few rows: not worth subtracting.
     let reads = index_reads(&mut conn).await? - reads_before;
-    let disk = global_status(ctx, "Innodb_buffer_pool_reads").await? - disk_before;
+    let disk = ctx.global_status("Innodb_buffer_pool_reads").await? - disk_before;
     let _ = conn.close().await;
     let after = not_queued(ctx).await?;
     ctx.check(

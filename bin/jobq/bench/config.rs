@@ -190,8 +190,9 @@ pub struct BenchConfig {
     pub backlog_small_rows: u64,
     /// Claims timed on each of the two tables.
     pub backlog_claims: u32,
-    /// Longest wait, after each backlog fill, for the server to write out the pages the fill dirtied.
-    pub backlog_settle: Duration,
+    /// Longest wait, after a fill and before a timed drain on a big table, for the server to write out
+    /// the pages the fill dirtied and to purge what earlier rounds deleted (see `Ctx::settle`).
+    pub settle: Duration,
     /// Timed views of each dashboard page (after a first, untimed-for-the-median one).
     pub web_views: u32,
     /// Rates to measure in the steady-state section instead of searching for the sustainable rate.
@@ -259,7 +260,7 @@ impl BenchConfig {
             backlog_rows: 1_000_000,
             backlog_small_rows: 10_000,
             backlog_claims: 500,
-            backlog_settle: Duration::from_secs(60),
+            settle: Duration::from_secs(60),
             rounds: 5,
             steady_rates: Vec::new(),
             settings_override: None,
@@ -332,7 +333,7 @@ impl BenchConfig {
             backlog_rows: 3_000,
             backlog_small_rows: 1_000,
             backlog_claims: 10,
-            backlog_settle: Duration::from_secs(1),
+            settle: Duration::from_secs(1),
             idle_window: Duration::from_secs(1),
             steady_window: Duration::from_millis(300),
             steady_max_doublings: 0,

@@ -216,7 +216,60 @@ pub(crate) struct Ctx {
     pub(crate) local_server: bool,
 }
 
+/// How long the server's dirty pages and purge backlog may stop falling before [`Ctx::settle`] gives
+/// up waiting (its longest wait is [`BenchConfig::settle`]).
+const SETTLE_STALL: Duration = Duration::from_secs(3);
+
 impl Ctx {
+    /// Waits (at most [`BenchConfig::settle`], and only while the counts fall) until the server has
+    /// written out most of what a fill left dirty in the buffer pool and purged most of what was
+    /// deleted: a million inserted rows keep InnoDB flushing for a while, and a drain or claim timed
+    /// meanwhile measures the flushing more than the table. Neither counter is jobq's own doing, so both
+    /// tables of a comparison wait alike.
+    pub(crate) async fn settle(&self) -> BResult<()> {
+        let until = Instant::now() + self.cfg.settle;
+        // A server that keeps its dirty pages above the mark (a high innodb_max_dirty_pages_pct_lwm,
+        // other databases being written) would hold every fill for the whole patience: stop once the
+        // counts have not fallen for a while.
+        let (mut lowest, mut lowest_at) = ((i64::MAX, i64::MAX), Instant::now());
+        while Instant::now() < until && lowest_at.elapsed() < SETTLE_STALL {
+            let (dirty, total) = (
+                self.global_status("Innodb_buffer_pool_pages_dirty").await?,
+                self.global_status("Innodb_buffer_pool_pages_total").await?,
+            );
+            let unpurged = self.purge_backlog().await?;
+            if dirty * 20 <= total && unpurged < 1_000 {
+                break;
+            }
+            if dirty < lowest.0 || unpurged < lowest.1 {
+                lowest = (dirty.min(lowest.0), unpurged.min(lowest.1));
+                lowest_at = Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        Ok(())
+    }
+
+    /// A global status counter (SHOW takes no placeholders: `name` is one of the bench's constants).
+    pub(crate) async fn global_status(&self, name: &'static str) -> BResult<i64> {
+        let sql = format!("SHOW GLOBAL STATUS LIKE '{name}'");
+        let row: Option<(String, String)> = sqlx::query_as(&sql).fetch_optional(&self.pool).await?;
+        Ok(row.and_then(|(_, v)| v.parse().ok()).unwrap_or(0))
+    }
+
+    /// Undo logs of committed transactions not purged yet (InnoDB's history list length; 0 where the
+    /// server does not show it).
+    async fn purge_backlog(&self) -> BResult<i64> {
+        let n: Option<i64> = sqlx::query_scalar(
+            "SELECT CAST(`COUNT` AS SIGNED) FROM information_schema.INNODB_METRICS \
+             WHERE NAME = 'trx_rseg_history_len'",
+        )
+        .fetch_optional(&self.pool)
+        .await
+        .unwrap_or(None);
+        Ok(n.unwrap_or(0))
+    }
+
     pub(crate) fn progress(&self, msg: impl AsRef<str>) {
         if self.cfg.progress {
             note(format_args!("bench: {}", msg.as_ref()));

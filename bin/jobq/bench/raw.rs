@@ -21,7 +21,7 @@ use sqlx::{ConnectOptions, Connection, Executor, Row};
 
 use jobq::statements::{
     CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
-    FINISH_DONE, FINISH_DONE_BATCH, SESSION_SETUP, pair_placeholders, placeholders,
+    FINISH_DONE, FINISH_DONE_BATCH, MIN_PAIRS, SESSION_SETUP, pair_placeholders, placeholders,
 };
 
 use super::cpu::CpuMeter;
@@ -322,15 +322,27 @@ async fn finish_batch_tx(
     Ok(n)
 }
 
+/// (id, attempt) pairs as jobq sends them: at least [`MIN_PAIRS`], the last repeated.
+fn as_sent(pairs: &[(u64, u16)]) -> Vec<(u64, u16)> {
+    let mut sent = pairs.to_vec();
+    while let Some(&last) = sent.last()
+        && sent.len() < MIN_PAIRS
+    {
+        sent.push(last);
+    }
+    sent
+}
+
 /// jobq's batched done UPDATE over `items`, in the caller's transaction; the rows it changed.
 async fn done_batch(
     conn: &mut MySqlConnection,
     token: &str,
     items: &[(u64, u16)],
 ) -> Result<u64, sqlx::Error> {
+    let items = as_sent(items);
     let sql = FINISH_DONE_BATCH.sql(&["?", &pair_placeholders(items.len())]);
     let mut q = sqlx::query(&sql).bind(token);
-    for &(id, attempt) in items {
+    for &(id, attempt) in &items {
         q = q.bind(id).bind(attempt);
     }
     Ok(q.execute(conn).await?.rows_affected())
@@ -401,6 +413,7 @@ async fn claim(
         tx.commit().await?;
         return Ok((claimed, 0));
     }
+    let carry = as_sent(carry);
     let sql = CLAIM_STAMP_CARRYING.sql(&[
         "?",
         "?",
@@ -408,7 +421,7 @@ async fn claim(
         &placeholders(claimed.len()),
     ]);
     let mut q = sqlx::query(&sql).bind(token).bind(token);
-    for &(id, attempt) in carry {
+    for &(id, attempt) in &carry {
         q = q.bind(id).bind(attempt);
     }
     for &(id, _) in &claimed {
