@@ -411,27 +411,12 @@ async fn claim_some(
     let mut carry = shared.finisher.take_for_claim();
     // The rows each queue's pick finds first; only when that finds none anywhere, past the rows other
     // claims hold (see `claim::Reach`).
-    let mut result = claim_parts(
-        shared,
-        conn,
-        kinds,
-        limits,
-        limit,
-        &mut carry,
-        claim::Reach::Picked,
-    )
-    .await;
-    if matches!(&result, Ok(jobs) if jobs.is_empty()) {
-        result = claim_parts(
-            shared,
-            conn,
-            kinds,
-            limits,
-            limit,
-            &mut carry,
-            claim::Reach::PastHeld,
-        )
-        .await;
+    let mut result = Ok(Vec::new());
+    for reach in [claim::Reach::Picked, claim::Reach::PastHeld] {
+        result = claim_parts(shared, conn, kinds, limits, limit, &mut carry, reach).await;
+        if !matches!(&result, Ok(jobs) if jobs.is_empty()) {
+            break;
+        }
     }
     shared.finisher.give_back(carry);
     result
