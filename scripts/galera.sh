@@ -139,6 +139,12 @@ cmd_start() {
     install_missing
     for n in "${NODES[@]}"; do init_node "$n"; done
     if ! alive 1 && ! alive 2 && ! alive 3; then
+        # Node 1 bootstraps from its own data; a node that applied more than node 1 before they stopped
+        # would refuse to join it ("Reversing history ... Must abort"). The cluster holds nothing but
+        # test databases: the others forget their replication state and take a full copy from node 1.
+        for n in "${NODES[@]:1}"; do
+            rm -f "$(node_dir "$n")/data/grastate.dat" "$(node_dir "$n")/data/galera.cache"
+        done
         log "bootstrapping node 1 on port $(port 1)"
         BOOTSTRAP=1 start_node 1
         local deadline=$((SECONDS + TIMEOUT))
