@@ -107,6 +107,33 @@ impl Jobs {
         admin::matching_ids(&self.pool, filter).await
     }
 
+    /// The ids a bulk action over `filter` acts on, newest first: every matching job, or an error
+    /// when they are more than `filter.limit` (nothing is acted on then, rather than an arbitrary
+    /// part). A filter that names nothing matches every job, so it is taken only with `all`; `all`
+    /// with a filter is refused as contradictory. This is the one place these rules live: `jobq jobs
+    /// bulk`, the dashboard's forms and `POST /api/jobs/bulk` all come through here.
+    ///
+    /// # Errors
+    /// [`crate::Error::Invalid`] for an empty filter without `all`, `all` with a filter, a `limit` of
+    /// 0, or more matching jobs than `limit`; or a failed read.
+    pub async fn bulk_ids(&self, filter: &JobFilter, all: bool) -> Result<Vec<JobId>> {
+        check_bulk_scope(filter, all)?;
+        let mut probe = filter.clone();
+        probe.limit = filter.limit.saturating_add(1);
+        let ids = self.matching_ids(&probe).await?;
+        if ids.len() > filter.limit as usize {
+            return Err(crate::Error::invalid(
+                "bulk action",
+                format!(
+                    "more than {} jobs match {}; narrow the filter or raise the limit",
+                    filter.limit,
+                    filter.describe()
+                ),
+            ));
+        }
+        Ok(ids)
+    }
+
     /// Makes a done, dead, cancelled or waiting job runnable now with a fresh attempt budget (the
     /// attempts used so far are noted at the head of `last_error`).
     ///
@@ -206,5 +233,79 @@ impl Jobs {
         deleted: &std::sync::atomic::AtomicU64,
     ) -> Result<u64> {
         crate::db::prune::prune_counting(&self.pool, retention, deleted).await
+    }
+}
+
+/// The rules of [`Jobs::bulk_ids`] that need no database.
+fn check_bulk_scope(filter: &JobFilter, all: bool) -> Result<()> {
+    if filter.limit == 0 {
+        return Err(crate::Error::invalid(
+            "bulk action",
+            "a limit of 0 acts on nothing; give at least 1",
+        ));
+    }
+    match (filter.is_unfiltered(), all) {
+        (true, false) => Err(crate::Error::invalid(
+            "bulk action",
+            "the filter names no state, queue, kind or error text, so it would take every job; \
+             say \"all\" (CLI: --all) to act on every job",
+        )),
+        (false, true) => Err(crate::Error::invalid(
+            "bulk action",
+            format!(
+                "\"all\" takes every job, but a filter ({}) was given too; drop one of them",
+                filter.describe()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::State;
+
+    fn filter(state: Option<State>, limit: u32) -> JobFilter {
+        JobFilter {
+            state,
+            limit,
+            ..JobFilter::default()
+        }
+    }
+
+    #[test]
+    fn an_empty_filter_takes_every_job_only_when_all_is_said() {
+        let e = check_bulk_scope(&filter(None, 10), false).unwrap_err();
+        assert!(e.to_string().contains("--all"), "{e}");
+        check_bulk_scope(&filter(None, 10), true).unwrap();
+        check_bulk_scope(&filter(Some(State::Dead), 10), false).unwrap();
+    }
+
+    #[test]
+    fn all_with_a_filter_is_contradictory() {
+        let e = check_bulk_scope(&filter(Some(State::Dead), 10), true).unwrap_err();
+        assert!(e.to_string().contains("state=\"dead\""), "{e}");
+    }
+
+    #[test]
+    fn a_text_search_alone_is_a_filter_but_paging_is_not() {
+        let f = JobFilter {
+            error_contains: Some("timeout".into()),
+            limit: 5,
+            ..JobFilter::default()
+        };
+        check_bulk_scope(&f, false).unwrap();
+        let f = JobFilter {
+            before: Some(JobId::from(100)),
+            limit: 5,
+            ..JobFilter::default()
+        };
+        assert!(check_bulk_scope(&f, false).is_err());
+    }
+
+    #[test]
+    fn a_limit_of_zero_is_refused() {
+        assert!(check_bulk_scope(&filter(Some(State::Dead), 0), false).is_err());
     }
 }

@@ -9,7 +9,7 @@ use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::App;
-use super::guard::{Actor, CsrfToken, form_field};
+use super::guard::{Actor, CSRF_FIELD, CsrfToken, form_field};
 use super::html::{csrf_field, esc, page, query_value};
 use super::pages::{JobsQuery, failure};
 use crate::error::{Error, Result};
@@ -199,6 +199,9 @@ pub(super) async fn bulk_form(
     Extension(csrf): Extension<CsrfToken>,
     body: Bytes,
 ) -> Response {
+    if let Err(e) = known_fields(&body, BULK_FIELDS) {
+        return failure(&app, &e);
+    }
     let action = match form_field(&body, "action")
         .as_deref()
         .map(str::parse::<JobAction>)
@@ -262,7 +265,28 @@ pub(super) async fn bulk_form(
     back(&app, "/jobs", &summary(action, done, ids.len(), &refused))
 }
 
-/// The bulk action on every job matching the form's filter fields.
+/// The fields a bulk form may carry. Any other is refused: a misspelt filter field must never widen
+/// the selection.
+const BULK_FIELDS: &[&str] = &[
+    CSRF_FIELD, "action", "scope", "confirm", "id", "state", "queue", "kind", "error", "all",
+];
+
+/// An error naming the first field of a url-encoded `body` that is not in `known`.
+fn known_fields(body: &Bytes, known: &[&str]) -> Result<()> {
+    match url::form_urlencoded::parse(body).find(|(k, _)| !known.contains(&k.as_ref())) {
+        Some((k, _)) => Err(Error::invalid(
+            "form",
+            format!(
+                "unknown field {k:?}; expected one of {}",
+                known[1..].join(", ")
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The bulk action on every job matching the form's filter fields, or on every job when the form
+/// says `all=yes` (an empty filter without it is refused).
 async fn bulk_filter(
     app: &App,
     actor: &Actor,
@@ -278,10 +302,15 @@ async fn bulk_filter(
         error: form_field(body, "error"),
         ..JobsQuery::default()
     };
-    let described = query.describe();
-    let ids = match matching(app, &query).await {
+    let all = form_field(body, "all").as_deref() == Some("yes");
+    let ids = match matching(app, &query, all).await {
         Ok(ids) => ids,
         Err(e) => return failure(app, &e),
+    };
+    let described = if all {
+        "every job".to_string()
+    } else {
+        query.describe()
     };
     if ids.is_empty() {
         return back(
@@ -298,6 +327,7 @@ async fn bulk_filter(
             ("queue", query.queue.clone().unwrap_or_default()),
             ("kind", query.kind.clone().unwrap_or_default()),
             ("error", query.error.clone().unwrap_or_default()),
+            ("all", if all { "yes" } else { "" }.to_string()),
         ]
         .iter()
         .map(|(k, v)| hidden_field(k, v))
@@ -305,11 +335,19 @@ async fn bulk_filter(
         return confirm(
             app,
             csrf,
-            &format!(
-                "{} all {} jobs matching {described}?",
-                capitalised(action.as_str()),
-                ids.len()
-            ),
+            &if all {
+                format!(
+                    "{} every job, {} in all?",
+                    capitalised(action.as_str()),
+                    ids.len()
+                )
+            } else {
+                format!(
+                    "{} all {} jobs matching {described}?",
+                    capitalised(action.as_str()),
+                    ids.len()
+                )
+            },
             "Every job matching the filter when you confirm is changed, one by one; jobs whose state \
              does not allow it are left as they are.",
             &app.link("/jobs/bulk"),
@@ -318,11 +356,15 @@ async fn bulk_filter(
         );
     }
     let (done, refused) = apply_many(app, action, &ids).await;
+    let target = match query.filter(MAX_FILTER_BULK) {
+        Ok(f) => bulk_target(&f),
+        Err(_) => described,
+    };
     audit(
         app,
         actor,
         &format!("jobs.{}", action.as_str()),
-        &format!("filter {described}"),
+        &target,
         done,
     )
     .await;
@@ -333,25 +375,25 @@ async fn bulk_filter(
     )
 }
 
-/// The ids of the jobs matching `query`, at most [`MAX_FILTER_BULK`].
+/// The ids a bulk action over `query` takes (at most [`MAX_FILTER_BULK`]): see
+/// [`Jobs::bulk_ids`](crate::Jobs::bulk_ids) for the rules.
 ///
 /// # Errors
-/// A filter that does not parse, a failed read, or more matching jobs than that.
-pub(super) async fn matching(app: &App, query: &JobsQuery) -> Result<Vec<JobId>> {
-    let ids = app
-        .jobs
-        .matching_ids(&query.filter(MAX_FILTER_BULK + 1)?)
-        .await?;
-    if ids.len() > MAX_FILTER_BULK as usize {
-        return Err(Error::invalid(
-            "filter",
-            format!(
-                "more than {MAX_FILTER_BULK} jobs match {}; narrow the filter",
-                query.describe()
-            ),
-        ));
+/// A filter that does not parse, an empty filter without `all`, a failed read, or more matching jobs
+/// than that.
+pub(super) async fn matching(app: &App, query: &JobsQuery, all: bool) -> Result<Vec<JobId>> {
+    app.jobs
+        .bulk_ids(&query.filter(MAX_FILTER_BULK)?, all)
+        .await
+}
+
+/// What a bulk action over `filter` took, for the audit trail: `filter state=dead`, or `all jobs`.
+pub(super) fn bulk_target(filter: &crate::db::admin::JobFilter) -> String {
+    if filter.is_unfiltered() {
+        "all jobs".into()
+    } else {
+        format!("filter {}", filter.describe())
     }
-    Ok(ids)
 }
 
 /// `retry: 2 of 3 jobs; 1 refused, first: …`.

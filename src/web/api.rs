@@ -3,6 +3,7 @@
 
 use axum::Extension;
 use axum::Json;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -38,18 +39,35 @@ pub(super) async fn overview(State(app): State<App>) -> Response {
     ok(super::pages::gather(&app).await)
 }
 
-/// The jobs list's filters, plus `limit` (default 50, at most 500).
+/// The jobs list's filters, plus `limit` (default 50, at most 500). Unknown keys are refused (a 400
+/// naming the key), so a misspelt filter never quietly widens the list.
 #[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct ApiJobsQuery {
-    #[serde(flatten)]
-    filter: JobsQuery,
+    state: Option<String>,
+    queue: Option<String>,
+    kind: Option<String>,
+    error: Option<String>,
+    before: Option<String>,
     limit: Option<u32>,
 }
 
-pub(super) async fn jobs(State(app): State<App>, Query(q): Query<ApiJobsQuery>) -> Response {
+pub(super) async fn jobs(
+    State(app): State<App>,
+    q: Result<Query<ApiJobsQuery>, QueryRejection>,
+) -> Response {
     ok(async {
+        let Query(q) = q.map_err(|e| Error::invalid("query", e.body_text()))?;
         let limit = q.limit.unwrap_or(PAGE_SIZE).clamp(1, MAX_LIMIT);
-        let jobs = app.jobs.list(&q.filter.filter(limit)?).await?;
+        let query = JobsQuery {
+            state: q.state,
+            queue: q.queue,
+            kind: q.kind,
+            error: q.error,
+            before: q.before,
+            ..JobsQuery::default()
+        };
+        let jobs = app.jobs.list(&query.filter(limit)?).await?;
         let next_before = (jobs.len() as u32 == limit)
             .then(|| jobs.last().map(|j| j.id))
             .flatten();
@@ -95,9 +113,12 @@ pub(super) async fn job_action(
 
 /// `POST /api/jobs/bulk`: `{"action": "retry", "ids": [1, 2]}` for the given jobs (at most 1,000), or
 /// `{"action": "cancel", "filter": {"state": "queued", "queue": "mail"}}` for every job matching the
-/// filter when the request arrives (at most 10,000; an empty filter matches every job). Each job is
-/// changed on its own, as by its own action; jobs whose state does not allow it are counted as refused.
-/// No confirmation step: the caller has decided.
+/// filter when the request arrives, or `{"action": "delete", "all": true}` for every job. `limit`
+/// (default and at most 10,000) bounds how many jobs the request may take: when more match, nothing
+/// is done and the answer says so. Unknown keys, at any level, are refused with a 400 naming them: a
+/// misspelt filter key must never widen the selection to every job. Each job is changed on its own,
+/// as by its own action; jobs whose state does not allow it are counted as refused. No confirmation
+/// step: the caller has decided.
 pub(super) async fn bulk(
     State(app): State<App>,
     Extension(actor): Extension<Actor>,
@@ -107,16 +128,15 @@ pub(super) async fn bulk(
         let req: BulkRequest = serde_json::from_slice(&body)
             .map_err(|e| Error::invalid("bulk request", e.to_string()))?;
         let action = req.action.parse::<JobAction>()?;
-        let (ids, target) = match (req.ids, req.filter) {
-            (Some(ids), None) => {
-                if ids.len() > actions::MAX_BULK {
+        let (ids, target) = match (req.ids, req.filter, req.all) {
+            (Some(ids), None, false) => {
+                let most = req
+                    .limit
+                    .map_or(actions::MAX_BULK, |l| (l as usize).min(actions::MAX_BULK));
+                if ids.len() > most {
                     return Err(Error::invalid(
                         "bulk request",
-                        format!(
-                            "{} jobs given; at most {} at once",
-                            ids.len(),
-                            actions::MAX_BULK
-                        ),
+                        format!("{} jobs given; at most {most} at once", ids.len()),
                     ));
                 }
                 let target = ids
@@ -126,14 +146,28 @@ pub(super) async fn bulk(
                     .join(",");
                 (ids.into_iter().map(JobId::from).collect(), target)
             }
-            (None, Some(filter)) => {
-                let target = format!("filter {}", filter.describe());
-                (actions::matching(&app, &filter).await?, target)
+            (None, filter, all) => {
+                let limit = match req.limit {
+                    Some(l) if l > actions::MAX_FILTER_BULK => {
+                        return Err(Error::invalid(
+                            "bulk request",
+                            format!(
+                                "limit {l} is more than the {} jobs one request may take",
+                                actions::MAX_FILTER_BULK
+                            ),
+                        ));
+                    }
+                    Some(l) => l,
+                    None => actions::MAX_FILTER_BULK,
+                };
+                let filter = filter.unwrap_or_default().into_query().filter(limit)?;
+                let ids = app.jobs.bulk_ids(&filter, all).await?;
+                (ids, actions::bulk_target(&filter))
             }
             _ => {
                 return Err(Error::invalid(
                     "bulk request",
-                    "give either \"ids\" or \"filter\"",
+                    "give \"ids\", or a \"filter\", or \"all\": true; not more than one",
                 ));
             }
         };
@@ -164,7 +198,34 @@ pub(super) async fn bulk(
 struct BulkRequest {
     action: String,
     ids: Option<Vec<u64>>,
-    filter: Option<JobsQuery>,
+    filter: Option<BulkFilter>,
+    /// Every job: what an empty filter would mean, said on purpose.
+    #[serde(default)]
+    all: bool,
+    limit: Option<u32>,
+}
+
+/// The `filter` of a bulk request: the jobs list's criteria, and nothing else (paging and notices have
+/// no place in a selection).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BulkFilter {
+    state: Option<String>,
+    queue: Option<String>,
+    kind: Option<String>,
+    error: Option<String>,
+}
+
+impl BulkFilter {
+    fn into_query(self) -> JobsQuery {
+        JobsQuery {
+            state: self.state,
+            queue: self.queue,
+            kind: self.kind,
+            error: self.error,
+            ..JobsQuery::default()
+        }
+    }
 }
 
 pub(super) async fn schedules(State(app): State<App>) -> Response {

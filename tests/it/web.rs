@@ -828,6 +828,170 @@ async fn the_bulk_api_acts_on_ids_or_on_a_filter_and_is_guarded_like_every_post(
     assert_eq!(state(&db, 1).await, "queued");
 }
 
+/// A misspelt or unknown key anywhere in a bulk request, a filter that names nothing, or more matches
+/// than the request's `limit`: each is refused with a JSON 400 naming what is wrong, and no job is
+/// touched. Every job is taken only when the request says `"all": true`.
+#[tokio::test]
+async fn a_bulk_request_takes_only_the_jobs_it_names_and_every_job_only_when_it_says_all() {
+    let db = seeded().await;
+    let app = app(&db, WebConfig::default());
+    let token = csrf(&app, "/").await;
+    let before = db.states().await;
+    for (bad, names) in [
+        (
+            r#"{"action": "delete", "filter": {"stat": "dead"}}"#,
+            "stat",
+        ),
+        (
+            r#"{"action": "retry", "filter": {"state": "done", "limit": 5}}"#,
+            "limit",
+        ),
+        (r#"{"action": "delete", "filter": {}}"#, "all"),
+        (r#"{"action": "delete"}"#, "all"),
+        (r#"{"action": "delete", "filter": {"state": ""}}"#, "all"),
+        (
+            r#"{"action": "delete", "all": true, "filter": {"state": "dead"}}"#,
+            "drop one",
+        ),
+        (
+            r#"{"action": "retry", "filter": {"state": "done"}, "limit": 5}"#,
+            "more than 5 jobs match",
+        ),
+        (
+            r#"{"action": "retry", "ids": [1, 2, 3], "limit": 2}"#,
+            "at most 2",
+        ),
+        (
+            r#"{"action": "retry", "filter": {"state": "done"}, "limit": 0}"#,
+            "limit of 0",
+        ),
+    ] {
+        let r = send(&app, api_post("/api/jobs/bulk", &token, bad)).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{bad}: {}", r.body);
+        let error = json(&r)["error"].as_str().unwrap().to_string();
+        assert!(error.contains(names), "{bad}: {error}");
+        assert_eq!(db.states().await, before, "{bad} changed jobs");
+    }
+    assert_eq!(
+        db.scalar::<i64>("SELECT COUNT(*) FROM jobq_audit").await,
+        0,
+        "a refused request is not audited as done"
+    );
+
+    // Within its limit the filter acts on exactly what it names.
+    let r = send(
+        &app,
+        api_post(
+            "/api/jobs/bulk",
+            &token,
+            r#"{"action": "retry", "filter": {"state": "dead"}, "limit": 5}"#,
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(json(&r)["changed"], 5);
+    assert_eq!(db.states().await, "done=55 queued=65");
+
+    // Said on purpose, every job goes (none is running here).
+    let r = send(
+        &app,
+        api_post(
+            "/api/jobs/bulk",
+            &token,
+            r#"{"action": "delete", "all": true}"#,
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(json(&r)["changed"], 120);
+    let target: String = db
+        .scalar("SELECT CAST(target AS CHAR) FROM jobq_audit WHERE action = 'jobs.delete'")
+        .await;
+    assert_eq!(target, "all jobs");
+}
+
+/// The jobs list's query string, on the page and in the API, refuses keys it does not know instead of
+/// ignoring them (which would show every job as if it matched).
+#[tokio::test]
+async fn an_unknown_key_in_the_jobs_query_string_is_refused_by_name() {
+    let db = seeded().await;
+    let app = app(&db, WebConfig::default());
+    let r = get(&app, "/api/jobs?stat=dead").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(
+        json(&r)["error"].as_str().unwrap().contains("stat"),
+        "{}",
+        r.body
+    );
+    let r = get(&app, "/jobs?stat=dead").await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert!(r.body.contains("stat"), "{}", r.body);
+    // The known keys still work, `limit` included.
+    let r = get(&app, "/api/jobs?state=dead&limit=2").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(json(&r)["jobs"].as_array().unwrap().len(), 2);
+}
+
+/// The dashboard's bulk form follows the API's rules: an unknown field is refused by name, an empty
+/// filter needs the "every job" box ticked (the page shows it only then), and nothing is changed
+/// before the confirmation.
+#[tokio::test]
+async fn the_bulk_form_refuses_unknown_fields_and_an_empty_filter_without_all() {
+    let db = seeded().await;
+    let app = app(&db, WebConfig::default());
+    let token = csrf(&app, "/jobs").await;
+    let before = db.states().await;
+
+    let r = send(
+        &app,
+        form_post(
+            "/jobs/bulk",
+            &token,
+            "scope=filter&action=delete&stat=dead&confirm=yes",
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.body.contains("stat"), "{}", r.body);
+    let r = send(
+        &app,
+        form_post(
+            "/jobs/bulk",
+            &token,
+            "scope=filter&action=delete&state=&queue=&kind=&error=&confirm=yes",
+        ),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.body);
+    assert!(r.body.contains("every job"), "{}", r.body);
+    assert_eq!(db.states().await, before);
+
+    // The unfiltered page asks for the box; a filtered one does not.
+    assert!(get(&app, "/jobs").await.body.contains("name=\"all\""));
+    assert!(
+        !get(&app, "/jobs?state=dead")
+            .await
+            .body
+            .contains("name=\"all\"")
+    );
+    let ask = "scope=filter&action=delete&state=&queue=&kind=&error=&all=yes";
+    let r = send(&app, form_post("/jobs/bulk", &token, ask)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert!(
+        r.body.contains("Delete every job, 120 in all?"),
+        "{}",
+        r.body
+    );
+    assert_eq!(db.states().await, before);
+    let r = send(
+        &app,
+        form_post("/jobs/bulk", &token, &format!("{ask}&confirm=yes")),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::SEE_OTHER);
+    assert_eq!(db.states().await, "");
+}
+
 /// A queue paused from the overview's button stops being claimed, shows as paused with who did it, and
 /// resumes through the JSON API; both changes are audited, and a bad action is refused.
 #[tokio::test]

@@ -99,7 +99,8 @@ pub enum JobsCommand {
         id: u64,
     },
     /// Retry, cancel, run now or delete every job matching a filter (at most --limit), one by one. Without
-    /// --yes it only says how many jobs match.
+    /// --yes it only says how many jobs match. A filter is required (--state, --queue, --kind,
+    /// --error); --all takes every job instead.
     Bulk(BulkArgs),
 }
 
@@ -113,9 +114,12 @@ pub struct BulkArgs {
     /// Only jobs whose last error contains this text.
     #[arg(long)]
     pub error: Option<String>,
-    /// Refuse when more jobs than this match (narrow the filter, or raise it).
-    #[arg(long, default_value_t = jobq::Jobs::DEFAULT_BULK_LIMIT)]
+    /// Refuse when more jobs than this match (narrow the filter, or raise it): nothing is done then.
+    #[arg(long, default_value_t = jobq::Jobs::DEFAULT_BULK_LIMIT, value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: u32,
+    /// Every job, on purpose: without a filter the command refuses unless this is given.
+    #[arg(long, conflicts_with_all = ["state", "queue", "kind", "error"])]
+    pub all: bool,
     /// Do it; without it the command only counts the jobs that match.
     #[arg(long)]
     pub yes: bool,

@@ -1,6 +1,6 @@
 //! `jobq jobs list|show|retry|run-now|cancel|bulk`.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use jobq::{AttemptRecord, CancelOutcome, JobFilter, JobRecord, Jobs};
 
 use super::Env;
@@ -75,16 +75,10 @@ async fn bulk(jobs: &Jobs, a: BulkArgs) -> Result<()> {
         queue: a.filter.queue.clone(),
         kind: a.filter.kind.clone(),
         error_contains: a.error.clone(),
-        limit: a.limit.saturating_add(1),
+        limit: a.limit,
         ..JobFilter::default()
     };
-    let ids = jobs.matching_ids(&filter).await?;
-    if ids.len() > a.limit as usize {
-        bail!(
-            "more than {} jobs match; narrow the filter or raise --limit",
-            a.limit
-        );
-    }
+    let ids = jobs.bulk_ids(&filter, a.all).await?;
     let verb = a.action.as_str();
     if !a.yes {
         outln!(

@@ -29,6 +29,40 @@ pub struct JobFilter {
     pub limit: u32,
 }
 
+impl JobFilter {
+    /// True when it names no state, queue, kind or error text: it matches every job (paging by
+    /// `before` narrows a page, not the selection).
+    pub fn is_unfiltered(&self) -> bool {
+        self.state.is_none()
+            && self.queue.is_none()
+            && self.kind.is_none()
+            && self.error_contains.is_none()
+    }
+
+    /// Its criteria in words, for errors and the audit trail: `state="dead" queue="mail"`, or
+    /// `everything`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(s) = self.state {
+            parts.push(format!("state={:?}", s.as_str()));
+        }
+        for (k, v) in [
+            ("queue", &self.queue),
+            ("kind", &self.kind),
+            ("error", &self.error_contains),
+        ] {
+            if let Some(v) = v {
+                parts.push(format!("{k}={v:?}"));
+            }
+        }
+        if parts.is_empty() {
+            "everything".into()
+        } else {
+            parts.join(" ")
+        }
+    }
+}
+
 /// `text` as a LIKE pattern matching itself anywhere: `%`, `_` and `\\` escaped.
 fn contains_pattern(text: &str) -> String {
     let mut p = String::with_capacity(text.len() + 2);

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use axum::Extension;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
@@ -17,8 +18,10 @@ use crate::web::App;
 use crate::web::guard::CsrfToken;
 use crate::web::html::{badge, csrf_field, error_page, esc, page, query_value, when};
 
-/// The jobs list's query string. Empty fields count as absent (an empty filter form submits them).
+/// The jobs list's query string. Empty fields count as absent (an empty filter form submits them);
+/// unknown keys are refused, so a misspelt filter never quietly shows (or acts on) every job.
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(in crate::web) struct JobsQuery {
     pub(in crate::web) state: Option<String>,
     pub(in crate::web) queue: Option<String>,
@@ -91,8 +94,12 @@ impl JobsQuery {
 pub(in crate::web) async fn jobs(
     State(app): State<App>,
     Extension(csrf): Extension<CsrfToken>,
-    Query(q): Query<JobsQuery>,
+    q: Result<Query<JobsQuery>, QueryRejection>,
 ) -> Response {
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(e) => return failure(&app, &Error::invalid("query", e.body_text())),
+    };
     if let Some(id) = some(&q.id) {
         return match id.trim_start_matches('#').parse::<u64>() {
             Ok(n) => Redirect::to(&app.link(&format!("/jobs/{n}"))).into_response(),
@@ -209,6 +216,17 @@ fn matching_form(app: &App, csrf: &CsrfToken, q: &JobsQuery) -> String {
             b,
             "<input type=\"hidden\" name=\"{k}\" value=\"{}\">",
             esc(&some(v).unwrap_or_default())
+        );
+    }
+    // A form without a filter would take every job: that has to be said with the box ticked (the
+    // server refuses an empty filter without `all`).
+    let every = [&q.state, &q.queue, &q.kind, &q.error]
+        .iter()
+        .all(|v| some(v).is_none());
+    if every {
+        b.push_str(
+            "<label class=\"all\"><input type=\"checkbox\" name=\"all\" value=\"yes\" required> \
+             no filter is set: I mean every job</label> ",
         );
     }
     let _ = write!(
