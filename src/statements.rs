@@ -200,18 +200,26 @@ pub const CLAIM_SELECT_PAST_LOCKED: Statement = Statement {
 /// Claim, step 2, in the same transaction: stamp the claim token on the locked rows. Parameters: the
 /// token, the ids (a list). It checks again that each row is still claimable, so that an engine that
 /// accepts SKIP LOCKED without locking cannot let two claims stamp one row (see `stamp_selected` in `db/claim.rs`).
+///
+/// "Claimable" is the state, not the `claim` column: a queued or retry row is claimed whatever token it
+/// still carries, and the stamp overwrites it. jobq clears `claim` whenever a row leaves `running`, so
+/// such a token came from outside (an application's UPDATE, a restore from a backup taken mid-claim);
+/// it names no claimant that could still finish the row, because every finish is fenced on
+/// `state = 'running'` as well as the token and attempt. Requiring `claim IS NULL` here made the claim
+/// pick and lock such rows and then stamp none of them: a handful of them at the head of a queue stalled
+/// every job behind them.
 pub const CLAIM_STAMP: Statement = Statement {
     parts: &[
         "UPDATE job_queue SET state = 'running', claim = ",
         ", claimed_at = NOW(6), started_at = NOW(6), finished_at = NULL, attempts = attempts + 1 \
          WHERE id IN (",
-        ") AND state IN ('queued', 'retry') AND claim IS NULL AND run_at <= NOW(6)",
+        ") AND state IN ('queued', 'retry') AND run_at <= NOW(6)",
     ],
 };
 
 /// Claim, step 2, when the claim carries done finishes of the worker's earlier jobs (`db::claim`): one
 /// UPDATE finishes those rows as done, fenced as [`FINISH_DONE_BATCH`] fences them, and stamps the
-/// locked rows, checked as [`CLAIM_STAMP`] checks them. A claim that carries a batch of outcomes is
+/// locked rows, checked as [`CLAIM_STAMP`] checks them (a stale token on a queued row is overwritten). A claim that carries a batch of outcomes is
 /// then still four round trips and one commit: BEGIN, [`CLAIM_SELECT`], this, COMMIT. Parameters: the
 /// token (to stamp), the token (the finishes' fence), the (id, attempt) pairs to finish (a list), the
 /// ids to stamp (a list).
@@ -236,7 +244,7 @@ pub const CLAIM_STAMP_CARRYING: Statement = Statement {
         "), state = IF(state = 'running', 'done', 'running') WHERE (claim = ",
         " AND state = 'running' AND (id, attempts) IN (",
         ")) OR (id IN (",
-        ") AND state IN ('queued', 'retry') AND claim IS NULL AND run_at <= NOW(6))",
+        ") AND state IN ('queued', 'retry') AND run_at <= NOW(6))",
     ],
 };
 

@@ -381,6 +381,58 @@ async fn a_claim_keeps_only_the_rows_it_stamped_when_a_selected_row_was_taken_me
     );
 }
 
+/// Queued rows that still carry a token, written by plain SQL (an application's UPDATE, a restore from
+/// a backup taken mid-claim), at the head of a queue: the claim takes them, overwriting the token,
+/// and the clean jobs behind them run too. Before, the claim locked such rows and stamped none, and a
+/// draining worker stopped with every job behind them left queued.
+#[tokio::test]
+async fn queued_rows_that_carry_a_stale_claim_do_not_stall_the_queue() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO job_queue (kind, priority, state, claim, claimed_at) \
+         SELECT 'count', -5, IF(seq % 2 = 0, 'queued', 'retry'), CONCAT('gone-', seq), NOW(6) \
+         FROM seq_1_to_20",
+    )
+    .await;
+    db.insert_jobs("count", 153).await;
+
+    // One claim of the head takes the stale rows, with this claim's token.
+    let got = claim_batch(&db.pool, "fresh", "default", &["count".to_string()], 5)
+        .await
+        .unwrap();
+    assert_eq!(
+        got.iter().map(|j| j.id).collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5]
+    );
+    let tokens: i64 = db
+        .scalar("SELECT COUNT(*) FROM job_queue WHERE claim = 'fresh' AND state = 'running'")
+        .await;
+    assert_eq!(tokens, 5);
+    db.exec("UPDATE job_queue SET state = 'queued', claim = 'gone-again' WHERE claim = 'fresh'")
+        .await;
+
+    let seen: Seen = Arc::default();
+    let cfg = WorkerConfig {
+        mode: Mode::Drain,
+        ..WorkerConfig::default()
+    };
+    let worker = Worker::new(db.pool(4).await, counting("count", &seen), cfg).unwrap();
+    let report = tokio::time::timeout(
+        Duration::from_secs(60),
+        worker.run(CancellationToken::new()),
+    )
+    .await
+    .expect("the drain ends")
+    .unwrap();
+    assert_eq!(report.lost, 0);
+    assert_each_once(&seen, 173);
+    assert_eq!(db.states().await, "done=173");
+    let leftover: i64 = db
+        .scalar("SELECT COUNT(*) FROM job_queue WHERE claim IS NOT NULL")
+        .await;
+    assert_eq!(leftover, 0);
+}
+
 #[tokio::test]
 async fn a_read_only_server_error_is_retried_on_a_fresh_connection() {
     let db = TestDb::new().await;

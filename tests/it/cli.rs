@@ -1030,6 +1030,25 @@ async fn retrying_a_dead_job_gives_it_all_its_attempts_again() {
     );
 }
 
+/// `jobs retry` and `jobs run-now` clear a token that plain SQL left on a row that is not running, so
+/// the row no longer looks claimed while it waits.
+#[tokio::test]
+async fn retry_and_run_now_clear_a_stale_claim() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO job_queue (id, kind, state, attempts, run_at, finished_at, claim) VALUES \
+         (1, 'k', 'queued', 0, NOW(6) + INTERVAL 1 DAY, NULL, 'gone-1'), \
+         (2, 'k', 'queued', 0, NOW(6) - INTERVAL 1 SECOND, NULL, 'gone-2'), \
+         (3, 'k', 'dead', 3, NOW(6), NOW(6), 'gone-3')",
+    )
+    .await;
+    for (verb, id) in [("run-now", "1"), ("run-now", "2"), ("retry", "3")] {
+        assert_ok(&run_jobq(Some(&db.url), &["jobs", verb, id]));
+    }
+    assert_eq!(count(&db, "claim IS NOT NULL").await, 0);
+    assert_eq!(count(&db, "state = 'queued' AND run_at <= NOW(6)").await, 3);
+}
+
 #[tokio::test]
 async fn run_now_makes_a_waiting_job_due_and_refuses_running_and_finished_ones() {
     let db = TestDb::new().await;
@@ -1268,4 +1287,34 @@ async fn jobs_bulk_counts_without_yes_acts_with_it_and_says_what_it_refused() {
     let out = run_jobq(Some(&db.url), &["jobs", "bulk", "explode"]);
     assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("explode"));
+}
+
+/// Without a filter, `jobs bulk` takes every job only when told `--all`; `--all` with a filter is a
+/// usage error, and an unknown flag (a typo of a filter) never reaches the database.
+#[tokio::test]
+async fn jobs_bulk_without_a_filter_needs_all() {
+    let db = TestDb::new().await;
+    db.insert_jobs("mail", 4).await;
+    let out = run_jobq(Some(&db.url), &["jobs", "bulk", "delete", "--yes"]);
+    assert_fails(&out, &["every job", "--all"]);
+    let out = run_jobq(
+        Some(&db.url),
+        &["jobs", "bulk", "delete", "--stat", "dead", "--yes"],
+    );
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--stat"));
+    let out = run_jobq(
+        Some(&db.url),
+        &[
+            "jobs", "bulk", "delete", "--all", "--state", "dead", "--yes",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+    assert_eq!(db.states().await, "queued=4");
+    let out = assert_ok(&run_jobq(
+        Some(&db.url),
+        &["jobs", "bulk", "delete", "--all", "--yes"],
+    ));
+    assert!(out.contains("delete: 4 of 4 job(s)"), "{out}");
+    assert_eq!(db.states().await, "");
 }

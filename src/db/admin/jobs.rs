@@ -173,7 +173,7 @@ pub(crate) async fn retry_job(pool: &MySqlPool, id: JobId) -> Result<()> {
     // assignments left to right, so it still sees the attempts being reset.
     let done = sqlx::query(
         "UPDATE job_queue SET state = 'queued', run_at = NOW(6), finished_at = NULL, \
-         cancel_requested_at = NULL, \
+         cancel_requested_at = NULL, claim = NULL, \
          last_error = IF(attempts > 0, \
            CONCAT('retried by operator after ', attempts, ' attempt(s); last error: ', \
                   COALESCE(last_error, '-')), \
@@ -204,9 +204,11 @@ pub(crate) async fn retry_job(pool: &MySqlPool, id: JobId) -> Result<()> {
 /// # Errors
 /// [`Error::JobState`] for a running or finished job (a finished one is run again with [`retry_job`]).
 pub(crate) async fn run_job_now(pool: &MySqlPool, id: JobId) -> Result<bool> {
+    // A stale token left on the row by a plain-SQL change is cleared too (the claim would overwrite
+    // it anyway; the row should not look claimed while it waits).
     let done = sqlx::query(
-        "UPDATE job_queue SET run_at = NOW(6) \
-         WHERE id = ? AND state IN ('queued', 'retry') AND run_at > NOW(6)",
+        "UPDATE job_queue SET run_at = LEAST(run_at, NOW(6)), claim = NULL \
+         WHERE id = ? AND state IN ('queued', 'retry') AND (run_at > NOW(6) OR claim IS NOT NULL)",
     )
     .bind(id)
     .execute(pool)
