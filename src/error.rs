@@ -128,6 +128,24 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// The job cannot become live again: another live job of its kind holds its unique key.
+    #[error(
+        "job {id} cannot run again: job {holder} ({kind}, {holder_state}) holds its unique key {key:?}; \
+         wait for that job to end, or cancel it"
+    )]
+    UniqueKeyHeld {
+        /// The job that was to run again.
+        id: crate::id::JobId,
+        /// Its kind (a key is unique within its kind).
+        kind: String,
+        /// Its unique key.
+        key: String,
+        /// The live job that holds the key.
+        holder: crate::id::JobId,
+        /// That job's state.
+        holder_state: String,
+    },
+
     /// A schedule spec or its time zone is invalid; `reason` says what and where (cron field, token).
     #[error("invalid schedule spec {spec:?}: {reason}")]
     Spec {

@@ -1,7 +1,8 @@
 //! Inserting jobs. Applications can equally write the same rows with plain SQL; this is the typed way.
 //!
-//! A job may carry a unique key (migration 0012): while a job with the key is live (queued, waiting to
-//! retry, or running), the UNIQUE index on `unique_live` refuses a second one, and [`enqueue_unique`]
+//! A job may carry a unique key (migration 0012): while a job of its kind with the key is live (queued,
+//! waiting to retry, or running), the UNIQUE index on `(unique_live, kind)` (migration 0017) refuses a
+//! second one, and [`enqueue_unique`]
 //! answers with the live job's id instead. With [`NewJob::unique_for`] a done job holds its key for a
 //! period after it finished too; no generated column can say "finished within the last hour" (they
 //! cannot call `NOW()`), so that part is a look-up before the insert, and has a window (see
@@ -163,10 +164,10 @@ impl NewJob {
         self
     }
 
-    /// A unique key: while a job with this key is queued, waiting to retry or running, enqueueing
-    /// another returns that job instead of inserting ([`enqueue_unique`] says which happened). The key is
-    /// the whole key (jobs of different kinds share one key space; put the kind in the key to keep them
-    /// apart) and is compared byte for byte; at most 255 bytes. Done, dead and cancelled jobs free it,
+    /// A unique key: while a job of the same kind with this key is queued, waiting to retry or running,
+    /// enqueueing another returns that job instead of inserting ([`enqueue_unique`] says which happened).
+    /// Keys are unique within a kind (jobs of two kinds may hold the same key at once) and compared byte
+    /// for byte; at most 255 bytes. Done, dead and cancelled jobs free it,
     /// unless [`unique_for`](Self::unique_for) says otherwise.
     pub fn unique_key(mut self, key: impl Into<String>) -> Self {
         self.unique_key = Some(key.into());
@@ -372,21 +373,24 @@ const ROUNDS: usize = 16;
 // the holder's claim or finish only until the caller's transaction ends (at once under autocommit).
 
 // language=MySQL
-const LIVE_HOLDER: &str = "SELECT id FROM job_queue WHERE unique_live = ? LOCK IN SHARE MODE";
+const LIVE_HOLDER: &str =
+    "SELECT id FROM job_queue WHERE unique_live = ? AND kind = ? LOCK IN SHARE MODE";
 
 // language=MySQL
-const HOLDER_WITHIN: &str = "SELECT id FROM job_queue WHERE unique_key = ? \
+const HOLDER_WITHIN: &str = "SELECT id FROM job_queue WHERE unique_key = ? AND kind = ? \
      AND (state IN ('queued', 'retry', 'running') \
           OR (state = 'done' AND finished_at >= NOW(6) - INTERVAL ? MICROSECOND)) \
      ORDER BY id DESC LIMIT 1 LOCK IN SHARE MODE";
 
-/// The live job holding `key`, if any.
+/// The live job of `kind` holding `key`, if any (a key is unique within its kind, schema 17).
 async fn live_holder(
     conn: &mut sqlx::MySqlConnection,
+    kind: &str,
     key: &str,
 ) -> std::result::Result<Option<JobId>, sqlx::Error> {
     Ok(sqlx::query_scalar::<_, u64>(LIVE_HOLDER)
         .bind(key.as_bytes())
+        .bind(kind)
         .fetch_optional(conn)
         .await?
         .map(JobId))
@@ -397,11 +401,13 @@ async fn live_holder(
 /// other.
 async fn holder_within(
     conn: &mut sqlx::MySqlConnection,
+    kind: &str,
     key: &str,
     period: Duration,
 ) -> std::result::Result<Option<JobId>, sqlx::Error> {
     Ok(sqlx::query_scalar::<_, u64>(HOLDER_WITHIN)
         .bind(key.as_bytes())
+        .bind(kind)
         .bind(period.as_micros().min(i64::MAX as u128) as i64)
         .fetch_optional(conn)
         .await?
@@ -498,8 +504,8 @@ async fn insert_or_find(
     key: &str,
 ) -> std::result::Result<Enqueued, sqlx::Error> {
     let holder = match job.unique_for {
-        Some(period) => holder_within(conn, key, period).await?,
-        None => live_holder(conn, key).await?,
+        Some(period) => holder_within(conn, &job.kind, key, period).await?,
+        None => live_holder(conn, &job.kind, key).await?,
     };
     if let Some(id) = holder {
         return Ok(Enqueued::Existing(id));
@@ -513,7 +519,7 @@ async fn insert_or_find(
         Err(e) if errno::is_duplicate_entry(&e) => e,
         Err(e) => return Err(e),
     };
-    match live_holder(conn, key).await? {
+    match live_holder(conn, &job.kind, key).await? {
         Some(id) => Ok(Enqueued::Existing(id)),
         None => Err(refused),
     }
@@ -542,7 +548,9 @@ pub async fn enqueue_many(conn: &mut sqlx::MySqlConnection, jobs: &[NewJob]) -> 
         let mut rows = Vec::with_capacity(chunk.len());
         for job in chunk {
             if let (Some(key), Some(period)) = (&job.unique_key, job.unique_for)
-                && holder_within(&mut *conn, key, period).await?.is_some()
+                && holder_within(&mut *conn, &job.kind, key, period)
+                    .await?
+                    .is_some()
             {
                 continue;
             }

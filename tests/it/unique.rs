@@ -77,15 +77,30 @@ async fn a_live_job_holds_its_key_and_a_finished_one_frees_it() {
         .await,
         1
     );
-    // An operator's retry of the first (done) job would make a second live holder: refused, unchanged.
+    // An operator's retry of the first (done) job would make a second live holder: refused with an
+    // error naming the holder (not the server's raw 1062), unchanged.
     let e = jobq::Jobs::new(db.pool.clone())
         .retry(id)
         .await
-        .unwrap_err()
-        .to_string();
+        .unwrap_err();
     assert!(
-        e.contains("Duplicate entry") && e.contains("unique_live"),
+        matches!(&e, jobq::Error::UniqueKeyHeld { holder: h, .. } if *h == holder),
+        "{e:?}"
+    );
+    let e = e.to_string();
+    assert!(
+        e.contains(&format!(
+            "job {holder} (sync, queued) holds its unique key \"user:42\""
+        )),
         "{e}"
+    );
+    assert!(!e.contains("Duplicate entry"), "{e}");
+    let out = run_jobq(Some(&db.url), &["jobs", "retry", &id.to_string()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("holds its unique key") && !stderr.contains("1062"),
+        "{stderr}"
     );
     assert_eq!(
         db.scalar::<String>(&format!(
@@ -97,6 +112,48 @@ async fn a_live_job_holds_its_key_and_a_finished_one_frees_it() {
     // jobs show carries the key.
     let shown = jobq::testing::get_job(&db.pool, holder.0).await.unwrap();
     assert_eq!(shown.unique_key.as_deref(), Some("user:42"));
+}
+
+/// A key is unique within its kind: two kinds hold the same key at once, from the library and from
+/// plain SQL, while a second live job of one kind is still refused.
+#[tokio::test]
+async fn a_key_is_unique_within_its_kind() {
+    let db = TestDb::new().await;
+    let mail = put(&db, NewJob::new("mail").unique_key("user:42")).await;
+    let sync = put(&db, NewJob::new("sync").unique_key("user:42")).await;
+    assert!(
+        !mail.is_existing() && !sync.is_existing(),
+        "{mail:?} {sync:?}"
+    );
+    assert_ne!(mail.id(), sync.id());
+    assert_eq!(
+        put(&db, NewJob::new("mail").unique_key("user:42")).await,
+        Enqueued::Existing(mail.id())
+    );
+    assert_eq!(
+        put(
+            &db,
+            NewJob::new("sync")
+                .unique_key("user:42")
+                .unique_for(Duration::from_secs(60))
+        )
+        .await,
+        Enqueued::Existing(sync.id())
+    );
+    db.exec("INSERT INTO job_queue (kind, unique_key) VALUES ('report', 'user:42')")
+        .await;
+    let e = sqlx::query("INSERT INTO job_queue (kind, unique_key) VALUES ('report', 'user:42')")
+        .execute(&db.pool)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("Duplicate entry"), "{e}");
+    assert_eq!(
+        db.scalar::<i64>(&format!(
+            "SELECT COUNT(*) FROM job_queue WHERE unique_key = 'user:42' AND {LIVE}"
+        ))
+        .await,
+        3
+    );
 }
 
 #[tokio::test]
@@ -132,28 +189,28 @@ async fn enqueue_many_skips_jobs_whose_key_is_held() {
     let mut conn = db.pool.acquire().await.unwrap();
     let batch = vec![
         NewJob::new("a").unique_key("k1"),
-        NewJob::new("b").unique_key("k1"),
+        NewJob::new("a").unique_key("k1").priority(5),
         NewJob::new("c").unique_key("k2"),
         NewJob::new("d"),
     ];
-    // The first of two jobs with one key wins, within the call too.
+    // The first of two jobs of one kind with one key wins, within the call too.
     assert_eq!(enqueue_many(&mut conn, &batch).await.unwrap(), 3);
     assert_eq!(
-        db.scalar::<String>("SELECT CAST(kind AS CHAR) FROM job_queue WHERE unique_key = 'k1'")
+        db.scalar::<i64>("SELECT priority FROM job_queue WHERE unique_key = 'k1'")
             .await,
-        "a"
+        0
     );
     assert_eq!(enqueue_many(&mut conn, &batch).await.unwrap(), 1);
     db.exec("UPDATE job_queue SET state = 'done', finished_at = NOW(6) WHERE unique_key = 'k2'")
         .await;
     let again = vec![
         NewJob::new("c").unique_key("k2"),
-        NewJob::new("e")
+        NewJob::new("c")
             .unique_key("k2")
             .unique_for(Duration::from_secs(60)),
     ];
-    // c takes the free k2; e is skipped, its look-up (before the batch) finding k2's job done within
-    // its period.
+    // The first c takes the free k2; the second is skipped, its look-up (before the batch) finding
+    // k2's job done within its period.
     assert_eq!(enqueue_many(&mut conn, &again).await.unwrap(), 1);
     let period_first = vec![
         NewJob::new("e")
@@ -214,12 +271,14 @@ async fn plain_sql_keeps_the_live_job_with_insert_ignore_or_on_duplicate_key_upd
     assert_eq!(rows(&db).await, 2);
 
     // The look-up uses the UNIQUE index, compared as bytes.
-    let plan =
-        sqlx::query("EXPLAIN SELECT id FROM job_queue WHERE unique_live = ? LOCK IN SHARE MODE")
-            .bind(b"order:7".as_slice())
-            .fetch_all(&mut *conn)
-            .await
-            .unwrap();
+    let plan = sqlx::query(
+        "EXPLAIN SELECT id FROM job_queue WHERE unique_live = ? AND kind = ? LOCK IN SHARE MODE",
+    )
+    .bind(b"order:7".as_slice())
+    .bind("mail")
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
     let keys: Vec<Option<String>> = plan
         .iter()
         .map(|r| {
@@ -229,7 +288,7 @@ async fn plain_sql_keeps_the_live_job_with_insert_ignore_or_on_duplicate_key_upd
                 .map(|b| String::from_utf8(b).unwrap())
         })
         .collect();
-    assert_eq!(keys, vec![Some("unique_live".to_string())]);
+    assert_eq!(keys, vec![Some("unique_live_kind".to_string())]);
 }
 
 #[tokio::test]

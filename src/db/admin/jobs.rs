@@ -183,9 +183,12 @@ pub(crate) async fn retry_job(pool: &MySqlPool, id: JobId) -> Result<()> {
     )
     .bind(id)
     .execute(pool)
-    .await?;
-    if done.rows_affected() == 1 {
-        return Ok(());
+    .await;
+    match done {
+        Ok(done) if done.rows_affected() == 1 => return Ok(()),
+        Ok(_) => {}
+        Err(e) if crate::errno::is_duplicate_entry(&e) => return Err(key_held(pool, id).await),
+        Err(e) => return Err(e.into()),
     }
     let job = get_job(pool, id).await?;
     Err(Error::JobState {
@@ -196,6 +199,39 @@ pub(crate) async fn retry_job(pool: &MySqlPool, id: JobId) -> Result<()> {
             _ => "only done, retry, dead and cancelled jobs can be retried",
         },
     })
+}
+
+/// Why job `id` could not become live again: the live job of its kind that holds its unique key (the
+/// UNIQUE index refused the change with 1062). Any failure to find out is returned as it is.
+async fn key_held(pool: &MySqlPool, id: JobId) -> Error {
+    let found: Result<Option<(u64, Vec<u8>, Vec<u8>, Vec<u8>)>> = async {
+        Ok(sqlx::query_as(
+            "SELECT h.id, CAST(h.state AS BINARY), j.unique_key, CAST(j.kind AS BINARY) \
+             FROM job_queue j JOIN job_queue h ON h.unique_live = j.unique_key AND h.kind = j.kind \
+             WHERE j.id = ?",
+        )
+        .bind(id)
+        .fetch_optional(pool)
+        .await?)
+    }
+    .await;
+    let utf8 = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    match found {
+        Ok(Some((holder, state, key, kind))) => Error::UniqueKeyHeld {
+            id,
+            kind: utf8(&kind),
+            key: utf8(&key),
+            holder: JobId(holder),
+            holder_state: utf8(&state),
+        },
+        // The holder ended between the refusal and the look-up: the retry may simply be tried again.
+        Ok(None) => Error::JobState {
+            id,
+            state: "unchanged".into(),
+            reason: "another job held its unique key a moment ago; try again",
+        },
+        Err(e) => e,
+    }
 }
 
 /// Makes a waiting job (`queued`, or `retry` waiting out its backoff) due now, without touching its

@@ -46,7 +46,9 @@ pub(super) fn failure(app: &App, e: &Error) -> Response {
 pub(super) fn status_of(e: &Error) -> StatusCode {
     match e {
         Error::JobNotFound(_) | Error::ScheduleNotFound { .. } => StatusCode::NOT_FOUND,
-        Error::JobState { .. } | Error::ScheduleState { .. } => StatusCode::CONFLICT,
+        Error::JobState { .. } | Error::ScheduleState { .. } | Error::UniqueKeyHeld { .. } => {
+            StatusCode::CONFLICT
+        }
         Error::Invalid { .. } | Error::Spec { .. } => StatusCode::BAD_REQUEST,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }

@@ -1,0 +1,12 @@
+-- jobq schema 17: a unique key is unique within its kind.
+--
+-- Schema 12 made a key unique across all kinds: a `mail` job and a `sync.user` job could not both hold
+-- `user:42`, which surprises anyone who builds keys from the job's arguments (as Oban, Sidekiq Enterprise
+-- and River do, within a worker or kind). The UNIQUE index now spans (unique_live, kind): two live jobs
+-- of one kind still cannot share a key, two kinds can. unique_live stays the first column, so a look-up
+-- by key alone (an operator's "who holds this key") still reads one short range.
+--
+-- One statement, so there is no moment without the constraint; MariaDB 10.11 builds the new index in
+-- place while enqueues and claims go on (dropping the old one is instant), as for schema 12. Run again,
+-- it stops at the duplicate key name (1061), which the migrator takes as applied.
+ALTER TABLE job_queue ADD UNIQUE KEY unique_live_kind (unique_live, kind), DROP INDEX unique_live;
