@@ -269,3 +269,56 @@ async fn a_config_of_several_databases_asks_which_and_names_unknown_sections() {
         text(&out)
     );
 }
+
+/// A supervisor of several databases reaches every section's database and checks its schema before it
+/// starts any: a database that does not exist and one without jobq are both named, once each, and the
+/// good section's workers never start.
+#[tokio::test]
+async fn supervise_checks_every_database_before_it_starts_any() {
+    let good = TestDb::new().await;
+    let bare = TestDb::unmigrated().await;
+    let dir = scratch_dir();
+    let log = dir.join("good.log");
+    let missing = good.url.rsplit_once('/').unwrap().0.to_string() + "/jobq_no_such_database";
+    let cfg = write_config(
+        &dir,
+        &format!(
+            "[databases.good]\ndatabase_url = \"{}\"\n{}\
+             [databases.missing]\ndatabase_url = \"{missing}\"\n{}\
+             [databases.bare]\ndatabase_url = \"{}\"\n{}",
+            good.url,
+            note_handler("good", &log),
+            note_handler("missing", &log),
+            bare.url,
+            note_handler("bare", &log),
+        ),
+    );
+    let child = jobq(None, &["supervise", "--config", cfg.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = wait_output(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("2 of 3 databases cannot be served, so none was started"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        stderr.matches("databases.missing:").count(),
+        1,
+        "{}",
+        text(&out)
+    );
+    assert!(stderr.contains("jobq_no_such_database"), "{}", text(&out));
+    assert!(
+        stderr.contains("databases.bare:") && stderr.contains("run `jobq enable bare`"),
+        "{}",
+        text(&out)
+    );
+    assert!(!stderr.contains("databases.good:"), "{}", text(&out));
+    let registered: i64 = good.scalar("SELECT COUNT(*) FROM jobq_processes").await;
+    assert_eq!(registered, 0, "no worker of the good database started");
+}

@@ -33,6 +33,7 @@ pub(super) async fn run(env: &Env, args: SuperviseArgs, shutdown: CancellationTo
             .with_context(|| format!("databases.{name}"))?;
         databases.push(db);
     }
+    check_databases(&databases).await?;
     info!(
         databases = databases
             .iter()
@@ -69,18 +70,47 @@ pub(super) async fn run(env: &Env, args: SuperviseArgs, shutdown: CancellationTo
     }
     match failed {
         Some((name, e)) => {
-            let not_enabled = matches!(
-                e.downcast_ref::<jobq::Error>(),
-                Some(jobq::Error::NotMigrated { found: None, .. })
-            );
-            let hint = if not_enabled {
-                format!(" (jobq is not enabled there: run `jobq enable {name}`)")
-            } else {
-                String::new()
-            };
+            let hint = enable_hint(&name, &e);
             Err(e.context(format!("database {name}{hint}")))
         }
         None => Ok(()),
+    }
+}
+
+/// Connects to every section's database and checks its schema before any is served: a section that
+/// names a database that does not exist, cannot be reached or is not migrated is an error at start that
+/// names each such section, and no section's workers start (they would start, then be stopped again
+/// when the bad one failed).
+async fn check_databases(databases: &[Env]) -> Result<()> {
+    let mut bad = Vec::new();
+    for db in databases {
+        let name = db.database.as_deref().unwrap_or_default();
+        match db.migrated_pool(1).await {
+            Ok(pool) => pool.close().await,
+            Err(e) => bad.push(format!("databases.{name}: {e:#}{}", enable_hint(name, &e))),
+        }
+    }
+    if bad.is_empty() {
+        return Ok(());
+    }
+    bail!(
+        "{} of {} databases cannot be served, so none was started:\n  {}",
+        bad.len(),
+        databases.len(),
+        bad.join("\n  ")
+    )
+}
+
+/// ` (jobq is not enabled there: run `jobq enable NAME`)` when `e` says the database has no jobq schema.
+fn enable_hint(name: &str, e: &anyhow::Error) -> String {
+    let not_enabled = matches!(
+        e.downcast_ref::<jobq::Error>(),
+        Some(jobq::Error::NotMigrated { found: None, .. })
+    );
+    if not_enabled {
+        format!(" (jobq is not enabled there: run `jobq enable {name}`)")
+    } else {
+        String::new()
     }
 }
 
