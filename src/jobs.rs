@@ -214,6 +214,12 @@ impl Jobs {
         })
     }
 
+    /// The registered processes (workers, reapers, supervisors, schedulers), by role then age: which
+    /// hosts run jobq now, and which queues and kinds their workers serve.
+    pub async fn processes(&self) -> Result<Vec<crate::ProcessRow>> {
+        admin::processes(&self.pool).await
+    }
+
     /// Counts per queue and state, due jobs and their wait, and the registered processes.
     pub async fn stats(&self) -> Result<Stats> {
         admin::stats(&self.pool).await

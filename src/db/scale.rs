@@ -31,13 +31,21 @@ pub(crate) async fn set(pool: &MySqlPool, host: &str, workers: u32, by: &str) ->
     Ok(())
 }
 
-/// Removes the count for `host`; false when there was none.
-pub(crate) async fn reset(pool: &MySqlPool, host: &str) -> Result<bool> {
+/// Removes the count for `host` ('' is the count for every host); how many were removed (0 or 1).
+pub(crate) async fn reset(pool: &MySqlPool, host: &str) -> Result<u64> {
     let r = sqlx::query("DELETE FROM jobq_scale WHERE host = ?")
         .bind(host)
         .execute(pool)
         .await?;
-    Ok(r.rows_affected() > 0)
+    Ok(r.rows_affected())
+}
+
+/// Removes every stored count; how many there were.
+pub(crate) async fn reset_all(pool: &MySqlPool) -> Result<u64> {
+    Ok(sqlx::query("DELETE FROM jobq_scale")
+        .execute(pool)
+        .await?
+        .rows_affected())
 }
 
 /// Every stored count, '' first.

@@ -43,13 +43,17 @@ impl Scale {
         scale::set(&self.pool, host, workers, &by).await
     }
 
-    /// Forgets the count for `host` (every host when `None`): its supervisors go back to the count for
-    /// every host, or to their own. False when none was stored.
+    /// Forgets stored counts and returns how many: with a `host`, its count only (its supervisors then
+    /// follow the count for every host, or their own); with `None`, every stored count, the one for
+    /// every host and each host's, so that every supervisor goes back to the count it was started with.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a host name no token can carry; a database error.
-    pub async fn reset(&self, host: Option<&str>) -> Result<bool> {
-        scale::reset(&self.pool, checked_host(host)?).await
+    pub async fn reset(&self, host: Option<&str>) -> Result<u64> {
+        match host {
+            Some(_) => scale::reset(&self.pool, checked_host(host)?).await,
+            None => scale::reset_all(&self.pool).await,
+        }
     }
 
     /// The stored counts, the one for every host (empty `host`) first.

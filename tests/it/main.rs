@@ -13,6 +13,8 @@ mod wire;
 
 // The claim engine: fences, plans, concurrency.
 mod claim;
+// Holds an operator can see: warnings for changes that would hold jobs back.
+mod holds;
 // The schema: defaults for plain INSERTs, time zones, migrations, pruning.
 mod schema;
 // The worker: drain and forever modes, retries, timeouts, shutdown.

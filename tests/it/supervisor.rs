@@ -518,7 +518,7 @@ async fn scale_changes_a_running_supervisors_workers_without_dropping_jobs() {
     n_workers(pid, 2).await;
     let out = run_jobq(Some(&db.url), &["scale", "--reset"]);
     assert!(
-        text(&out).contains("go back to their own -n"),
+        text(&out).contains("goes back to its own -n"),
         "{}",
         text(&out)
     );

@@ -17,7 +17,9 @@ pub struct ScaleArgs {
     #[arg(long)]
     pub host: Option<String>,
 
-    /// Forget the stored count (of --host, or for every host): supervisors go back to their own -n.
+    /// Forget stored counts. With --host, that host's count only (its supervisors then follow the
+    /// count for every host, if one is stored). Without, every stored count (the one for every host and
+    /// each host's): every supervisor goes back to its own -n.
     #[arg(long)]
     pub reset: bool,
 

@@ -8,7 +8,8 @@ use crate::args::limit::{LimitCommand, LimitTarget};
 use crate::out::{age, outln};
 
 pub async fn run(env: &Env, cmd: LimitCommand) -> Result<()> {
-    let limits = JobLimits::new(env.migrated_pool(super::SERIAL_CONNECTIONS).await?);
+    let pool = env.migrated_pool(super::SERIAL_CONNECTIONS).await?;
+    let limits = JobLimits::new(pool.clone());
     match cmd {
         LimitCommand::Set(a) => {
             let (scope, name) = target(&a.target);
@@ -16,6 +17,9 @@ pub async fn run(env: &Env, cmd: LimitCommand) -> Result<()> {
             match a.target.per {
                 None => limits.set(scope, name, a.max_jobs, &by).await?,
                 Some(p) => limits.set_rate(scope, name, a.max_jobs, p, &by).await?,
+            }
+            if scope == LimitScope::Kind {
+                super::notice::unserved_kind(env, &pool, name).await;
             }
             let what = what(scope);
             match (a.max_jobs, a.target.per) {

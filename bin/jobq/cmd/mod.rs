@@ -6,6 +6,7 @@ mod enqueue;
 mod jobs;
 mod limit;
 mod migrate;
+mod notice;
 mod prune;
 mod queue;
 mod reaper;

@@ -8,7 +8,8 @@ use crate::args::queue::QueueCommand;
 use crate::out::{age, outln};
 
 pub async fn run(env: &Env, cmd: QueueCommand) -> Result<()> {
-    let queues = Queues::new(env.migrated_pool(super::SERIAL_CONNECTIONS).await?);
+    let pool = env.migrated_pool(super::SERIAL_CONNECTIONS).await?;
+    let queues = Queues::new(pool.clone());
     match cmd {
         QueueCommand::Pause(a) => {
             let p = queues
@@ -42,6 +43,15 @@ pub async fn run(env: &Env, cmd: QueueCommand) -> Result<()> {
                 a.queue,
                 hosts.join(", ")
             )?;
+            super::notice::unseen_hosts(
+                &pool,
+                &hosts,
+                &format!(
+                    "queue {} is not served there until a worker starts there",
+                    a.queue
+                ),
+            )
+            .await;
         }
         QueueCommand::Unpin(a) => {
             let n = queues.unpin(&a.queue, a.host.as_deref()).await?;

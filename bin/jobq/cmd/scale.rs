@@ -8,7 +8,8 @@ use crate::args::scale::ScaleArgs;
 use crate::out::{age, outln};
 
 pub async fn run(env: &Env, args: ScaleArgs) -> Result<()> {
-    let scale = Scale::new(env.migrated_pool(super::SERIAL_CONNECTIONS).await?);
+    let pool = env.migrated_pool(super::SERIAL_CONNECTIONS).await?;
+    let scale = Scale::new(pool.clone());
     let scope = args
         .host
         .as_deref()
@@ -16,15 +17,29 @@ pub async fn run(env: &Env, args: ScaleArgs) -> Result<()> {
     if let Some(n) = args.workers {
         scale.set(args.host.as_deref(), n, &super::actor()).await?;
         outln!("supervisors of {scope} keep {n} workers (within 2 s)")?;
+        if let Some(host) = args.host.as_deref() {
+            super::notice::unseen_hosts(
+                &pool,
+                &[host],
+                "the count applies when a supervisor starts there",
+            )
+            .await;
+        }
         return Ok(());
     }
     if args.reset {
-        if scale.reset(args.host.as_deref()).await? {
-            outln!(
-                "the stored count for {scope} is gone: supervisors there go back to their own -n"
-            )?;
-        } else {
-            outln!("no count was stored for {scope}")?;
+        let gone = scale.reset(args.host.as_deref()).await?;
+        match (gone, args.host.as_deref()) {
+            (0, Some(h)) => outln!("no count was stored for host {h}")?,
+            (0, None) => outln!("no counts were stored")?,
+            (_, Some(h)) => outln!(
+                "the stored count for host {h} is gone: supervisors there follow the count for every \
+                 host if one is stored, else their own -n"
+            )?,
+            (n, None) => outln!(
+                "{n} stored count(s) gone (for every host and for each host): every supervisor goes \
+                 back to its own -n"
+            )?,
         }
         return Ok(());
     }

@@ -204,16 +204,15 @@ pub(crate) async fn retry_job(pool: &MySqlPool, id: JobId) -> Result<()> {
 /// Why job `id` could not become live again: the live job of its kind that holds its unique key (the
 /// UNIQUE index refused the change with 1062). Any failure to find out is returned as it is.
 async fn key_held(pool: &MySqlPool, id: JobId) -> Error {
-    let found: Result<Option<(u64, Vec<u8>, Vec<u8>, Vec<u8>)>> = async {
-        Ok(sqlx::query_as(
-            "SELECT h.id, CAST(h.state AS BINARY), j.unique_key, CAST(j.kind AS BINARY) \
-             FROM job_queue j JOIN job_queue h ON h.unique_live = j.unique_key AND h.kind = j.kind \
-             WHERE j.id = ?",
-        )
-        .bind(id)
-        .fetch_optional(pool)
-        .await?)
-    }
+    /// The holder's id and state, the key, the kind.
+    type Holder = (u64, Vec<u8>, Vec<u8>, Vec<u8>);
+    let found: std::result::Result<Option<Holder>, sqlx::Error> = sqlx::query_as(
+        "SELECT h.id, CAST(h.state AS BINARY), j.unique_key, CAST(j.kind AS BINARY) \
+         FROM job_queue j JOIN job_queue h ON h.unique_live = j.unique_key AND h.kind = j.kind \
+         WHERE j.id = ?",
+    )
+    .bind(id)
+    .fetch_optional(pool)
     .await;
     let utf8 = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     match found {
@@ -230,7 +229,7 @@ async fn key_held(pool: &MySqlPool, id: JobId) -> Error {
             state: "unchanged".into(),
             reason: "another job held its unique key a moment ago; try again",
         },
-        Err(e) => e,
+        Err(e) => e.into(),
     }
 }
 
