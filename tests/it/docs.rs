@@ -8,8 +8,8 @@
 //! - every ` ```sql ` block runs, statement by statement, against a freshly migrated database called
 //!   `app` (the name the examples use) on a private server, where GRANTs and users do no harm to anyone
 //!   else. Statements that find no rows are fine: what is checked is that each one runs;
-//! - every `jobq …` command line of a ` ```sh `, ` ```console ` or ` ```crontab ` block parses with the
-//!   binary's own argument parser (the binary stops right after parsing when `JOBQ_TEST_PARSE_ONLY` is
+//! - every `jobq …` command line of a ` ```sh `, ` ```console ` or ` ```crontab ` block, and the
+//!   `ExecStart=` of a systemd unit (` ```ini `), parses with the binary's own argument parser (the binary stops right after parsing when `JOBQ_TEST_PARSE_ONLY` is
 //!   set, a `test-util` hook). A shell variable on such a line (`--after "$a"`) stands for a job id the
 //!   block made before, as in `b=$(jobq enqueue transform --after "$a")`: the check puts 1, 2, … in its
 //!   place, one number per variable name.
@@ -655,7 +655,7 @@ fn every_jobq_command_line_of_the_docs_parses() {
     assert_eq!(parse(&["stats", "--no-such-flag"]).status.code(), Some(2));
 
     let (mut checked, mut failures) = (0, Vec::new());
-    for b in blocks(&["sh", "bash", "shell", "console", "crontab"]) {
+    for b in blocks(&["sh", "bash", "shell", "console", "crontab", "ini"]) {
         if b.skip().is_some() {
             continue;
         }
@@ -670,13 +670,18 @@ fn every_jobq_command_line_of_the_docs_parses() {
                 line.push_str(&b.lines[n]);
             }
             n += 1;
-            let line = if b.lang == "console" {
-                match line.strip_prefix("$ ") {
+            // A console shows commands after a prompt; a systemd unit runs its ExecStart.
+            let prefix = match b.lang.as_str() {
+                "console" => Some("$ "),
+                "ini" => Some("ExecStart="),
+                _ => None,
+            };
+            let line = match prefix {
+                Some(p) => match line.strip_prefix(p) {
                     Some(l) => l.to_string(),
                     None => continue,
-                }
-            } else {
-                line
+                },
+                None => line,
             };
             let words = shell_words(&line, &mut vars);
             for args in jobq_commands(&words, b.lang == "crontab") {
@@ -804,19 +809,34 @@ fn the_example_alerts_fire_when_they_should_and_only_then() {
     let dir = scratch_dir();
     std::fs::copy(root().join("examples/alerts.yml"), dir.join("alerts.yml")).unwrap();
     std::fs::write(dir.join("tests.yml"), ALERT_TESTS).unwrap();
-    let child = std::process::Command::new(&promtool)
-        .args(["test", "rules", "tests.yml"])
-        .current_dir(&dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{promtool}: {e}"));
-    let out = wait_output(child, Duration::from_secs(60));
+    let promtool_in_dir = |args: &[&str]| {
+        let child = std::process::Command::new(&promtool)
+            .args(args)
+            .current_dir(&dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{promtool}: {e}"));
+        let out = wait_output(child, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "promtool {} failed:\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    promtool_in_dir(&["test", "rules", "tests.yml"]);
+    // The README's Prometheus config, with the rules beside it as it names them.
+    let configs: Vec<Block> = blocks(&["yaml", "yml"])
+        .into_iter()
+        .filter(|b| b.skip().is_none() && b.text().contains("scrape_configs:"))
+        .collect();
+    assert!(!configs.is_empty(), "the README shows a Prometheus config");
+    for b in configs {
+        std::fs::write(dir.join("prometheus.yml"), b.text()).unwrap();
+        eprintln!("checking the Prometheus config at {}", b.at(0));
+        promtool_in_dir(&["check", "config", "prometheus.yml"]);
+    }
     std::fs::remove_dir_all(&dir).ok();
-    assert!(
-        out.status.success(),
-        "promtool test rules failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
