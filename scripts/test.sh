@@ -8,7 +8,8 @@
 #                                   `cargo test --all-targets` (here: a filter)
 #
 # Environment: JOBQ_TEST_THREADS (default 4) test threads; JOBQ_CHROMIUM (a Chromium
-# binary; else scripts/ensure-chromium.sh finds or installs one); JOBQ_GALERA_URLS (three node URLs,
+# binary; else scripts/ensure-chromium.sh finds or installs one); JOBQ_PROMTOOL (Prometheus's promtool;
+# else scripts/ensure-promtool.sh finds or fetches one); JOBQ_GALERA_URLS (three node URLs,
 # comma-separated; else scripts/galera.sh starts a cluster); JOBQ_DATABASE_URL /
 # JOBQ_DB_PORT are honoured by scripts/ensure-mariadb.sh.
 set -euo pipefail
@@ -43,6 +44,12 @@ step "scripts/ensure-chromium.sh"
 JOBQ_CHROMIUM=$(scripts/ensure-chromium.sh)
 export JOBQ_CHROMIUM
 echo "JOBQ_CHROMIUM=$JOBQ_CHROMIUM"
+
+step "scripts/ensure-promtool.sh"
+# The docs test runs the example alerting rules under `promtool test rules` (tests/it/docs.rs).
+JOBQ_PROMTOOL=$(scripts/ensure-promtool.sh)
+export JOBQ_PROMTOOL
+echo "JOBQ_PROMTOOL=$JOBQ_PROMTOOL"
 
 step "scripts/galera.sh start"
 # The cluster tests (tests/it/galera.rs) run when a 3-node Galera cluster can start here; they say

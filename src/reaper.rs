@@ -322,9 +322,10 @@ impl Reaper {
     /// InnoDB's history list length when this user may read it.
     async fn read_gauges(&self) -> Result<()> {
         use crate::db::admin;
-        let (lag, queues, processes, states, by_queue, schedules, oldest_running) = tokio::try_join!(
+        let (lag, queues, paused, processes, states, by_queue, schedules, oldest_running) = tokio::try_join!(
             admin::lag(&self.pool),
             admin::queue_summaries(&self.pool),
+            crate::db::queues::paused(&self.pool),
             admin::processes(&self.pool),
             admin::state_counts(&self.pool),
             crate::db::gauges::queue_state_counts(&self.pool),
@@ -344,6 +345,7 @@ impl Reaper {
                 .into_iter()
                 .map(|q| (q.queue, q.waiting, q.running))
                 .collect(),
+            paused: paused.into_iter().map(|p| p.name).collect(),
             processes: roles.into_iter().collect(),
             states: states
                 .into_iter()

@@ -212,6 +212,13 @@ const METRICS: &[(&str, Kind, Option<Unit>, &str)] = &[
         "Running jobs by queue (read by a reaper).",
     ),
     (
+        "jobq_queue_paused",
+        Kind::Gauge,
+        None,
+        "1 while a queue is paused (jobq queue pause), 0 once it is resumed: its due jobs wait on \
+      purpose, which an alert on their wait leaves out (read by a reaper).",
+    ),
+    (
         "jobq_oldest_running_age_seconds",
         Kind::Gauge,
         Some(Unit::Seconds),
@@ -342,6 +349,9 @@ pub(crate) struct DbGauges {
     pub(crate) due: Vec<(String, i64, f64)>,
     /// Per queue: waiting (queued and retry) and running jobs.
     pub(crate) queues: Vec<(String, i64, i64)>,
+    /// The paused queues. Their names come from `jobq_queues`, which holds a row only while a queue is
+    /// paused, so the label is bounded by what operators pause; a resumed queue's gauge drops to 0.
+    pub(crate) paused: Vec<String>,
     /// Registered processes per role.
     pub(crate) processes: Vec<(String, i64)>,
     /// Jobs per state, capped.
@@ -393,6 +403,9 @@ pub(crate) fn db_gauges(g: &DbGauges) {
             one("queue", queue),
             *running as f64,
         );
+    }
+    for queue in &g.paused {
+        set("jobq_queue_paused", one("queue", queue), 1.0);
     }
     for (role, n) in &g.processes {
         set("jobq_processes", one("role", role), *n as f64);

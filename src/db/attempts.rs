@@ -14,8 +14,9 @@ use crate::job::JobId;
 pub struct AttemptRecord {
     /// Which attempt (1 is the first; an operator's retry starts again at 1).
     pub attempt: u16,
-    /// How it ended: retry, dead, cancelled, interrupted (a shutdown or the self-fence stopped it), or
-    /// released (its claimant died and a reaper or supervisor took the row back).
+    /// How it ended: retry, dead, cancelled, interrupted (a shutdown or the self-fence stopped it),
+    /// released (its claimant died and a reaper or supervisor took the row back), or snoozed (the
+    /// handler asked to run later, and the attempt was given back).
     pub outcome: String,
     /// The claim token of the process that ran it.
     pub claim: Option<String>,

@@ -325,8 +325,8 @@ fn find(names: &[&str]) -> PathBuf {
 /// password) and no options beyond the ones every private server gets.
 #[derive(Debug, Clone, Default)]
 pub struct ServerSetup {
-    /// A user (name, password) created with every privilege when the server starts (`--init-file`),
-    /// with the grant tables on. Needed wherever the server must check logins: under
+    /// A user (name, password) created with every privilege, granting included, when the server starts
+    /// (`--init-file`), with the grant tables on. Needed wherever the server must check logins: under
     /// `--skip-grant-tables` MariaDB lets every client in, plaintext too, whatever
     /// `require_secure_transport` says (measured on 10.11).
     pub user: Option<(String, String)>,
@@ -366,7 +366,7 @@ impl PrivateServer {
                 dir.join("init.sql"),
                 format!(
                     "CREATE USER IF NOT EXISTS '{user}'@'%' IDENTIFIED BY '{password}';\n\
-                     GRANT ALL ON *.* TO '{user}'@'%';\n"
+                     GRANT ALL ON *.* TO '{user}'@'%' WITH GRANT OPTION;\n"
                 ),
             )
             .unwrap();

@@ -68,5 +68,7 @@ mod snooze;
 mod schedule_log;
 // Unique jobs: a live job holds its key against enqueues from the library, SQL and the CLI.
 mod unique;
+// The docs' examples: TOML blocks load, SQL blocks run, command lines parse, alerting rules fire.
+mod docs;
 // Several databases from one config: `--database`, `jobq enable`/`disable`, one supervisor for all.
 mod databases;

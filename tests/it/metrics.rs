@@ -253,3 +253,52 @@ async fn the_dashboard_is_ready_without_registering() {
     assert_eq!(status, 503, "{body}");
     stop(child);
 }
+
+/// `jobq_queue_paused` tells a queue paused on purpose from one whose jobs are stuck (the example
+/// alert JobqJobsWaiting leaves paused queues out with it): 1 while paused, 0 once resumed, and
+/// nothing for a queue never paused.
+#[tokio::test]
+async fn a_reaper_reports_which_queues_are_paused() {
+    let db = TestDb::new().await;
+    db.insert_jobs("nobody-serves-this", 2).await;
+    db.exec("INSERT INTO job_queue (kind, queue) VALUES ('k', 'held')")
+        .await;
+    db.exec(
+        "INSERT INTO jobq_queues (name, paused_by, reason) VALUES ('held', 'ops', 'on purpose')",
+    )
+    .await;
+    let (child, addr) = start(&db.url, &["reaper", "--interval", "100ms"]).await;
+    wait_until(
+        "the reaper reports the paused queue",
+        Duration::from_secs(20),
+        || async {
+            get(&addr, "/metrics")
+                .await
+                .1
+                .contains(r#"jobq_queue_paused{queue="held"} 1"#)
+        },
+    )
+    .await;
+    let body = get(&addr, "/metrics").await.1;
+    assert!(
+        body.contains(r#"jobq_queue_due_jobs{queue="held"} 1"#)
+            && body.contains(r#"jobq_queue_due_jobs{queue="default"} 2"#)
+            && !body.contains(r#"jobq_queue_paused{queue="default"}"#),
+        "{body}"
+    );
+    assert!(body.contains("# HELP jobq_queue_paused"), "{body}");
+    db.exec("DELETE FROM jobq_queues WHERE name = 'held'").await;
+    // The gauges are read every 15 s.
+    wait_until(
+        "the resumed queue's gauge drops to 0",
+        Duration::from_secs(40),
+        || async {
+            get(&addr, "/metrics")
+                .await
+                .1
+                .contains(r#"jobq_queue_paused{queue="held"} 0"#)
+        },
+    )
+    .await;
+    stop(child);
+}
