@@ -134,7 +134,8 @@ pub use supervisor::{
 };
 // Looking at the queue.
 pub use db::admin::{
-    CancelOutcome, JobFilter, KindLag, ProcessRow, QueueCount, QueueLag, Stats, Unserved,
+    CancelOutcome, HeldGroup, Hold, JobFilter, KindLag, ProcessRow, QueueCount, QueueLag,
+    RunningCount, Stats, Unserved,
 };
 pub use db::admin::{MinuteCount, QueueSummary, StateCount};
 pub use db::attempts::AttemptRecord;

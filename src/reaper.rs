@@ -336,7 +336,9 @@ impl Reaper {
         for p in &processes {
             *roles.entry(p.role.clone()).or_default() += 1;
         }
+        let held = self.held(&paused, &processes).await?;
         let gauges = crate::telemetry::DbGauges {
+            held,
             due: lag
                 .into_iter()
                 .map(|l| (l.queue, l.due, l.oldest_due_secs))
@@ -361,6 +363,38 @@ impl Reaper {
         };
         crate::telemetry::db_gauges(&gauges);
         Ok(())
+    }
+
+    /// Due jobs held back per queue and reason (a pause, a pin, a full or zero limit): the
+    /// `jobq_queue_held_jobs` gauge. Reads the due rows by kind, the pins, the limits and the running
+    /// rows: each a short range, none of the history.
+    async fn held(
+        &self,
+        paused: &[crate::PausedQueue],
+        processes: &[crate::ProcessRow],
+    ) -> Result<Vec<(String, &'static str, i64)>> {
+        use crate::db::admin;
+        let (due, pins, limits, running) = tokio::try_join!(
+            admin::due_by_kind(&self.pool),
+            crate::db::queues::pins(&self.pool),
+            crate::db::limits::all(&self.pool),
+            admin::running_counts(&self.pool),
+        )?;
+        let groups = admin::held(&admin::HoldFacts {
+            due: &due,
+            paused,
+            pins: &pins,
+            processes,
+            limits: &limits,
+            running: &running,
+        });
+        let mut sums: std::collections::BTreeMap<(String, &'static str), i64> = Default::default();
+        for g in groups {
+            for h in &g.holds {
+                *sums.entry((g.queue.clone(), h.label())).or_default() += g.due;
+            }
+        }
+        Ok(sums.into_iter().map(|((q, r), n)| (q, r, n)).collect())
     }
 
     /// Warns about due jobs that have waited past `unserved_after` and that no live worker will

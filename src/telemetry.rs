@@ -219,6 +219,14 @@ const METRICS: &[(&str, Kind, Option<Unit>, &str)] = &[
       purpose, which an alert on their wait leaves out (read by a reaper).",
     ),
     (
+        "jobq_queue_held_jobs",
+        Kind::Gauge,
+        None,
+        "Due jobs of a queue that something holds back, by reason: paused (the queue is paused), \
+      pinned_away (pinned to hosts where no live worker serves it), limit (a concurrency limit is \
+      full, or a limit is 0); a job held for two reasons counts under both (read by a reaper).",
+    ),
+    (
         "jobq_oldest_running_age_seconds",
         Kind::Gauge,
         Some(Unit::Seconds),
@@ -352,6 +360,8 @@ pub(crate) struct DbGauges {
     /// The paused queues. Their names come from `jobq_queues`, which holds a row only while a queue is
     /// paused, so the label is bounded by what operators pause; a resumed queue's gauge drops to 0.
     pub(crate) paused: Vec<String>,
+    /// Per queue and reason: due jobs held back (`paused`, `pinned_away`, `limit`).
+    pub(crate) held: Vec<(String, &'static str, i64)>,
     /// Registered processes per role.
     pub(crate) processes: Vec<(String, i64)>,
     /// Jobs per state, capped.
@@ -406,6 +416,10 @@ pub(crate) fn db_gauges(g: &DbGauges) {
     }
     for queue in &g.paused {
         set("jobq_queue_paused", one("queue", queue), 1.0);
+    }
+    for (queue, reason, n) in &g.held {
+        let labels = vec![("queue", queue.clone()), ("reason", reason.to_string())];
+        set("jobq_queue_held_jobs", labels, *n as f64);
     }
     for (role, n) in &g.processes {
         set("jobq_processes", one("role", role), *n as f64);

@@ -104,3 +104,47 @@ async fn scale_reset_forgets_what_its_help_says() {
         "the help says what --reset forgets"
     );
 }
+
+/// `jobq stats` says what holds due jobs, in text and JSON: a limit of 0, a full limit, a pause, a pin
+/// to a host where no worker runs, and supervisors scaled to 0.
+#[tokio::test]
+async fn stats_names_what_holds_due_jobs() {
+    let db = TestDb::new().await;
+    db.exec("INSERT INTO job_queue (kind, queue) SELECT 'email.send', 'mail' FROM seq_1_to_49")
+        .await;
+    db.exec("INSERT INTO job_queue (kind, queue) VALUES ('render', 'gpu'), ('x', 'quiet')")
+        .await;
+    db.exec(
+        "INSERT INTO job_queue (kind, queue, state, claim) VALUES ('render', 'gpu', 'running', 't')",
+    )
+    .await;
+    register_worker(&db, "box-1", "email.send,render,x").await;
+    for args in [
+        vec!["limit", "set", "--kind", "email.send", "0"],
+        vec!["limit", "set", "--kind", "render", "1"],
+        vec!["queue", "pin", "gpu", "--host", "gpu-box"],
+        vec!["queue", "pause", "quiet"],
+        vec!["scale", "-n", "0", "--host", "box-1"],
+    ] {
+        assert!(run_jobq(Some(&db.url), &args).status.success(), "{args:?}");
+    }
+    let out = run_jobq(Some(&db.url), &["stats"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "held: queue mail: 49 due of kind email.send held by limit kind email.send 0/0",
+        "held: queue gpu: 1 due of kind render held by the queue is pinned to gpu-box and no live \
+         worker there claims from it; limit kind render 1/1",
+        "held: queue quiet: 1 due of kind x held by the queue is paused",
+        "held: supervisors of host box-1 keep 0 workers",
+    ] {
+        assert!(text.contains(line), "{line}\n{text}");
+    }
+    let out = run_jobq(Some(&db.url), &["stats", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let held = v["held"].as_array().unwrap();
+    let mail = held.iter().find(|g| g["queue"] == "mail").unwrap();
+    assert_eq!(mail["due"], 49);
+    assert_eq!(mail["holds"][0]["reason"], "limit");
+    assert_eq!(mail["holds"][0]["max_jobs"], 0);
+    assert_eq!(v["scale"][0]["workers"], 0);
+}

@@ -267,6 +267,11 @@ async fn a_reaper_reports_which_queues_are_paused() {
         "INSERT INTO jobq_queues (name, paused_by, reason) VALUES ('held', 'ops', 'on purpose')",
     )
     .await;
+    db.exec(
+        "INSERT INTO jobq_limits (scope, name, max_jobs, set_by) \
+         VALUES ('kind', 'nobody-serves-this', 0, 'ops')",
+    )
+    .await;
     let (child, addr) = start(&db.url, &["reaper", "--interval", "100ms"]).await;
     wait_until(
         "the reaper reports the paused queue",
@@ -287,6 +292,12 @@ async fn a_reaper_reports_which_queues_are_paused() {
         "{body}"
     );
     assert!(body.contains("# HELP jobq_queue_paused"), "{body}");
+    // What holds the due jobs, per queue and reason.
+    assert!(
+        body.contains(r#"jobq_queue_held_jobs{queue="held",reason="paused"} 1"#)
+            && body.contains(r#"jobq_queue_held_jobs{queue="default",reason="limit"} 2"#),
+        "{body}"
+    );
     db.exec("DELETE FROM jobq_queues WHERE name = 'held'").await;
     // The gauges are read every 15 s.
     wait_until(

@@ -83,6 +83,7 @@ fn text(stats: &Stats) -> Result<()> {
         print_due_by_kind(stats)?;
     }
     print_paused(stats)?;
+    print_held(stats)?;
 
     outln!()?;
     if stats.processes.is_empty() {
@@ -185,6 +186,40 @@ fn shown(kind: &str) -> String {
     }
 }
 
+/// Due jobs a pause, a pin, a limit or a worker count of 0 holds back, one line per queue and kind:
+/// `queue mail: 49 due of kind email.send held by limit kind email.send 0/0`.
+fn print_held(stats: &Stats) -> Result<()> {
+    let held = stats.held();
+    let zero: Vec<&jobq::ScaleSetting> = stats.scale.iter().filter(|s| s.workers == 0).collect();
+    if held.is_empty() && zero.is_empty() {
+        return Ok(());
+    }
+    outln!()?;
+    for g in held {
+        let why: Vec<String> = g.holds.iter().map(ToString::to_string).collect();
+        outln!(
+            "held: queue {}: {} due of kind {} held by {}",
+            g.queue,
+            g.due,
+            shown(&g.kind),
+            why.join("; ")
+        )?;
+    }
+    for s in zero {
+        let host = if s.host.is_empty() {
+            "every host".to_string()
+        } else {
+            format!("host {}", s.host)
+        };
+        outln!(
+            "held: supervisors of {host} keep 0 workers (`jobq scale`, set by {}): `jobq scale --reset` \
+             or `jobq scale -n N` starts them again",
+            s.set_by
+        )?;
+    }
+    Ok(())
+}
+
 /// The paused queues, whose due jobs wait for `jobq queue resume`.
 fn print_paused(stats: &Stats) -> Result<()> {
     if stats.paused.is_empty() {
@@ -209,9 +244,8 @@ fn print_paused(stats: &Stats) -> Result<()> {
     Ok(())
 }
 
-/// `stats --json`: the statistics as the library reads them, and the groups of due jobs no live worker
-/// will claim, with why.
-/// The stats as `--json` prints them: the figures and the groups no live worker will claim.
+/// The stats as `--json` prints them: the figures, the groups of due jobs no live worker will claim
+/// (`unserved`), and those a pause, a pin or a limit holds back (`held`), each with why.
 fn with_unserved(stats: &Stats) -> impl serde::Serialize + '_ {
     #[derive(serde::Serialize)]
     struct Unclaimed<'a> {
@@ -225,6 +259,7 @@ fn with_unserved(stats: &Stats) -> impl serde::Serialize + '_ {
         #[serde(flatten)]
         stats: &'a Stats,
         unserved: Vec<Unclaimed<'a>>,
+        held: Vec<jobq::HeldGroup>,
     }
     let unserved = stats
         .unserved()
@@ -236,5 +271,9 @@ fn with_unserved(stats: &Stats) -> impl serde::Serialize + '_ {
             reason,
         })
         .collect();
-    Out { stats, unserved }
+    Out {
+        stats,
+        unserved,
+        held: stats.held(),
+    }
 }

@@ -3,6 +3,7 @@
 //! refresh, [`stats`] for `jobq stats` and the unserved-kinds check.
 
 mod dashboard;
+mod holds;
 mod jobs;
 mod stats;
 
@@ -11,6 +12,8 @@ pub(crate) use dashboard::{
     finished_by_minute, history_length, last_hour, oldest_running_secs, per_minute,
     queue_summaries, schedules_by_state, state_counts,
 };
+pub(crate) use holds::{Facts as HoldFacts, held, running_counts};
+pub use holds::{HeldGroup, Hold, RunningCount};
 pub use jobs::{CancelOutcome, JobFilter};
 pub(crate) use jobs::{
     cancel_job, delete_job, get_job, list_jobs, matching_ids, retry_job, run_job_now,

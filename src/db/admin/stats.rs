@@ -140,6 +140,14 @@ pub struct Stats {
     pub processes: Vec<ProcessRow>,
     /// Paused queues (no worker claims from them).
     pub paused: Vec<crate::PausedQueue>,
+    /// Queues pinned to hosts.
+    pub pins: Vec<crate::QueuePin>,
+    /// Concurrency and rate limits.
+    pub limits: Vec<crate::Limit>,
+    /// Running jobs per queue and kind.
+    pub running: Vec<super::holds::RunningCount>,
+    /// Stored worker counts of supervisors (`jobq scale`); a count of 0 keeps no workers there.
+    pub scale: Vec<crate::ScaleSetting>,
 }
 
 impl Stats {
@@ -147,6 +155,19 @@ impl Stats {
     /// older versions registered no kinds and count as serving every kind of their queues).
     pub fn unserved(&self) -> Vec<(&KindLag, Unserved)> {
         unserved(&self.due_by_kind, &self.processes)
+    }
+
+    /// The groups of due jobs that a pause, a pin, or a full or zero limit holds back, and what holds
+    /// each.
+    pub fn held(&self) -> Vec<super::holds::HeldGroup> {
+        super::holds::held(&super::holds::Facts {
+            due: &self.due_by_kind,
+            paused: &self.paused,
+            pins: &self.pins,
+            processes: &self.processes,
+            limits: &self.limits,
+            running: &self.running,
+        })
     }
 }
 
@@ -253,12 +274,20 @@ pub(crate) async fn stats(pool: &MySqlPool) -> Result<Stats> {
     let due_by_kind = due_by_kind(pool).await?;
     let processes = processes(pool).await?;
     let paused = crate::db::queues::paused(pool).await?;
+    let pins = crate::db::queues::pins(pool).await?;
+    let limits = crate::db::limits::all(pool).await?;
+    let running = super::holds::running_counts(pool).await?;
+    let scale = crate::db::scale::all(pool).await?;
     Ok(Stats {
         counts,
         lag,
         due_by_kind,
         processes,
         paused,
+        pins,
+        limits,
+        running,
+        scale,
     })
 }
 
