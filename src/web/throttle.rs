@@ -6,7 +6,8 @@
 //! Addresses are what the connection came from ([`axum::extract::ConnectInfo`]): behind a reverse
 //! proxy every client shares the proxy's, so one guesser slows everyone down (forwarded-for headers are
 //! not trusted: any client can write them). IPv6 addresses count by their /64, the block one machine
-//! normally holds.
+//! normally holds. A request without a client address (a router served by something that does not
+//! insert `ConnectInfo`) is logged but not counted: one shared count would let anyone lock everyone out.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};

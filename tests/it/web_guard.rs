@@ -630,14 +630,20 @@ async fn slow_and_idle_clients_are_cut_off_and_connections_are_capped() {
         .expect("the third connection is served once a slot frees")
         .unwrap();
     assert_eq!(&first, b"HTTP/1.1 200");
-    for (i, h) in holders.iter_mut().enumerate() {
-        // The server closed them before it took the third: their end of stream is already here.
-        let mut buf = [0u8; 256];
-        match h.try_read(&mut buf) {
-            Ok(_) => {}
-            Err(e) => panic!("holder {i} still open when the third was answered: {e}"),
-        }
-    }
+    // The server closes a holder before it takes the next connection in line, so its end of stream
+    // is already here. (Only one is required: the other may have been accepted a moment later, if
+    // the slot of the connection before it was still being given back.)
+    let closed = holders
+        .iter_mut()
+        .filter(|h| {
+            let mut buf = [0u8; 256];
+            h.try_read(&mut buf).is_ok()
+        })
+        .count();
+    assert!(
+        closed >= 1,
+        "the third was answered while both slots were held"
+    );
 
     stop.cancel();
     tokio::time::timeout(limit, server)

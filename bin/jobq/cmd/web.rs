@@ -55,6 +55,7 @@ pub async fn run(env: &Env, args: WebArgs) -> Result<()> {
     info!(
         addr = %bound,
         read_only = args.read_only,
+        public_hosts = ?args.public_hosts,
         "dashboard on http://{bound}{}/",
         args.prefix
     );
