@@ -150,10 +150,10 @@ pub struct WebArgs {
     pub bind: std::net::SocketAddr,
 
     /// Also answer requests whose Host header is NAME (repeatable): the DNS names users type, and
-    /// the Host a reverse proxy forwards. NAME:PORT answers that port only. Without it the dashboard
-    /// answers only the address a client connected to, and `localhost` (plus 127.0.0.1 and [::1]
-    /// when bound to loopback); any other Host gets 421, which stops DNS-rebinding web pages. On
-    /// 0.0.0.0 or ::, reaching it by a name needs that name here.
+    /// the Host a reverse proxy forwards. NAME:PORT answers that port only. Otherwise only the
+    /// IP address a client connected to is answered, and `localhost` when bound to loopback or to
+    /// 0.0.0.0/:: (so on 0.0.0.0, http://10.0.0.5:8080/ works, http://jobs.example.com:8080/ needs
+    /// --public-host jobs.example.com); any other Host gets 421, which stops DNS-rebinding pages.
     #[arg(long = "public-host", value_name = "NAME", value_parser = parse_public_host)]
     pub public_hosts: Vec<String>,
 
