@@ -452,10 +452,11 @@ pub(super) async fn schedule_form(
     }
 }
 
-/// A 303 to `path` (under the prefix) showing `notice`.
+/// A 303 to `path` (under the prefix) showing `notice`, signed so that the page shows it.
 fn back(app: &App, path: &str, notice: &str) -> Response {
     let sep = if path.contains('?') { '&' } else { '?' };
-    Redirect::to(&app.link(&format!("{path}{sep}notice={}", query_value(notice)))).into_response()
+    let sealed = app.notices.seal(notice);
+    Redirect::to(&app.link(&format!("{path}{sep}notice={}", query_value(&sealed)))).into_response()
 }
 
 /// A page asking to confirm: posts `hidden` fields and `confirm=yes` to `action`; "no" goes to `back`.

@@ -1,8 +1,11 @@
 //! What stands in front of every route: credentials, the CSRF check on changes, read-only mode, and the
 //! security headers of every response.
 
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -10,6 +13,7 @@ use base64::Engine;
 use subtle::ConstantTimeEq;
 
 use super::App;
+use super::json_errors::{content_type, is_json_type};
 
 /// Who may use the dashboard. With neither set, everyone may.
 #[derive(Clone, Default)]
@@ -68,40 +72,76 @@ const MAX_BODY: usize = 1 << 20;
 const CSP: &str = "default-src 'none'; style-src 'self'; img-src 'self' data:; \
                    form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-pub(super) async fn guard(State(app): State<App>, mut req: Request, next: Next) -> Response {
-    let Some(actor) = authenticate(&app.cfg.credentials, req.headers()) else {
+pub(super) async fn guard(State(app): State<App>, req: Request, next: Next) -> Response {
+    with_headers(checked(&app, req, next).await)
+}
+
+/// The checks, in order: a locked-out address, credentials, the body (its deadline and size, JSON under
+/// `/api`), then read-only mode and CSRF for changes.
+async fn checked(app: &App, req: Request, next: Next) -> Response {
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let creds = &app.cfg.credentials;
+    if creds.any()
+        && let Some(ip) = client
+        && let Some(left) = app.throttle.locked(ip, Instant::now())
+    {
+        let mut resp = refuse(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many failed logins from your address; try again later",
+        );
+        let secs = left.as_secs() + u64::from(left.subsec_nanos() > 0);
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        return resp;
+    }
+    let Some(actor) = authenticate(creds, req.headers()) else {
+        if let Some(user) = presented_user(req.headers()) {
+            login_failed(app, &user, client);
+        }
         let mut resp = refuse(StatusCode::UNAUTHORIZED, "credentials required");
-        if app.cfg.credentials.basic.is_some() {
+        if creds.basic.is_some() {
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 HeaderValue::from_static("Basic realm=\"jobq\", charset=\"UTF-8\""),
             );
         }
-        return with_headers(resp);
+        return resp;
     };
-    let cookie = cookie(req.headers(), CSRF_COOKIE).filter(|t| is_token(t));
+    if creds.any()
+        && let Some(ip) = client
+    {
+        app.throttle.succeeded(ip);
+    }
+    let (parts, body) = req.into_parts();
+    let bytes = match read_body(body, app.cfg.body_timeout).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    if parts.uri.path().starts_with("/api/")
+        && !bytes.is_empty()
+        && !content_type(&parts.headers).is_some_and(is_json_type)
+    {
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the API takes JSON bodies: send Content-Type: application/json",
+        );
+    }
+    let cookie = cookie(&parts.headers, CSRF_COOKIE).filter(|t| is_token(t));
     let token = cookie.clone().unwrap_or_else(new_token);
-    if req.method() != Method::GET && req.method() != Method::HEAD {
+    if parts.method != Method::GET && parts.method != Method::HEAD {
         if app.cfg.read_only {
-            return with_headers(refuse(
+            return refuse(
                 StatusCode::FORBIDDEN,
                 "this dashboard is read-only (--read-only)",
-            ));
+            );
         }
         if !actor.bearer {
-            if let Err(why) = same_origin(req.headers()) {
-                return with_headers(refuse(StatusCode::FORBIDDEN, why));
+            if let Err(why) = same_origin(&parts.headers) {
+                return refuse(StatusCode::FORBIDDEN, why);
             }
-            let (parts, body) = req.into_parts();
-            let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
-                Ok(b) => b,
-                Err(_) => {
-                    return with_headers(refuse(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "request body over 1 MiB",
-                    ));
-                }
-            };
             let presented = parts
                 .headers
                 .get(CSRF_HEADER)
@@ -111,14 +151,14 @@ pub(super) async fn guard(State(app): State<App>, mut req: Request, next: Next) 
             let valid = matches!((&cookie, &presented),
                 (Some(c), Some(p)) if bool::from(c.as_bytes().ct_eq(p.as_bytes())));
             if !valid {
-                return with_headers(refuse(
+                return refuse(
                     StatusCode::FORBIDDEN,
                     "missing or wrong CSRF token: reload the page and try again",
-                ));
+                );
             }
-            req = Request::from_parts(parts, Body::from(bytes));
         }
     }
+    let mut req = Request::from_parts(parts, Body::from(bytes));
     req.extensions_mut().insert(actor);
     req.extensions_mut().insert(CsrfToken(token.clone()));
     let mut resp = next.run(req).await;
@@ -133,7 +173,81 @@ pub(super) async fn guard(State(app): State<App>, mut req: Request, next: Next) 
             resp.headers_mut().append(header::SET_COOKIE, v);
         }
     }
-    with_headers(resp)
+    resp
+}
+
+/// The whole body, read within `deadline` of the headers (a client sending it a byte at a time holds
+/// a connection no longer than that) and at most [`MAX_BODY`] long; else the refusal to send.
+async fn read_body(body: Body, deadline: Duration) -> Result<Bytes, Response> {
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => Err(if e.into_inner().is::<http_body_util::LengthLimitError>() {
+            refuse(StatusCode::PAYLOAD_TOO_LARGE, "request body over 1 MiB")
+        } else {
+            refuse(
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
+            )
+        }),
+        Err(_) => {
+            let mut resp = refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!(
+                    "the request body did not arrive within {}",
+                    humantime::format_duration(deadline)
+                ),
+            );
+            // The rest of the body may still be on its way: the connection cannot be reused.
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            Err(resp)
+        }
+    }
+}
+
+/// Logs a failed login (who it claimed to be and where from, never what it tried) and counts it
+/// against the address.
+fn login_failed(app: &App, user: &str, client: Option<IpAddr>) {
+    let shown = client.map_or_else(|| "unknown".to_string(), |ip| ip.to_string());
+    tracing::warn!(user, client = %shown, "dashboard login failed");
+    if let Some(ip) = client
+        && let (failures, Some(lock)) = app.throttle.failed(ip, Instant::now())
+    {
+        tracing::warn!(
+            client = %shown,
+            failures,
+            "dashboard logins from this address refused for {}",
+            humantime::format_duration(lock)
+        );
+    }
+}
+
+/// The user a request tried to log in as: the basic-auth user name, `(token)` for a bearer token, or
+/// `(unreadable)`; `None` when it sent no credentials at all (a browser's first request, which the
+/// 401 asks for them). At most 64 characters, control characters replaced.
+fn presented_user(headers: &HeaderMap) -> Option<String> {
+    let given = headers.get(header::AUTHORIZATION)?;
+    let given = given.to_str().unwrap_or("");
+    let user = if given.starts_with("Bearer ") {
+        "(token)".to_string()
+    } else {
+        given
+            .strip_prefix("Basic ")
+            .and_then(|b| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(b.trim())
+                    .ok()
+            })
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|d| d.split_once(':').map(|(u, _)| u.to_string()))
+            .unwrap_or_else(|| "(unreadable)".to_string())
+    };
+    Some(
+        user.chars()
+            .take(64)
+            .map(|c| if c.is_control() { '?' } else { c })
+            .collect(),
+    )
 }
 
 /// Who the request's credentials name, if they are the configured ones (anyone, when none are).
@@ -229,7 +343,7 @@ fn refuse(status: StatusCode, why: &str) -> Response {
 }
 
 /// The headers every response carries.
-fn with_headers(mut resp: Response) -> Response {
+pub(super) fn with_headers(mut resp: Response) -> Response {
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_SECURITY_POLICY,

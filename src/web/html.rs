@@ -82,8 +82,9 @@ pub(super) fn csrf_field(csrf: &CsrfToken) -> String {
     )
 }
 
-/// The page frame: navigation, title, an optional notice, the body.
-pub(super) fn page(app: &App, title: &str, notice: Option<&str>, body: &str) -> Response {
+/// The page frame: navigation, title, the notice of a `?notice=` parameter (shown only if this server
+/// signed it: see [`super::notice`]), the body.
+pub(super) fn page(app: &App, title: &str, sealed_notice: Option<&str>, body: &str) -> Response {
     let mut out = String::with_capacity(body.len() + 1024);
     let nav = [
         ("/", "Overview"),
@@ -109,7 +110,10 @@ pub(super) fn page(app: &App, title: &str, notice: Option<&str>, body: &str) -> 
         out.push_str("<span class=\"ro\">read-only</span>");
     }
     let _ = write!(out, "</nav></header><main><h1>{}</h1>", esc(title));
-    if let Some(n) = notice.filter(|n| !n.is_empty()) {
+    if let Some(n) = sealed_notice
+        .and_then(|s| app.notices.open(s))
+        .filter(|n| !n.is_empty())
+    {
         let _ = write!(out, "<p class=\"notice\" role=\"status\">{}</p>", esc(n));
     }
     out.push_str(body);

@@ -14,15 +14,27 @@
 //!   authenticated by a bearer token are exempt: browsers never attach one on their own.
 //! * **Read-only** ([`WebConfig::read_only`]): the action buttons are gone and every POST is refused.
 //! * Every change is written to the audit table `jobq_audit`: who, what, on what, how many rows.
+//! * **Hosts** ([`AllowedHosts`]): only the `Host` names it is reached by are answered (DNS rebinding).
+//! * **Slow clients**: [`serve`] gives each request's headers a deadline and caps open connections;
+//!   the router gives each body one ([`WebConfig::body_timeout`]).
+//! * **Failed logins** are logged and, repeated from one address, refused for a growing while.
+//! * **Notices** after an action are signed: a link cannot write its own text into the banner.
+//! * Every answer under `/api` is JSON, errors too.
 
 mod actions;
 mod api;
 mod guard;
+mod hosts;
 mod html;
+mod json_errors;
 mod minutes;
+mod notice;
 mod pages;
+mod serve;
+mod throttle;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::routing::{get, post};
@@ -31,9 +43,11 @@ use sqlx::MySqlPool;
 use crate::{Jobs, Schedules};
 
 pub use guard::Credentials;
+pub use hosts::{AllowedHosts, LocalAddr};
+pub use serve::{ServeConfig, serve};
 
 /// How the dashboard is served.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct WebConfig {
     /// The path it is served under behind a proxy (`/jobq`), or empty for the root. Links and the
     /// CSRF cookie use it.
@@ -42,36 +56,82 @@ pub struct WebConfig {
     pub read_only: bool,
     /// Who may use it; [`Credentials::none`] lets everyone in (fine on the loopback interface).
     pub credentials: Credentials,
+    /// The `Host` names it answers; others get 421. Default: [`AllowedHosts::loopback`].
+    pub hosts: AllowedHosts,
+    /// How long a request's body may take to arrive after its headers; then 408.
+    pub body_timeout: Duration,
+}
+
+impl Default for WebConfig {
+    fn default() -> Self {
+        Self {
+            prefix: String::new(),
+            read_only: false,
+            credentials: Credentials::none(),
+            hosts: AllowedHosts::default(),
+            body_timeout: Self::DEFAULT_BODY_TIMEOUT,
+        }
+    }
 }
 
 impl WebConfig {
-    /// Checks the prefix: empty, or `/` followed by path segments, without a trailing `/`.
+    /// The dashboard's bodies are forms and small JSON documents (at most 1 MiB); 30 s is room for a
+    /// megabyte on a slow link.
+    pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// Checks the prefix (see [`check_prefix`]) and the body timeout.
     ///
     /// # Errors
-    /// [`crate::Error::Invalid`] naming the bad prefix.
+    /// [`crate::Error::Invalid`] naming what is wrong.
     pub fn validate(&self) -> crate::Result<()> {
-        let p = &self.prefix;
-        let ok = p.is_empty()
-            || (p.starts_with('/')
-                && !p.ends_with('/')
-                && p[1..].split('/').all(|seg| {
-                    !seg.is_empty()
-                        && seg
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || "-_.~".contains(c))
-                }));
-        if ok {
-            Ok(())
-        } else {
-            Err(crate::Error::invalid(
-                "web prefix",
-                format!(
-                    "{p:?} must be empty or like \"/jobq\" (a leading /, no trailing /, letters, \
-                     digits and - _ . ~)"
-                ),
-            ))
+        check_prefix(&self.prefix)?;
+        if self.body_timeout.is_zero() {
+            return Err(crate::Error::invalid(
+                "web body timeout",
+                "must be more than 0",
+            ));
         }
+        Ok(())
     }
+}
+
+/// Checks a path prefix: empty, or `/` followed by segments of letters, digits and `- _ . ~`, without
+/// a trailing `/`, and no segment `.` or `..`: browsers and proxies resolve those away before a request
+/// is sent (`/..` is `/`), so no request would ever reach the pages.
+///
+/// # Errors
+/// [`crate::Error::Invalid`] naming the prefix and what is wrong with it.
+pub fn check_prefix(prefix: &str) -> crate::Result<()> {
+    let why = if prefix.is_empty() {
+        return Ok(());
+    } else if !prefix.starts_with('/') {
+        "must start with /".to_string()
+    } else if prefix.ends_with('/') {
+        "must not end with /".to_string()
+    } else if let Some(seg) = prefix[1..]
+        .split('/')
+        .find(|seg| seg.is_empty() || *seg == "." || *seg == "..")
+    {
+        if seg.is_empty() {
+            "has an empty segment (//)".to_string()
+        } else {
+            format!(
+                "has the segment {seg:?}, which browsers and proxies resolve away, so no request \
+                 would reach the dashboard"
+            )
+        }
+    } else if let Some(c) = prefix
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "/-_.~".contains(*c)))
+    {
+        format!("has {c:?}; only letters, digits and - _ . ~ may name a segment")
+    } else {
+        return Ok(());
+    };
+    Err(crate::Error::invalid(
+        "web prefix",
+        format!("{prefix:?} {why} (use e.g. \"/jobq\" or \"/ops/jobq\")"),
+    ))
 }
 
 /// What every handler shares.
@@ -82,6 +142,10 @@ struct App {
     schedules: Schedules,
     cfg: Arc<WebConfig>,
     minutes: minutes::MinuteCache,
+    /// Signs the notices of redirects after actions.
+    notices: notice::NoticeKey,
+    /// Failed logins by address.
+    throttle: Arc<throttle::LoginThrottle>,
 }
 
 impl App {
@@ -95,7 +159,9 @@ impl App {
 }
 
 /// The dashboard's routes (pages, `/api`, the stylesheet), already under `cfg.prefix`, guarded by its
-/// credentials and CSRF checks.
+/// host check, credentials and CSRF checks. Serve it with [`serve`] for its defences against slow
+/// clients and for client addresses in failed-login logs (another server: insert
+/// [`axum::extract::ConnectInfo<std::net::SocketAddr>`] and [`LocalAddr`] into each request).
 ///
 /// # Errors
 /// [`crate::Error::Invalid`] for a bad prefix.
@@ -107,6 +173,8 @@ pub fn router(pool: MySqlPool, cfg: WebConfig) -> crate::Result<Router> {
         pool,
         cfg: Arc::new(cfg),
         minutes: minutes::MinuteCache::default(),
+        notices: notice::NoticeKey::random(),
+        throttle: Arc::default(),
     };
     let routes = Router::new()
         .route("/", get(pages::overview))
@@ -139,7 +207,7 @@ pub fn router(pool: MySqlPool, cfg: WebConfig) -> crate::Result<Router> {
         ))
         .with_state(app.clone());
     let prefix = app.cfg.prefix.clone();
-    Ok(if prefix.is_empty() {
+    let served = if prefix.is_empty() {
         routes
     } else {
         // `/jobq/` is where people end up by hand; the pages live at `/jobq`.
@@ -150,5 +218,15 @@ pub fn router(pool: MySqlPool, cfg: WebConfig) -> crate::Result<Router> {
                 get(move || async move { axum::response::Redirect::permanent(&home) }),
             )
             .nest(&prefix, routes)
-    })
+    };
+    // Outermost first: errors under /api as JSON, then the host check before anything else runs.
+    Ok(served
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(app.cfg.hosts.clone()),
+            hosts::check,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::<str>::from(format!("{prefix}/api")),
+            json_errors::json_errors,
+        )))
 }

@@ -49,6 +49,8 @@ mod output;
 mod metrics;
 // The dashboard: pages, API, actions, CSRF, credentials, read-only, prefix.
 mod web;
+// Who the dashboard lets in: hosts, slow clients, failed logins, notices, JSON errors, prefixes.
+mod web_guard;
 // The dashboard in headless Chromium (a small DevTools-protocol client of our own).
 mod browser;
 mod web_browser;

@@ -16,7 +16,12 @@ struct Resp {
     body: String,
 }
 
-async fn send(app: &Router, req: Request<Body>) -> Resp {
+/// Sends `req` as a browser on the machine does: with `Host: 127.0.0.1:8080` unless it names one.
+async fn send(app: &Router, mut req: Request<Body>) -> Resp {
+    if !req.headers().contains_key(header::HOST) {
+        req.headers_mut()
+            .insert(header::HOST, "127.0.0.1:8080".parse().unwrap());
+    }
     let resp = app.clone().oneshot(req).await.unwrap();
     let status = resp.status();
     let headers = resp.headers().clone();

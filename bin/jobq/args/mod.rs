@@ -149,8 +149,16 @@ pub struct WebArgs {
     #[arg(long, default_value = DEFAULT_WEB_BIND, value_name = "HOST:PORT")]
     pub bind: std::net::SocketAddr,
 
+    /// Also answer requests whose Host header is NAME (repeatable): the DNS names users type, and
+    /// the Host a reverse proxy forwards. NAME:PORT answers that port only. Otherwise only the
+    /// IP address a client connected to is answered, and `localhost` when bound to loopback or to
+    /// 0.0.0.0/:: (so on 0.0.0.0, http://10.0.0.5:8080/ works, http://jobs.example.com:8080/ needs
+    /// --public-host jobs.example.com); any other Host gets 421, which stops DNS-rebinding pages.
+    #[arg(long = "public-host", value_name = "NAME", value_parser = parse_public_host)]
+    pub public_hosts: Vec<String>,
+
     /// Serve under this path, for a reverse proxy that forwards e.g. /jobq/… unchanged.
-    #[arg(long, default_value = "", value_name = "PATH")]
+    #[arg(long, default_value = "", value_name = "PATH", value_parser = parse_prefix)]
     pub prefix: String,
 
     /// Show everything, change nothing: no action buttons, every POST refused.
@@ -169,8 +177,42 @@ pub struct WebArgs {
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<std::path::PathBuf>,
 
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval, help = format!(
+        "How long a client has to send a request's headers (and an idle connection to send its next \
+         request) before the connection is closed. Default {}",
+        human(jobq::web::ServeConfig::DEFAULT_HEADER_TIMEOUT)
+    ))]
+    pub header_timeout: Option<Duration>,
+
+    #[arg(long, value_name = "DURATION", value_parser = parse_interval, help = format!(
+        "How long a request's body may take to arrive after its headers; then 408. Default {}",
+        human(jobq::web::WebConfig::DEFAULT_BODY_TIMEOUT)
+    ))]
+    pub body_timeout: Option<Duration>,
+
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..), help = format!(
+        "Most connections open at once; more wait, in arrival order, until one closes. Default {}",
+        jobq::web::ServeConfig::DEFAULT_MAX_CONNECTIONS
+    ))]
+    pub max_connections: Option<u32>,
+
     #[command(flatten)]
     pub metrics: MetricsArgs,
+}
+
+/// `--public-host`: checked as the dashboard will read it.
+fn parse_public_host(s: &str) -> Result<String, String> {
+    jobq::web::AllowedHosts::any()
+        .with(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// `--prefix`: checked before anything is started.
+fn parse_prefix(s: &str) -> Result<String, String> {
+    jobq::web::check_prefix(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Args)]

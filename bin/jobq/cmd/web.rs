@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
-use jobq::web::{Credentials, WebConfig};
+use jobq::web::{AllowedHosts, Credentials, ServeConfig, WebConfig};
 use tracing::info;
 
 use super::Env;
@@ -22,10 +22,25 @@ pub async fn run(env: &Env, args: WebArgs) -> Result<()> {
             args.bind
         );
     }
+    let mut hosts = AllowedHosts::for_bind(args.bind);
+    for h in &args.public_hosts {
+        hosts = hosts.with(h)?;
+    }
     let cfg = WebConfig {
         prefix: args.prefix.clone(),
         read_only: args.read_only,
         credentials,
+        hosts,
+        body_timeout: args.body_timeout.unwrap_or(WebConfig::DEFAULT_BODY_TIMEOUT),
+    };
+    cfg.validate()?;
+    let serving = ServeConfig {
+        header_timeout: args
+            .header_timeout
+            .unwrap_or(ServeConfig::DEFAULT_HEADER_TIMEOUT),
+        max_connections: args
+            .max_connections
+            .map_or(ServeConfig::DEFAULT_MAX_CONNECTIONS, |n| n as usize),
     };
     let pool = env.migrated_pool(8).await?;
     let app = jobq::web::router(pool.clone(), cfg)?;
@@ -40,11 +55,11 @@ pub async fn run(env: &Env, args: WebArgs) -> Result<()> {
     info!(
         addr = %bound,
         read_only = args.read_only,
+        public_hosts = ?args.public_hosts,
         "dashboard on http://{bound}{}/",
         args.prefix
     );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
+    jobq::web::serve(listener, app, serving, shutdown.cancelled_owned())
         .await
         .context("the dashboard's listener failed")?;
     pool.close().await;
