@@ -62,8 +62,9 @@ pub struct ClaimedJob {
     pub payload: String,
     /// Attempts before this claim; this attempt is `attempts + 1` (see [`ClaimedJob::attempt`]).
     pub(crate) attempts: u16,
-    /// Attempts allowed.
-    pub max_attempts: u16,
+    /// Attempts allowed, when the job set its own (`None`: its handler's, else 20; see
+    /// [`crate::job::max_attempts`]).
+    pub max_attempts: Option<u16>,
     /// Per-job timeout in seconds, if the row sets one.
     pub timeout_secs: Option<u32>,
     /// How long the row had been due when it was claimed, in µs by the server's clock.
@@ -659,7 +660,7 @@ mod tests {
             kind: "k".into(),
             payload: "{}".into(),
             attempts,
-            max_attempts: 20,
+            max_attempts: None,
             timeout_secs: None,
             waited_us: 0,
         }

@@ -116,6 +116,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0017_limit_starts.sql",
         sql: include_str!("../../migrations/0017_limit_starts.sql"),
     },
+    Migration {
+        version: 18,
+        name: "0018_max_attempts.sql",
+        sql: include_str!("../../migrations/0018_max_attempts.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -222,7 +222,7 @@ mod tests {
             kind: kind.into(),
             payload: "{}".into(),
             attempts: 0,
-            max_attempts: 20,
+            max_attempts: None,
             timeout_secs: None,
             waited_us: 0,
         }
