@@ -8,6 +8,27 @@ use chrono::{DateTime, Utc};
 use crate::error::{Error, Result};
 pub use crate::id::JobId;
 
+/// The attempts a job gets when neither the job (its `max_attempts`, NULL unless its enqueuer set one,
+/// schema 19) nor its handler sets a number: with the default backoff (2 s doubling to a 1 h cap) a job
+/// that keeps failing is retried for about 7 hours before it is dead.
+pub const DEFAULT_MAX_ATTEMPTS: u16 = 20;
+
+/// The bound as SQL applies it where no handler is known (a reaper's reset, an interrupted attempt):
+/// the row's `max_attempts`, else [`DEFAULT_MAX_ATTEMPTS`]. A macro so that it can be spliced into
+/// statements' literal text.
+macro_rules! row_max_attempts {
+    () => {
+        "COALESCE(max_attempts, 20)"
+    };
+}
+pub(crate) use row_max_attempts;
+
+/// The attempts a job may use: its own `max_attempts` when it has one, else its handler's, else
+/// [`DEFAULT_MAX_ATTEMPTS`].
+pub(crate) fn max_attempts(own: Option<u16>, handlers: Option<u16>) -> u16 {
+    own.or(handlers).unwrap_or(DEFAULT_MAX_ATTEMPTS)
+}
+
 /// The life of a job. The strings are what the `state` column stores.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -103,8 +124,10 @@ pub struct JobRecord {
     pub state: State,
     /// Attempts started so far.
     pub attempts: u16,
-    /// Attempts allowed before the job is dead.
-    pub max_attempts: u16,
+    /// Attempts allowed before the job is dead: `None` when the job did not set its own, so it gets its
+    /// handler's, else [`DEFAULT_MAX_ATTEMPTS`]. A worker writes the bound it applied into the row when an
+    /// attempt fails.
+    pub max_attempts: Option<u16>,
     /// Per-job timeout in seconds, if set.
     pub timeout_secs: Option<u32>,
     /// The error of the last failed attempt.
@@ -122,6 +145,15 @@ pub struct JobRecord {
     /// Its unique key, if it has one ([`NewJob::unique_key`](crate::NewJob::unique_key)); bytes that
     /// are not UTF-8 (possible from plain SQL) are shown replaced.
     pub unique_key: Option<String>,
+}
+
+impl JobRecord {
+    /// The attempts the job may use as a person reads them: its own number, or `default` (its
+    /// handler's, else [`DEFAULT_MAX_ATTEMPTS`]) when it set none.
+    pub fn max_attempts_text(&self) -> String {
+        self.max_attempts
+            .map_or_else(|| "default".to_string(), |n| n.to_string())
+    }
 }
 
 /// The instants a TIMESTAMP column holds on MySQL 8 and MariaDB before 11.5: 1970-01-01 00:00:01 to
@@ -164,6 +196,18 @@ mod tests {
         assert_eq!(timeout_secs(Duration::from_millis(1500)), 2);
         assert_eq!(timeout_secs(Duration::from_secs(3)), 3);
         assert_eq!(timeout_secs(Duration::from_secs(u64::MAX)), u32::MAX);
+    }
+
+    #[test]
+    fn a_jobs_own_max_attempts_wins_over_its_handlers() {
+        assert_eq!(max_attempts(Some(1), Some(3)), 1);
+        assert_eq!(max_attempts(None, Some(3)), 3);
+        assert_eq!(max_attempts(None, None), DEFAULT_MAX_ATTEMPTS);
+        assert_eq!(
+            row_max_attempts!(),
+            format!("COALESCE(max_attempts, {DEFAULT_MAX_ATTEMPTS})"),
+            "SQL applies the same default"
+        );
     }
 
     #[test]

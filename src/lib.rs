@@ -115,7 +115,7 @@ pub use db::{
 };
 // Jobs in.
 pub use db::enqueue::{Enqueued, NewJob, enqueue, enqueue_many, enqueue_unique};
-pub use job::{JobId, JobRecord, State};
+pub use job::{DEFAULT_MAX_ATTEMPTS, JobId, JobRecord, State};
 // Running jobs.
 pub use handler::{Handler, Handlers, JobContext, JobError};
 pub use retry::RetryPolicy;

@@ -12,7 +12,7 @@ use crate::name::Name;
 
 /// Sets, removes and lists limits. Workers read them at most a second old when they claim, and claim a
 /// limited kind or queue only as far as its limits leave room: a concurrency limit counts the jobs
-/// running everywhere, a rate limit the jobs started in its current window. A limit of 0 holds the kind
+/// running everywhere, a rate limit the jobs started within its last period. A limit of 0 holds the kind
 /// or queue: nothing more of it starts until the limit is raised or removed; what runs finishes.
 #[derive(Debug, Clone)]
 pub struct JobLimits {
@@ -41,8 +41,8 @@ impl JobLimits {
         self.store(&key, max_jobs, by).await
     }
 
-    /// At most `max_jobs` jobs of `name` start per `per` (fixed windows of `per`, counted from the
-    /// first claim after the last window ended), from now on.
+    /// At most `max_jobs` jobs of `name` start in any `per` (a sliding window: no period of that
+    /// length, wherever it begins, holds more starts), from now on.
     ///
     /// # Errors
     /// [`Error::Invalid`] for a name the schema cannot hold, a limit above [`Self::MAX`], or a period

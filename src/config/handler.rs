@@ -30,8 +30,8 @@ pub struct HandlerConfig {
     pub transactional: Option<bool>,
     /// Run-time limit for jobs of this kind that set none themselves.
     pub timeout: Option<HumanDuration>,
-    /// Attempts before a job of this kind is dead, replacing the row's `max_attempts` (see
-    /// [`HandlerOptions::max_attempts`]).
+    /// Attempts before a job of this kind is dead, for jobs that set no `max_attempts` of their own
+    /// (see [`HandlerOptions::max_attempts`]).
     pub max_attempts: Option<u16>,
     /// The first backoff of this kind, instead of `[retry]`'s `base`.
     pub retry_base: Option<HumanDuration>,

@@ -41,7 +41,6 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 
 use crate::db::dedicated::Dedicated;
-use crate::db::limits::{self, LimitKey};
 use crate::db::row::text;
 use crate::error::Result;
 use crate::statements::{
@@ -63,8 +62,9 @@ pub struct ClaimedJob {
     pub payload: String,
     /// Attempts before this claim; this attempt is `attempts + 1` (see [`ClaimedJob::attempt`]).
     pub(crate) attempts: u16,
-    /// Attempts allowed.
-    pub max_attempts: u16,
+    /// Attempts allowed, when the job set its own (`None`: its handler's, else 20; see
+    /// [`crate::job::max_attempts`]).
+    pub max_attempts: Option<u16>,
     /// Per-job timeout in seconds, if the row sets one.
     pub timeout_secs: Option<u32>,
     /// How long the row had been due when it was claimed, in µs by the server's clock.
@@ -95,6 +95,9 @@ impl ClaimedJob {
         self.attempts + 1
     }
 }
+
+mod limited;
+pub(crate) use limited::claim_limited_watched;
 
 /// Deadlocks and lock timeouts are retried this many times in all before the error reaches the worker.
 const TRIES: u32 = 8;
@@ -229,129 +232,6 @@ where
         uncertain.store(true, Ordering::SeqCst);
     }
     result
-}
-
-/// The claim of `kinds` in `queue` under `limits` (schema 14), on the worker's own connection: at most
-/// what the tightest limit leaves room for. Also returns the limits that are full after it: work they
-/// hold back is not worth waiting for until something changes.
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn claim_limited_watched(
-    conn: &mut Dedicated,
-    token: &str,
-    queue: &str,
-    kinds: &[String],
-    want: u32,
-    limits: &[LimitKey],
-    reach: Reach,
-    uncertain: &AtomicBool,
-) -> Result<(Vec<ClaimedJob>, Vec<LimitKey>)> {
-    if want == 0 || kinds.is_empty() {
-        return Ok((Vec::new(), Vec::new()));
-    }
-    watched(conn, uncertain, |mut c| async move {
-        let r = claim_once_limited(&mut c, token, queue, kinds, want, limits, reach).await;
-        (c, r)
-    })
-    .await
-}
-
-/// Writes limit `key`'s row (the lock) and reads the room it leaves: a concurrency limit's maximum less
-/// the jobs running now, a rate limit's maximum less what its window has claimed (a window that is over
-/// starts again now). `None` when the limit is gone.
-async fn lock_limit(tx: &mut MySqlConnection, key: &LimitKey) -> Result<Option<u32>, sqlx::Error> {
-    let lock = if key.per_secs == 0 {
-        "UPDATE jobq_limits SET claimed_at = NOW(6) WHERE scope = ? AND name = ? AND per_secs = ?"
-    } else {
-        // Assignments run left to right: window_claims reads the old window_start.
-        "UPDATE jobq_limits SET claimed_at = NOW(6), \
-         window_claims = IF(window_start IS NULL OR window_start <= NOW(6) - INTERVAL per_secs SECOND, \
-         0, window_claims), \
-         window_start = IF(window_start IS NULL OR window_start <= NOW(6) - INTERVAL per_secs SECOND, \
-         NOW(6), window_start) \
-         WHERE scope = ? AND name = ? AND per_secs = ?"
-    };
-    sqlx::query(lock)
-        .bind(key.scope.as_str())
-        .bind(&key.name)
-        .bind(key.per_secs)
-        .execute(&mut *tx)
-        .await?;
-    let mut read = QueryBuilder::<MySql>::new("SELECT CAST(max_jobs AS SIGNED) - ");
-    if key.per_secs == 0 {
-        read.push(limits::running_count(key.scope));
-        read.push_bind(key.name.as_str());
-        read.push(")");
-    } else {
-        read.push("CAST(window_claims AS SIGNED)");
-    }
-    read.push(" FROM jobq_limits WHERE scope = ");
-    read.push_bind(key.scope.as_str());
-    read.push(" AND name = ");
-    read.push_bind(key.name.as_str());
-    read.push(" AND per_secs = ");
-    read.push_bind(key.per_secs);
-    let left: Option<i64> = read.build_query_scalar().fetch_optional(&mut *tx).await?;
-    Ok(left.map(|l| u32::try_from(l).unwrap_or(0)))
-}
-
-/// One claim under limits. It writes each limit row first, in one fixed order so two claims never wait
-/// for each other crosswise: the write is the lock that makes claims under one limit take turns (a
-/// locking read would do on one server, but on a Galera cluster only a write is certified). Then it
-/// claims what the tightest limit leaves room for, and counts the claim in each rate limit's window. A
-/// limit removed meanwhile no longer holds the claim back.
-async fn claim_once_limited(
-    conn: &mut MySqlConnection,
-    token: &str,
-    queue: &str,
-    kinds: &[String],
-    want: u32,
-    limits: &[LimitKey],
-    reach: Reach,
-) -> Result<(Vec<ClaimedJob>, Vec<LimitKey>), sqlx::Error> {
-    let mut ordered: Vec<&LimitKey> = limits.iter().collect();
-    ordered.sort_by(|a, b| {
-        (a.scope.as_str(), &a.name, a.per_secs).cmp(&(b.scope.as_str(), &b.name, b.per_secs))
-    });
-    let mut tx = conn.begin().await?;
-    let mut left = Vec::new();
-    for key in ordered {
-        if let Some(l) = lock_limit(&mut tx, key).await? {
-            left.push((key, l));
-        }
-    }
-    let room = left.iter().map(|(_, l)| *l).fold(want, u32::min);
-    let full_after = |took: u32| -> Vec<LimitKey> {
-        left.iter()
-            .filter(|(_, l)| *l <= took)
-            .map(|(key, _)| (*key).clone())
-            .collect()
-    };
-    if room == 0 {
-        tx.rollback().await?;
-        return Ok((Vec::new(), full_after(0)));
-    }
-    let jobs = lock_due(&mut tx, queue, kinds, room, reach).await?;
-    if jobs.is_empty() {
-        tx.rollback().await?;
-        return Ok((jobs, full_after(0)));
-    }
-    let jobs = stamp_selected(&mut tx, token, jobs).await?;
-    let took = jobs.len() as u32;
-    for (key, _) in left.iter().filter(|(k, _)| k.per_secs > 0) {
-        sqlx::query(
-            "UPDATE jobq_limits SET window_claims = window_claims + ? \
-             WHERE scope = ? AND name = ? AND per_secs = ?",
-        )
-        .bind(took)
-        .bind(key.scope.as_str())
-        .bind(&key.name)
-        .bind(key.per_secs)
-        .execute(&mut *tx)
-        .await?;
-    }
-    tx.commit().await?;
-    let full = full_after(took);
-    Ok((jobs, full))
 }
 
 /// Running rows stamped with `token`, with their attempt numbers and whether an operator asked to
@@ -780,7 +660,7 @@ mod tests {
             kind: "k".into(),
             payload: "{}".into(),
             attempts,
-            max_attempts: 20,
+            max_attempts: None,
             timeout_secs: None,
             waited_us: 0,
         }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder};
 
 use crate::db::dedicated::Dedicated;
+use crate::job::row_max_attempts;
 use crate::statements::{FINISH_DONE, FINISH_DONE_BATCH, MIN_PAIRS};
 
 use crate::db::retry_transient;
@@ -216,12 +217,17 @@ impl Statement {
             // interrupted attempt counts, so a row that used its last one ends dead rather than
             // queued with no attempt left (its next claim would show more attempts than it allows).
             Finish::Interrupted { reason } => (
-                "UPDATE job_queue SET \
-                 state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
-                              WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END, \
-                 finished_at = IF(cancel_requested_at IS NULL AND attempts < max_attempts, NULL, NOW(6)), \
-                 claim = NULL, last_error = ? \
-                 WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
+                concat!(
+                    "UPDATE job_queue SET \
+                     state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
+                                  WHEN attempts >= ",
+                    row_max_attempts!(),
+                    " THEN 'dead' ELSE 'queued' END, \
+                     finished_at = IF(cancel_requested_at IS NULL AND attempts < ",
+                    row_max_attempts!(),
+                    ", NULL, NOW(6)), claim = NULL, last_error = ? \
+                     WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'"
+                ),
                 None,
                 Some(truncate_error(reason)),
             ),

@@ -116,6 +116,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0017_unique_per_kind.sql",
         sql: include_str!("../../migrations/0017_unique_per_kind.sql"),
     },
+    Migration {
+        version: 18,
+        name: "0018_limit_starts.sql",
+        sql: include_str!("../../migrations/0018_limit_starts.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "0019_max_attempts.sql",
+        sql: include_str!("../../migrations/0019_max_attempts.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -11,6 +11,7 @@ use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 use crate::db::retry_transient;
 use crate::db::row::text;
 use crate::error::Result;
+use crate::job::row_max_attempts;
 
 /// A registry row as the reaper reads it.
 #[derive(Debug, Clone)]
@@ -184,13 +185,17 @@ async fn reset_once(
     reason: &str,
 ) -> Result<Vec<ResetJob>, sqlx::Error> {
     let mut tx = pool.begin().await?;
-    let rows = sqlx::query(
+    // A row that never set its own max_attempts and never failed under a worker that wrote its
+    // handler's bound is held to the default (a reaper knows no handler).
+    let rows = sqlx::query(concat!(
         "SELECT id, kind, \
          CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
-              WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END AS next_state \
+              WHEN attempts >= ",
+        row_max_attempts!(),
+        " THEN 'dead' ELSE 'queued' END AS next_state \
          FROM job_queue FORCE INDEX (claimant) WHERE claim = ? AND state = 'running' ORDER BY id \
          FOR UPDATE",
-    )
+    ))
     .bind(claim)
     .fetch_all(&mut *tx)
     .await?;
@@ -210,14 +215,17 @@ async fn reset_once(
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
     // FORCE INDEX here and above: the plan must not walk the `finished` index's `state = 'running'`
     // range, which would lock the running rows of live workers too (see `finish_fenced`).
-    let mut q = QueryBuilder::<MySql>::new(
+    let mut q = QueryBuilder::<MySql>::new(concat!(
         "UPDATE job_queue FORCE INDEX (PRIMARY) SET \
          state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
-                      WHEN attempts >= max_attempts THEN 'dead' ELSE 'queued' END, \
-         finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= max_attempts \
-                            THEN NOW(6) ELSE NULL END, \
+                      WHEN attempts >= ",
+        row_max_attempts!(),
+        " THEN 'dead' ELSE 'queued' END, \
+         finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= ",
+        row_max_attempts!(),
+        " THEN NOW(6) ELSE NULL END, \
          claim = NULL, last_error = ",
-    );
+    ));
     q.push_bind(crate::db::finish::truncate_error(reason));
     q.push(" WHERE claim = ").push_bind(claim);
     q.push(" AND state = 'running' AND id IN (");

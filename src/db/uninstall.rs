@@ -20,6 +20,7 @@ const TABLES: &[&str] = &[
     "jobq_job_deps",
     "jobq_attempts",
     "jobq_audit",
+    "jobq_limit_starts",
     "jobq_limits",
     "jobq_processes",
     "jobq_queue_hosts",

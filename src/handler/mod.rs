@@ -43,7 +43,7 @@ pub struct JobContext {
     pub queue: String,
     /// This attempt, starting at 1.
     pub attempt: u16,
-    /// Attempts allowed.
+    /// Attempts allowed: the job's own `max_attempts`, else its handler's, else 20.
     pub max_attempts: u16,
     /// The claim token on the row while this attempt runs. Together with `attempt` it fences side
     /// effects: `UPDATE … WHERE id = ? AND claim = ? AND attempts = ?` in the handler's own transaction
@@ -254,10 +254,12 @@ pub(crate) struct Entry {
 pub struct HandlerOptions {
     /// Run-time limit for jobs of this kind that set none themselves (`timeout_secs`).
     pub timeout: Option<Duration>,
-    /// Attempts before a job of this kind is dead. It replaces the row's `max_attempts` (which is the
-    /// column's default, 20, unless the enqueuer set one): the operator who configures the kind knows
-    /// how often it is worth trying. The worker writes it into the row when an attempt fails, so the
-    /// row, `jobq jobs show` and the `jobq_jobs` view show the bound that was applied.
+    /// Attempts before a job of this kind is dead, for the jobs that set no `max_attempts` of their own
+    /// (the column is NULL unless the enqueuer set one; without this, such a job gets
+    /// [`crate::DEFAULT_MAX_ATTEMPTS`]). A job's own number wins: whoever enqueued it asked for it, as
+    /// a job's own `timeout_secs` wins over the handler's timeout. The worker writes the bound it
+    /// applied into a row that had none when an attempt fails, so the row, `jobq jobs show` and the
+    /// `jobq_jobs` view show what the job was judged by.
     pub max_attempts: Option<u16>,
     /// The backoff between failed attempts of this kind, instead of the worker's.
     pub retry: Option<RetryPolicy>,

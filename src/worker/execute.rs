@@ -169,13 +169,15 @@ async fn run_handler(
     ended
 }
 
-/// The attempts a job may use: its handler's `max_attempts` when it sets one, else the row's.
+/// The attempts a job may use: its own `max_attempts` when it set one, else its handler's, else 20.
 fn max_attempts(shared: &Shared, job: &ClaimedJob) -> u16 {
-    shared
-        .handlers
-        .get(&job.kind)
-        .and_then(|e| e.options.max_attempts)
-        .unwrap_or(job.max_attempts)
+    crate::job::max_attempts(
+        job.max_attempts,
+        shared
+            .handlers
+            .get(&job.kind)
+            .and_then(|e| e.options.max_attempts),
+    )
 }
 
 /// Turns how the handler ended into what happens to the row; `None` when the row is no longer ours.
@@ -271,8 +273,12 @@ async fn finish_patiently(
             }))
         });
     }
-    // A handler's own bound is stored with a failure, so the row shows what it was judged by.
-    let bound = Some(max_attempts(shared, job)).filter(|m| *m != job.max_attempts);
+    // The bound a job without its own was judged by is stored with a failure, so the row shows it (and
+    // a reaper, which knows no handler, applies it too).
+    let bound = job
+        .max_attempts
+        .is_none()
+        .then(|| max_attempts(shared, job));
     super::patiently(&shared.hard_stop, "the job's outcome", || {
         finish_bounded(&shared.pool, job.id, &shared.token, attempt, outcome, bound)
     })

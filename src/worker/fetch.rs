@@ -406,8 +406,8 @@ async fn claim_some(
     }
     limits.refresh(conn).await;
     limits.clear_full();
-    // The done finishes waiting to be made ride in the first plain claim's transaction; what no claim
-    // made goes back to the finisher.
+    // The done finishes waiting to be made ride in the first claim's transaction; what no claim made
+    // goes back to the finisher.
     let mut carry = shared.finisher.take_for_claim();
     // The rows each queue's pick finds first; only when that finds none anywhere, past the rows other
     // claims hold (see `claim::Reach`).
@@ -422,8 +422,9 @@ async fn claim_some(
     result
 }
 
-/// The claims of [`claim_some`], queue by queue and part by part, the first plain one carrying `carry`
-/// (answered and emptied once made).
+/// The claims of [`claim_some`], queue by queue: the plain claim where no limit applies, else the claim
+/// under limits (which keeps the queue's order across limited and unlimited kinds). The first claim
+/// carries `carry` (answered and emptied once made).
 async fn claim_parts(
     shared: &Shared,
     conn: &mut Dedicated,
@@ -435,51 +436,51 @@ async fn claim_parts(
 ) -> Result<Vec<claim::ClaimedJob>> {
     let mut jobs = Vec::new();
     for queue in &shared.cfg.queues {
-        for part in limits.plan(queue, kinds) {
-            let want = limit - jobs.len() as u32;
-            if want == 0 && carry.is_empty() {
-                return Ok(jobs);
-            }
-            let uncertain = shared.ledger.uncertain_flag();
-            if part.limits.is_empty() {
-                let items = carry.items();
-                let sent = Instant::now();
-                let claim = claim::claim_batch_watched(
-                    conn,
-                    &shared.token,
-                    queue,
-                    &part.kinds,
-                    want,
-                    &items,
-                    reach,
-                    uncertain,
-                )
-                .await?;
-                if !items.is_empty() {
-                    if claim.carried {
-                        crate::telemetry::finished_batch(items.len(), sent.elapsed());
-                        std::mem::take(carry).done();
-                    } else {
-                        shared.finisher.give_back(std::mem::take(carry));
-                    }
-                }
-                jobs.extend(claim.jobs);
-            } else if want > 0 {
-                let (got, full) = claim::claim_limited_watched(
-                    conn,
-                    &shared.token,
-                    queue,
-                    &part.kinds,
-                    want,
-                    &part.limits,
-                    reach,
-                    uncertain,
-                )
-                .await?;
-                jobs.extend(got);
-                limits.note_full(full);
+        let want = limit - jobs.len() as u32;
+        if want == 0 && carry.is_empty() {
+            return Ok(jobs);
+        }
+        let uncertain = shared.ledger.uncertain_flag();
+        let applying = limits.applying(queue, kinds);
+        let items = carry.items();
+        let sent = Instant::now();
+        let claim = if applying.is_empty() {
+            claim::claim_batch_watched(
+                conn,
+                &shared.token,
+                queue,
+                kinds,
+                want,
+                &items,
+                reach,
+                uncertain,
+            )
+            .await?
+        } else {
+            let (claim, full) = claim::claim_limited_watched(
+                conn,
+                &shared.token,
+                queue,
+                kinds,
+                want,
+                &items,
+                &applying,
+                reach,
+                uncertain,
+            )
+            .await?;
+            limits.note_full(full);
+            claim
+        };
+        if !items.is_empty() {
+            if claim.carried {
+                crate::telemetry::finished_batch(items.len(), sent.elapsed());
+                std::mem::take(carry).done();
+            } else {
+                shared.finisher.give_back(std::mem::take(carry));
             }
         }
+        jobs.extend(claim.jobs);
     }
     Ok(jobs)
 }

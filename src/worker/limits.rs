@@ -1,13 +1,13 @@
-//! Global concurrency limits as one worker sees them: the limits it read last (at most once a second,
-//! and only when it claims), how a claim of one queue splits under them, and which limits were full at
-//! the last claim, so an idle worker does not wait for work that a full limit holds back.
+//! Global limits as one worker sees them: the limits it read last (at most once a second, and only
+//! when it claims), which of them apply to a claim of one queue, and which limits were full at the
+//! last claim, so an idle worker does not wait for work that a full limit holds back.
 
 use std::time::{Duration, Instant};
 
 use tracing::debug;
 
 use crate::db::dedicated::Dedicated;
-use crate::db::limits::{self, Limit, LimitKey, LimitScope};
+use crate::db::limits::{self, Applying, Limit, LimitKey, LimitScope};
 
 /// How old the limits a worker claims under may be: a new or changed limit holds within this.
 pub(crate) const READ_EVERY: Duration = Duration::from_secs(1);
@@ -15,13 +15,6 @@ pub(crate) const READ_EVERY: Duration = Duration::from_secs(1);
 /// How often an idle worker held back by a full limit looks (read-only) whether it has room again: the
 /// longest a freed place waits for this worker.
 pub(super) const HELD_RECHECK: Duration = Duration::from_millis(500);
-
-/// One part of a claim: these kinds, under these limits (none: the plain claim).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Part {
-    pub(super) kinds: Vec<String>,
-    pub(super) limits: Vec<LimitKey>,
-}
 
 /// See the module docs.
 #[derive(Debug, Default)]
@@ -54,9 +47,9 @@ impl Limits {
         }
     }
 
-    /// How a claim of `kinds` in `queue` splits: see [`plan`].
-    pub(super) fn plan(&self, queue: &str, kinds: &[String]) -> Vec<Part> {
-        plan(&self.all, queue, kinds)
+    /// The limits that apply to a claim of `kinds` in `queue` (none: the plain claim).
+    pub(super) fn applying(&self, queue: &str, kinds: &[String]) -> Applying {
+        Applying::of(&self.all, queue, kinds)
     }
 
     /// Starts a claim: forgets which limits were full.
@@ -100,43 +93,6 @@ impl Limits {
     }
 }
 
-/// How a claim of `kinds` in `queue` splits under `all` limits: with none that applies, one plain part
-/// (the claim is what it always was); otherwise the unlimited kinds together under the queue's limit (if
-/// any), and each limited kind alone under its own limit and the queue's.
-pub(super) fn plan(all: &[Limit], queue: &str, kinds: &[String]) -> Vec<Part> {
-    let queue_limits: Vec<LimitKey> = all
-        .iter()
-        .filter(|l| l.scope == LimitScope::Queue && l.name == queue)
-        .map(Limit::key)
-        .collect();
-    let kind_limits = |k: &String| -> Vec<LimitKey> {
-        all.iter()
-            .filter(|l| l.scope == LimitScope::Kind && &l.name == k)
-            .map(Limit::key)
-            .collect()
-    };
-    let (limited_kinds, free): (Vec<String>, Vec<String>) = kinds
-        .iter()
-        .cloned()
-        .partition(|k| !kind_limits(k).is_empty());
-    let mut parts = Vec::new();
-    if !free.is_empty() {
-        parts.push(Part {
-            kinds: free,
-            limits: queue_limits.clone(),
-        });
-    }
-    for k in limited_kinds {
-        let mut limits = queue_limits.clone();
-        limits.extend(kind_limits(&k));
-        parts.push(Part {
-            kinds: vec![k],
-            limits,
-        });
-    }
-    parts
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,46 +121,47 @@ mod tests {
     }
 
     #[test]
-    fn without_a_limit_that_applies_the_claim_is_one_plain_part() {
-        let all = vec![
-            limit(LimitScope::Kind, "other"),
-            limit(LimitScope::Queue, "q2"),
-        ];
-        assert_eq!(
-            plan(&all, "q", &strings(&["a", "b"])),
-            [Part {
-                kinds: strings(&["a", "b"]),
-                limits: vec![]
-            }]
-        );
+    fn without_a_limit_that_applies_the_claim_is_plain() {
+        let l = Limits {
+            all: vec![
+                limit(LimitScope::Kind, "other"),
+                limit(LimitScope::Queue, "q2"),
+            ],
+            ..Limits::default()
+        };
+        assert!(l.applying("q", &strings(&["a", "b"])).is_empty());
     }
 
     #[test]
-    fn limited_kinds_are_claimed_alone_under_their_limits_and_the_queues() {
+    fn the_queues_limits_and_each_limited_kinds_apply() {
         let mut rate = limit(LimitScope::Kind, "b");
         rate.per = Some(Duration::from_secs(60));
-        let all = vec![
-            limit(LimitScope::Kind, "b"),
-            rate,
-            limit(LimitScope::Queue, "q"),
-        ];
+        let l = Limits {
+            all: vec![
+                limit(LimitScope::Kind, "b"),
+                rate,
+                limit(LimitScope::Queue, "q"),
+            ],
+            ..Limits::default()
+        };
         let q = key(LimitScope::Queue, "q", 0);
         assert_eq!(
-            plan(&all, "q", &strings(&["a", "b", "c"])),
-            [
-                Part {
-                    kinds: strings(&["a", "c"]),
-                    limits: vec![q.clone()]
-                },
-                Part {
-                    kinds: strings(&["b"]),
-                    limits: vec![
-                        q,
+            l.applying("q", &strings(&["a", "b", "c"])),
+            Applying {
+                queue: vec![q.clone()],
+                kinds: vec![(
+                    "b".into(),
+                    vec![
                         key(LimitScope::Kind, "b", 0),
                         key(LimitScope::Kind, "b", 60)
                     ]
-                }
-            ]
+                )],
+            }
+        );
+        assert_eq!(
+            l.applying("q", &strings(&["b"])).of_kind("b").count(),
+            3,
+            "a job of b counts against the queue's limit and both of b's"
         );
     }
 

@@ -289,7 +289,7 @@ async fn enqueue_options_land_in_the_row() {
     assert_eq!(j.kind, "resize");
     assert_eq!(j.queue, "q1");
     assert_eq!(j.priority, -3);
-    assert_eq!(j.max_attempts, 4);
+    assert_eq!(j.max_attempts, Some(4));
     assert_eq!(j.timeout_secs, Some(90));
     assert_eq!(j.state, State::Queued);
     assert_eq!(j.attempts, 0);
@@ -317,7 +317,7 @@ async fn enqueue_options_land_in_the_row() {
     assert_eq!(j.run_at, Utc.with_ymd_and_hms(2030, 1, 2, 3, 4, 5).unwrap());
     assert_eq!(
         (j.queue.as_str(), j.priority, j.max_attempts),
-        ("default", 0, 20)
+        ("default", 0, None)
     );
     assert_eq!(j.timeout_secs, None);
     assert_eq!(j.payload, "{}");
@@ -1020,7 +1020,11 @@ async fn retrying_a_dead_job_gives_it_all_its_attempts_again() {
     assert!(text.contains("fresh attempt budget"), "{text}");
     let j = job(&db, id).await;
     assert_eq!(j.state, State::Queued);
-    assert_eq!((j.attempts, j.max_attempts), (0, 3), "all 3 attempts again");
+    assert_eq!(
+        (j.attempts, j.max_attempts),
+        (0, Some(3)),
+        "all 3 attempts again"
+    );
     assert_eq!(j.finished_at, None);
     let err = j.last_error.unwrap_or_default();
     assert!(

@@ -246,27 +246,28 @@ async fn a_zero_limit_holds_and_a_queue_limit_counts_every_kind() {
     assert!(narrow >= 1);
 }
 
-/// A rate limit of 5 jobs per 2 s: four workers take 15 due no-op jobs in three windows, so the last
-/// starts at least two windows after the first, and no window claims more than 5.
-#[tokio::test]
-async fn a_rate_limit_spreads_starts_over_its_windows() {
-    let db = TestDb::new().await;
-    let limits = JobLimits::new(db.pool(2).await);
-    limits
-        .set_rate(LimitScope::Kind, "rated", 5, Duration::from_secs(2), "test")
-        .await
-        .unwrap();
-    db.exec("INSERT INTO job_queue (kind) SELECT 'rated' FROM seq_1_to_15")
-        .await;
+/// Rate-limited no-op handlers for `kind`, one set per worker.
+fn noop(kind: &str) -> Handlers {
+    Handlers::new()
+        .register(kind, |_job: JobContext| async { Ok::<(), JobError>(()) })
+        .unwrap()
+}
+
+/// `workers` forever workers of `handlers()` at the defaults, and the token that stops them.
+async fn start_workers(
+    db: &TestDb,
+    workers: usize,
+    handlers: impl Fn() -> Handlers,
+) -> (
+    jobq::CancellationToken,
+    Vec<tokio::task::JoinHandle<jobq::Result<jobq::WorkerReport>>>,
+) {
     let stop = jobq::CancellationToken::new();
     let mut tasks = Vec::new();
-    for _ in 0..4 {
-        let handlers = Handlers::new()
-            .register("rated", |_job: JobContext| async { Ok::<(), JobError>(()) })
-            .unwrap();
+    for _ in 0..workers {
         let worker = Worker::new(
             db.pool(4).await,
-            handlers,
+            handlers(),
             WorkerConfig {
                 mode: Mode::Forever,
                 ..WorkerConfig::default()
@@ -275,6 +276,42 @@ async fn a_rate_limit_spreads_starts_over_its_windows() {
         .unwrap();
         tasks.push(tokio::spawn(worker.run(stop.clone())));
     }
+    (stop, tasks)
+}
+
+/// The jobs' start times in µs, in order.
+async fn starts_us(db: &TestDb) -> Vec<i64> {
+    sqlx::query_scalar(
+        "SELECT CAST(UNIX_TIMESTAMP(started_at) * 1000000 AS SIGNED) FROM job_queue \
+         ORDER BY started_at",
+    )
+    .fetch_all(&db.pool(1).await)
+    .await
+    .unwrap()
+}
+
+/// The first `n + 1` starts that lie within less than `per` of each other: a period of that length
+/// holding more than `n` starts. `None` when there is none.
+fn crowded(starts: &[i64], n: usize, per: Duration) -> Option<&[i64]> {
+    starts
+        .windows(n + 1)
+        .find(|w| w[n] - w[0] < per.as_micros() as i64)
+}
+
+/// A rate limit of 5 jobs per 2 s: four workers take 15 due no-op jobs, so the last starts at least two
+/// periods after the first, and no 2 s hold more than 5 starts.
+#[tokio::test]
+async fn a_rate_limit_spreads_starts_over_its_windows() {
+    let db = TestDb::new().await;
+    let limits = JobLimits::new(db.pool(2).await);
+    let per = Duration::from_secs(2);
+    limits
+        .set_rate(LimitScope::Kind, "rated", 5, per, "test")
+        .await
+        .unwrap();
+    db.exec("INSERT INTO job_queue (kind) SELECT 'rated' FROM seq_1_to_15")
+        .await;
+    let (stop, tasks) = start_workers(&db, 4, || noop("rated")).await;
     wait_until("every rated job done", Duration::from_secs(30), || async {
         db.states().await == "done=15"
     })
@@ -283,27 +320,108 @@ async fn a_rate_limit_spreads_starts_over_its_windows() {
     for t in tasks {
         t.await.unwrap().unwrap();
     }
-    let spread_ms: i64 = db
-        .scalar(
-            "SELECT TIMESTAMPDIFF(MICROSECOND, MIN(started_at), MAX(started_at)) DIV 1000 \
-             FROM job_queue",
-        )
-        .await;
-    let per_window: Vec<i64> = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM job_queue q JOIN (SELECT MIN(started_at) AS t0 FROM job_queue) f \
-         GROUP BY FLOOR(TIMESTAMPDIFF(MICROSECOND, f.t0, q.started_at) / 2000000)",
-    )
-    .fetch_all(&db.pool(1).await)
-    .await
-    .unwrap();
-    eprintln!(
-        "15 jobs at 5 per 2 s: starts spread over {spread_ms} ms; per 2 s from the first: {per_window:?}"
-    );
+    let starts = starts_us(&db).await;
+    let spread_ms = (starts[14] - starts[0]) / 1000;
+    eprintln!("15 jobs at 5 per 2 s: starts spread over {spread_ms} ms");
     assert!(spread_ms >= 3900, "{spread_ms} ms");
-    let window_claims: i64 = db
-        .scalar("SELECT CAST(window_claims AS SIGNED) FROM jobq_limits")
+    assert_eq!(crowded(&starts, 5, per), None);
+}
+
+/// "4 per 2 s" holds for every 2 s, not for windows of 2 s: jobs that come due one every 250 ms, taken
+/// by three workers, never start 5 within 2 s. A fixed window let the last starts of one window and
+/// the first of the next (all waiting at its edge) add up to 7 within well under a period.
+#[tokio::test]
+async fn no_period_of_a_rate_limit_holds_more_starts_than_it_allows() {
+    let db = TestDb::new().await;
+    let limits = JobLimits::new(db.pool(2).await);
+    let per = Duration::from_secs(2);
+    limits
+        .set_rate(LimitScope::Kind, "rated", 4, per, "test")
+        .await
+        .unwrap();
+    let (stop, tasks) = start_workers(&db, 3, || noop("rated")).await;
+    // Due from 1 s on (the workers are waiting by then), one every 250 ms: 16 jobs over four periods.
+    db.exec(
+        "INSERT INTO job_queue (kind, run_at) SELECT 'rated', \
+         NOW(6) + INTERVAL 1000000 + seq * 250000 MICROSECOND FROM seq_0_to_15",
+    )
+    .await;
+    wait_until("every rated job done", Duration::from_secs(40), || async {
+        db.states().await == "done=16"
+    })
+    .await;
+    stop.cancel();
+    for t in tasks {
+        t.await.unwrap().unwrap();
+    }
+    let starts = starts_us(&db).await;
+    let from_first: Vec<i64> = starts.iter().map(|s| (s - starts[0]) / 1000).collect();
+    eprintln!("16 jobs due every 250 ms at 4 per 2 s started at (ms): {from_first:?}");
+    assert_eq!(
+        crowded(&starts, 4, per)
+            .map(|w| w.iter().map(|s| (s - starts[0]) / 1000).collect::<Vec<_>>()),
+        None,
+        "5 starts within 2 s (ms from the first start)"
+    );
+    let left: i64 = db.scalar("SELECT COUNT(*) FROM jobq_limit_starts").await;
+    assert!(
+        left <= 4,
+        "{left} starts recorded, more than one period holds"
+    );
+}
+
+/// A limit does not change the order: a limited kind (under a limit that never binds) at priority -5
+/// runs before the unlimited jobs queued before it, and at equal priority jobs run in id order, limited
+/// or not. One job at a time, so the order the handlers see is the claim order.
+#[tokio::test]
+async fn a_limited_kind_keeps_its_place_in_the_queue() {
+    let db = TestDb::new().await;
+    JobLimits::new(db.pool(2).await)
+        .set(LimitScope::Kind, "limited", 1000, "test")
+        .await
+        .unwrap();
+    db.exec("INSERT INTO job_queue (kind) SELECT 'free' FROM seq_1_to_10")
         .await;
-    assert!(window_claims <= 5, "{window_claims}");
+    db.exec("INSERT INTO job_queue (kind, priority) VALUES ('limited', -5)")
+        .await;
+    db.exec(
+        "INSERT INTO job_queue (kind, priority) SELECT IF(seq % 2, 'limited', 'free'), 0 \
+         FROM seq_1_to_6",
+    )
+    .await;
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut handlers = Handlers::new();
+    for kind in ["free", "limited"] {
+        let order = order.clone();
+        handlers = handlers
+            .register(kind, move |job: JobContext| {
+                let order = order.clone();
+                async move {
+                    order.lock().unwrap().push(job.id.0);
+                    Ok::<(), JobError>(())
+                }
+            })
+            .unwrap();
+    }
+    let worker = Worker::new(
+        db.pool(4).await,
+        handlers,
+        WorkerConfig {
+            mode: Mode::Drain,
+            concurrency: 1,
+            batch_size: 1,
+            ..WorkerConfig::default()
+        },
+    )
+    .unwrap();
+    let report = worker.run(jobq::CancellationToken::new()).await.unwrap();
+    assert_eq!(report.done, 17);
+    let want: Vec<u64> =
+        sqlx::query_scalar("SELECT id FROM job_queue ORDER BY priority, run_at, id")
+            .fetch_all(&db.pool(1).await)
+            .await
+            .unwrap();
+    assert_eq!(*order.lock().unwrap(), want);
 }
 
 /// The CLI sets, lists and removes limits; bad input is refused with nothing written.

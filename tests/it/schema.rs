@@ -24,7 +24,11 @@ async fn a_plain_insert_of_only_the_kind_is_a_complete_job() {
     assert_eq!(row.get::<i16, _>("priority"), 0);
     assert_eq!(row.get::<Vec<u8>, _>("state"), b"queued");
     assert_eq!(row.get::<u16, _>("attempts"), 0);
-    assert_eq!(row.get::<u16, _>("max_attempts"), 20);
+    assert_eq!(
+        row.get::<Option<u16>, _>("max_attempts"),
+        None,
+        "the handler's, else 20"
+    );
     assert_eq!(row.get::<Option<u32>, _>("timeout_secs"), None);
     assert_eq!(row.get::<Option<Vec<u8>>, _>("claim"), None);
     assert!(row.get::<i64, _>("age").abs() <= 1);
@@ -157,7 +161,7 @@ async fn enqueue_joins_the_callers_transaction() {
     let rec = jobq::testing::get_job(&db.pool, id).await.unwrap();
     assert_eq!(
         (rec.queue.as_str(), rec.priority, rec.max_attempts),
-        ("mail", -2, 3)
+        ("mail", -2, Some(3))
     );
     let payload: serde_json::Value = serde_json::from_str(&rec.payload).unwrap();
     assert_eq!(payload["emoji"], "✉️");
@@ -181,16 +185,16 @@ async fn enqueue_joins_the_callers_transaction() {
             .run_in(std::time::Duration::from_secs(3600)),
     ];
     assert_eq!(jobq::enqueue_many(&mut conn, &mixed).await.unwrap(), 3);
-    let rows: Vec<(Vec<u8>, i16, u16, i64)> = sqlx::query_as(
+    let rows: Vec<(Vec<u8>, i16, Option<u16>, i64)> = sqlx::query_as(
         "SELECT queue, priority, max_attempts, TIMESTAMPDIFF(MINUTE, NOW(6), run_at) \
          FROM job_queue WHERE kind = 'mixed' ORDER BY id",
     )
     .fetch_all(&db.pool)
     .await
     .unwrap();
-    assert_eq!(rows[0], (b"q1".to_vec(), 0, 2, 0));
-    assert_eq!(rows[1], (b"default".to_vec(), 0, 20, 0));
-    assert_eq!((rows[2].1, rows[2].2), (-7, 20));
+    assert_eq!(rows[0], (b"q1".to_vec(), 0, Some(2), 0));
+    assert_eq!(rows[1], (b"default".to_vec(), 0, None, 0));
+    assert_eq!((rows[2].1, rows[2].2), (-7, None));
     assert!((59..=60).contains(&rows[2].3), "{rows:?}");
 
     let e = jobq::enqueue(&db.pool, &NewJob::new("bad kind"))

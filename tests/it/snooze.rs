@@ -25,7 +25,7 @@ async fn drain(db: &TestDb, handlers: Handlers) -> jobq::WorkerReport {
 }
 
 /// (state, attempts, max_attempts, seconds from now to run_at, last_error)
-async fn row(db: &TestDb, id: u64) -> (String, u16, u16, f64, Option<String>) {
+async fn row(db: &TestDb, id: u64) -> (String, u16, Option<u16>, f64, Option<String>) {
     sqlx::query_as(
         "SELECT CAST(state AS CHAR), attempts, max_attempts, \
          TIMESTAMPDIFF(MICROSECOND, NOW(6), run_at) / 1e6, CAST(last_error AS CHAR) \
@@ -86,7 +86,7 @@ async fn a_library_snooze_requeues_without_using_an_attempt() {
         let (state, attempts_now, max, run_in, last_error) = row(&db, 1).await;
         assert_eq!(
             (state.as_str(), attempts_now, max, last_error),
-            ("queued", 0, 1, None),
+            ("queued", 0, Some(1), None),
             "after snooze {round}"
         );
         assert!((3590.0..=3600.0).contains(&run_in), "run_at in {run_in} s");
@@ -166,14 +166,14 @@ async fn a_handlers_own_attempts_and_backoff_replace_the_workers() {
     drain(&db, handlers.clone()).await;
     assert_eq!(seen_max.load(Ordering::SeqCst), 2);
     // The handler's backoff (30 to 60 min at the first failure), not the worker's 1 to 2 s; the row
-    // now carries the handler's bound instead of the column's default 20.
+    // now carries the handler's bound, which it had none of (NULL: the handler's, else 20).
     let (state, attempts_now, max, run_in, _) = row(&db, 1).await;
-    assert_eq!((state.as_str(), attempts_now, max), ("retry", 1, 2));
+    assert_eq!((state.as_str(), attempts_now, max), ("retry", 1, Some(2)));
     assert!((1790.0..=3600.0).contains(&run_in), "run_at in {run_in} s");
     make_due(&db, 1).await;
     drain(&db, handlers).await;
     let (state, attempts_now, max, ..) = row(&db, 1).await;
-    assert_eq!((state.as_str(), attempts_now, max), ("dead", 2, 2));
+    assert_eq!((state.as_str(), attempts_now, max), ("dead", 2, Some(2)));
 
     // Out-of-range options are refused when registering, naming the kind and the field.
     let bad = |o: HandlerOptions| {
@@ -256,9 +256,10 @@ retry_cap = "1h"
     assert!(run_in <= 1.0, "run_at in {run_in} s");
     assert!(last_error.unwrap().contains("exited with status 75"));
 
-    // `max_attempts` and the backoff of [handlers.flaky] replace the row's 20 and [retry]'s 1 s.
+    // `max_attempts` and the backoff of [handlers.flaky] apply (the row set no max_attempts), not 20
+    // and [retry]'s 1 s.
     let (state, attempts_now, max, run_in, _) = row(&db, 3).await;
-    assert_eq!((state.as_str(), attempts_now, max), ("retry", 1, 2));
+    assert_eq!((state.as_str(), attempts_now, max), ("retry", 1, Some(2)));
     assert!((1790.0..=3600.0).contains(&run_in), "run_at in {run_in} s");
     make_due(&db, 3).await;
     db.exec("UPDATE job_queue SET state = 'done' WHERE id = 2")

@@ -63,6 +63,66 @@ async fn a_failed_job_waits_with_exponential_backoff() {
     assert!((1795..=3600).contains(&wait), "retry in {wait} s");
 }
 
+/// Whose `max_attempts` bounds a job: its own, even under a handler that says otherwise; else its
+/// handler's (a plain-SQL INSERT leaves the column NULL); else 20. A failure writes the bound applied
+/// into a row that had none.
+#[tokio::test]
+async fn a_jobs_own_max_attempts_wins_over_its_handlers_which_wins_over_twenty() {
+    let db = TestDb::new().await;
+    let own = jobq::enqueue(&db.pool, &jobq::NewJob::new("capped").max_attempts(1))
+        .await
+        .unwrap();
+    db.exec("INSERT INTO job_queue (kind) VALUES ('capped'), ('plain')")
+        .await;
+    let calls = Arc::new(std::sync::Mutex::new(std::collections::BTreeMap::new()));
+    let failing = |calls: &Arc<std::sync::Mutex<std::collections::BTreeMap<u64, u32>>>| {
+        let calls = calls.clone();
+        move |job: JobContext| {
+            *calls.lock().unwrap().entry(job.id.0).or_insert(0) += 1;
+            async { Err::<(), _>(JobError::retry("down")) }
+        }
+    };
+    let handlers = Handlers::new()
+        .register_with_options(
+            "capped",
+            failing(&calls),
+            jobq::handler::HandlerOptions {
+                max_attempts: Some(3),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .register("plain", failing(&calls))
+        .unwrap();
+    let cfg = WorkerConfig {
+        retry: RetryPolicy {
+            base: Duration::ZERO,
+            cap: Duration::ZERO,
+        },
+        ..drain()
+    };
+    run(&db, handlers, cfg).await;
+    let calls = calls.lock().unwrap().clone();
+    assert_eq!(
+        calls.into_iter().collect::<Vec<_>>(),
+        [(own.0, 1), (own.0 + 1, 3), (own.0 + 2, 20)],
+        "runs per job: its own 1, the handler's 3, the default 20"
+    );
+    let rows: Vec<(String, u16)> =
+        sqlx::query_as("SELECT CAST(state AS CHAR), max_attempts FROM job_queue ORDER BY id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        rows,
+        [
+            ("dead".to_string(), 1),
+            ("dead".to_string(), 3),
+            ("dead".to_string(), 20)
+        ]
+    );
+}
+
 #[tokio::test]
 async fn a_job_that_keeps_failing_is_dead_after_max_attempts_with_its_last_error() {
     let db = TestDb::new().await;

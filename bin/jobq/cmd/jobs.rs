@@ -145,7 +145,7 @@ fn print_list(jobs: &[JobRecord]) -> Result<()> {
             j.state,
             clean(&j.queue, false),
             clean(&j.kind, false),
-            format!("{}/{}", j.attempts, j.max_attempts),
+            format!("{}/{}", j.attempts, j.max_attempts_text()),
             j.run_at.format("%Y-%m-%d %H:%M:%S%.3f"),
             err
         )?;
@@ -194,7 +194,17 @@ fn print_one(j: &JobRecord) -> Result<()> {
     outln!("queue:        {}", clean(&j.queue, false))?;
     outln!("kind:         {}", clean(&j.kind, false))?;
     outln!("priority:     {}", j.priority)?;
-    outln!("attempts:     {} of {}", j.attempts, j.max_attempts)?;
+    outln!(
+        "attempts:     {} of {}",
+        j.attempts,
+        match j.max_attempts {
+            Some(n) => n.to_string(),
+            None => format!(
+                "default (the handler's, else {})",
+                jobq::DEFAULT_MAX_ATTEMPTS
+            ),
+        }
+    )?;
     outln!(
         "timeout:      {}",
         j.timeout_secs.map_or("-".to_string(), |s| format!("{s}s"))

@@ -77,7 +77,10 @@ fn fields(j: &JobRecord, claimant: &str) -> String {
     field("queue", esc(&j.queue));
     field("kind", esc(&j.kind));
     field("priority", j.priority.to_string());
-    field("attempts", format!("{} of {}", j.attempts, j.max_attempts));
+    field(
+        "attempts",
+        format!("{} of {}", j.attempts, j.max_attempts_text()),
+    );
     field(
         "timeout",
         j.timeout_secs.map_or("-".into(), |t| format!("{t} s")),

@@ -188,7 +188,7 @@ fn jobs_table(app: &App, csrf: &CsrfToken, rows: &[JobRecord]) -> String {
             esc(&j.kind),
             badge(j.state.as_str()),
             j.attempts,
-            j.max_attempts,
+            j.max_attempts_text(),
             when(&j.run_at),
             id = j.id,
             err = esc(j.last_error.as_deref().unwrap_or("")),
