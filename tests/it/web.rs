@@ -931,6 +931,11 @@ async fn an_unknown_key_in_the_jobs_query_string_is_refused_by_name() {
     let r = get(&app, "/jobs?stat=dead").await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
     assert!(r.body.contains("stat"), "{}", r.body);
+    // The other pages take only their notice.
+    for page in ["/?stat=dead", "/schedules?x=1", "/jobs/1?x=1"] {
+        let r = get(&app, page).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{page}");
+    }
     // The known keys still work, `limit` included.
     let r = get(&app, "/api/jobs?state=dead&limit=2").await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);

@@ -28,8 +28,10 @@ pub(super) const PAGE_SIZE: u32 = 50;
 /// Every job state, in the order a job passes through them.
 const STATES: [&str; 6] = ["queued", "running", "retry", "done", "dead", "cancelled"];
 
-/// A notice to show, passed along by the redirect after an action.
+/// A notice to show, passed along by the redirect after an action: the only key these pages take
+/// (any other is refused, as on every page and API call).
 #[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct Notice {
     notice: Option<String>,
 }
