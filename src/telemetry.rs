@@ -196,8 +196,9 @@ const METRICS: &[(&str, Kind, Option<Unit>, &str)] = &[
         "jobq_queue_jobs",
         Kind::Gauge,
         None,
-        "Jobs by queue and state, each state's rows counted up to 100,000 (finished ones most recent \
-      first); queues past the first 100 are summed as other (read by a reaper).",
+        "Jobs by queue and state: queued, retry and running exact; done, dead, cancelled and waiting \
+      counted among each state's 10,000 most recent rows, so past that a lower bound (the dashboard \
+      shows it as N+); queues past the first 100 are summed as other (read by a reaper).",
     ),
     (
         "jobq_queue_waiting_jobs",

@@ -663,6 +663,48 @@ async fn the_overview_counts_each_queues_jobs_by_state() {
     assert_eq!(mail_dead["capped"], false);
 }
 
+/// Past 10,000 rows in a state, per-queue counts stay exact for the backlog (queued, retry, running)
+/// and say they are a lower bound for the history: a queue with 671 due jobs beside a big one shows
+/// 671 queued, not 0.
+#[tokio::test]
+async fn per_queue_counts_are_exact_for_the_backlog_or_say_they_are_not() {
+    let db = TestDb::new().await;
+    db.exec("INSERT INTO job_queue (queue, kind) SELECT 'big', 'k' FROM seq_1_to_10500")
+        .await;
+    db.exec("INSERT INTO job_queue (queue, kind) SELECT 'default', 'k' FROM seq_1_to_671")
+        .await;
+    db.exec(
+        "INSERT INTO job_queue (queue, kind, state, run_at) \
+         SELECT 'default', 'k', 'retry', NOW(6) + INTERVAL 1 HOUR FROM seq_1_to_3",
+    )
+    .await;
+    db.exec(
+        "INSERT INTO job_queue (queue, kind, state, finished_at) \
+         SELECT 'big', 'k', 'done', NOW(6) FROM seq_1_to_10005",
+    )
+    .await;
+    db.exec("ANALYZE TABLE job_queue").await;
+    let app = app(&db, WebConfig::default());
+    let o = json(&get(&app, "/api/overview").await);
+    let count = |queue: &str, state: &str| {
+        o["queue_states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["queue"] == queue && c["state"] == state)
+            .map(|c| (c["count"].as_i64().unwrap(), c["capped"].as_bool().unwrap()))
+    };
+    assert_eq!(count("default", "queued"), Some((671, false)), "{o}");
+    assert_eq!(count("default", "retry"), Some((3, false)), "{o}");
+    assert_eq!(count("big", "queued"), Some((10_500, false)), "{o}");
+    assert_eq!(count("big", "done"), Some((10_000, true)), "{o}");
+    let page = get(&app, "/").await.body;
+    assert!(
+        page.contains("data-state=\"done\"") && page.contains(">10000+</a>"),
+        "a capped count is shown as a lower bound"
+    );
+}
+
 #[tokio::test]
 async fn cancelling_a_job_from_its_page_asks_first() {
     let db = seeded().await;

@@ -4,12 +4,9 @@
 //! JSON), the dashboard and `/metrics` say the same thing: "due 49, held by limit kind email.send 0/0"
 //! rather than a queue that does not move for no reason anyone can see.
 
-use sqlx::MySqlPool;
-
-use super::stats::{KindLag, ProcessRow};
+use super::stats::{KindLag, ProcessRow, RunningCount, Stats};
 use crate::db::limits::{Limit, LimitScope};
 use crate::db::queues::{PausedQueue, QueuePin};
-use crate::error::Result;
 
 /// What holds a group of due jobs back.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -88,28 +85,6 @@ pub struct HeldGroup {
     pub holds: Vec<Hold>,
 }
 
-/// Running jobs of one queue and kind.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
-pub struct RunningCount {
-    /// The queue.
-    pub queue: String,
-    /// The kind.
-    pub kind: String,
-    /// Jobs running now.
-    pub running: i64,
-}
-
-/// Running jobs per queue and kind: the running stretch of the `finished` index, as short as the
-/// number of jobs running.
-pub(crate) async fn running_counts(pool: &MySqlPool) -> Result<Vec<RunningCount>> {
-    Ok(sqlx::query_as(
-        "SELECT CAST(queue AS CHAR) AS queue, CAST(kind AS CHAR) AS kind, COUNT(*) AS running \
-         FROM job_queue FORCE INDEX (finished) WHERE state = 'running' GROUP BY queue, kind",
-    )
-    .fetch_all(pool)
-    .await?)
-}
-
 /// The facts [`held`] judges by.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Facts<'a> {
@@ -119,6 +94,21 @@ pub(crate) struct Facts<'a> {
     pub(crate) processes: &'a [ProcessRow],
     pub(crate) limits: &'a [Limit],
     pub(crate) running: &'a [RunningCount],
+}
+
+impl Stats {
+    /// The groups of due jobs that a pause, a pin, or a full or zero limit holds back, and what holds
+    /// each.
+    pub fn held(&self) -> Vec<HeldGroup> {
+        held(&Facts {
+            due: &self.due_by_kind,
+            paused: &self.paused,
+            pins: &self.pins,
+            processes: &self.processes,
+            limits: &self.limits,
+            running: &self.running,
+        })
+    }
 }
 
 /// Every group of due jobs that something holds back, with all that holds it.

@@ -12,11 +12,11 @@ pub(crate) use dashboard::{
     finished_by_minute, history_length, last_hour, oldest_running_secs, per_minute,
     queue_summaries, schedules_by_state, state_counts,
 };
-pub(crate) use holds::{Facts as HoldFacts, held, running_counts};
-pub use holds::{HeldGroup, Hold, RunningCount};
+pub(crate) use holds::{Facts as HoldFacts, held};
+pub use holds::{HeldGroup, Hold};
 pub use jobs::{CancelOutcome, JobFilter};
 pub(crate) use jobs::{
     cancel_job, delete_job, get_job, list_jobs, matching_ids, retry_job, run_job_now,
 };
-pub use stats::{KindLag, ProcessRow, QueueCount, QueueLag, Stats, Unserved};
-pub(crate) use stats::{due_by_kind, lag, processes, stats, unserved};
+pub use stats::{KindLag, ProcessRow, QueueCount, QueueLag, RunningCount, Stats, Unserved};
+pub(crate) use stats::{due_by_kind, lag, processes, running_counts, stats, unserved};

@@ -145,7 +145,7 @@ pub struct Stats {
     /// Concurrency and rate limits.
     pub limits: Vec<crate::Limit>,
     /// Running jobs per queue and kind.
-    pub running: Vec<super::holds::RunningCount>,
+    pub running: Vec<RunningCount>,
     /// Stored worker counts of supervisors (`jobq scale`); a count of 0 keeps no workers there.
     pub scale: Vec<crate::ScaleSetting>,
 }
@@ -155,19 +155,6 @@ impl Stats {
     /// older versions registered no kinds and count as serving every kind of their queues).
     pub fn unserved(&self) -> Vec<(&KindLag, Unserved)> {
         unserved(&self.due_by_kind, &self.processes)
-    }
-
-    /// The groups of due jobs that a pause, a pin, or a full or zero limit holds back, and what holds
-    /// each.
-    pub fn held(&self) -> Vec<super::holds::HeldGroup> {
-        super::holds::held(&super::holds::Facts {
-            due: &self.due_by_kind,
-            paused: &self.paused,
-            pins: &self.pins,
-            processes: &self.processes,
-            limits: &self.limits,
-            running: &self.running,
-        })
     }
 }
 
@@ -262,6 +249,28 @@ pub(crate) async fn lag(pool: &MySqlPool) -> Result<Vec<QueueLag>> {
     .await?)
 }
 
+/// Running jobs of one queue and kind.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
+pub struct RunningCount {
+    /// The queue.
+    pub queue: String,
+    /// The kind.
+    pub kind: String,
+    /// Jobs running now.
+    pub running: i64,
+}
+
+/// Running jobs per queue and kind: the running stretch of the `finished` index, as short as the
+/// number of jobs running.
+pub(crate) async fn running_counts(pool: &MySqlPool) -> Result<Vec<RunningCount>> {
+    Ok(sqlx::query_as(
+        "SELECT CAST(queue AS CHAR) AS queue, CAST(kind AS CHAR) AS kind, COUNT(*) AS running \
+         FROM job_queue FORCE INDEX (finished) WHERE state = 'running' GROUP BY queue, kind",
+    )
+    .fetch_all(pool)
+    .await?)
+}
+
 /// Queue statistics.
 pub(crate) async fn stats(pool: &MySqlPool) -> Result<Stats> {
     let counts = sqlx::query_as(
@@ -276,7 +285,7 @@ pub(crate) async fn stats(pool: &MySqlPool) -> Result<Stats> {
     let paused = crate::db::queues::paused(pool).await?;
     let pins = crate::db::queues::pins(pool).await?;
     let limits = crate::db::limits::all(pool).await?;
-    let running = super::holds::running_counts(pool).await?;
+    let running = running_counts(pool).await?;
     let scale = crate::db::scale::all(pool).await?;
     Ok(Stats {
         counts,

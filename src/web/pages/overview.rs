@@ -151,7 +151,8 @@ fn queues_table(app: &App, csrf: &CsrfToken, o: &Overview) -> String {
             b,
             "<th class=\"num\"{}>{}{}</th>",
             if capped {
-                " title=\"more rows than were counted: the most recent ones\""
+                " title=\"more than 10,000 jobs in this state: each queue's count is among the most \
+                 recent 10,000, so at least this many (N+)\""
             } else {
                 ""
             },
@@ -183,11 +184,14 @@ fn queues_table(app: &App, csrf: &CsrfToken, o: &Overview) -> String {
                 query_value(queue),
                 state.as_str()
             );
+            // A capped state's count is a lower bound: shown as `N+`, never as if it were exact.
+            let capped = o.queue_states.iter().any(|c| c.state == *state && c.capped);
             let _ = write!(
                 b,
-                "<td class=\"num\" data-state=\"{}\"><a href=\"{}\">{n}</a></td>",
+                "<td class=\"num\" data-state=\"{}\"><a href=\"{}\">{n}{}</a></td>",
                 state.as_str(),
-                esc(&app.link(&href))
+                esc(&app.link(&href)),
+                if capped { "+" } else { "" }
             );
         }
         b.push_str(&pause_cell(app, csrf, queue, o));
