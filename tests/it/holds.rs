@@ -147,4 +147,38 @@ async fn stats_names_what_holds_due_jobs() {
     assert_eq!(mail["holds"][0]["reason"], "limit");
     assert_eq!(mail["holds"][0]["max_jobs"], 0);
     assert_eq!(v["scale"][0]["workers"], 0);
+
+    // The dashboard's overview says the same, in its page and in /api/overview.
+    let app = jobq::web::router(db.pool.clone(), jobq::web::WebConfig::default()).unwrap();
+    let page = overview(&app, "/").await;
+    assert!(
+        page.contains(
+            "49 due jobs of kind &quot;email.send&quot; in queue mail: held by limit kind \
+         email.send 0/0"
+        ),
+        "{page}"
+    );
+    let api: serde_json::Value =
+        serde_json::from_str(&overview(&app, "/api/overview").await).unwrap();
+    let mail = api["held"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["queue"] == "mail")
+        .unwrap();
+    assert_eq!(mail["holds"][0]["reason"], "limit");
+}
+
+/// The body of a GET sent straight into the dashboard's router.
+async fn overview(app: &axum::Router, uri: &str) -> String {
+    use tower::ServiceExt;
+    let req = axum::http::Request::get(uri)
+        .header("host", "127.0.0.1:8080")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    String::from_utf8(bytes.to_vec()).unwrap()
 }

@@ -30,6 +30,8 @@ pub(in crate::web) struct Overview {
     processes: Vec<admin::ProcessRow>,
     /// Paused queues: no worker claims from them.
     paused: Vec<crate::PausedQueue>,
+    /// Due jobs a pause, a pin or a full or zero limit holds back, and what holds them.
+    held: Vec<admin::HeldGroup>,
 }
 
 /// Due jobs no live worker will claim, and why.
@@ -50,6 +52,19 @@ pub(in crate::web) async fn gather(app: &App) -> crate::Result<Overview> {
         admin::processes(&app.pool),
         crate::db::queues::paused(&app.pool),
     )?;
+    let (pins, limits, running) = tokio::try_join!(
+        crate::db::queues::pins(&app.pool),
+        crate::db::limits::all(&app.pool),
+        admin::running_counts(&app.pool),
+    )?;
+    let held = admin::held(&admin::HoldFacts {
+        due: &due_by_kind,
+        paused: &paused,
+        pins: &pins,
+        processes: &processes,
+        limits: &limits,
+        running: &running,
+    });
     let unserved = admin::unserved(&due_by_kind, &processes)
         .into_iter()
         .map(|(k, reason)| UnservedGroup {
@@ -65,6 +80,7 @@ pub(in crate::web) async fn gather(app: &App) -> crate::Result<Overview> {
         unserved,
         processes,
         paused,
+        held,
     })
 }
 
@@ -83,6 +99,7 @@ pub(in crate::web) async fn overview(
     b.push_str(&chart(&o.last_hour));
     b.push_str(&queues_table(&app, &csrf, &o));
     b.push_str(&unserved_list(&o.unserved));
+    b.push_str(&held_list(&o.held));
     page(&app, "Overview", n.notice.as_deref(), &b)
 }
 
@@ -240,6 +257,29 @@ fn queue_lines(o: &Overview) -> BTreeMap<&str, (Option<&admin::QueueSummary>, [i
         lines.entry(&p.name).or_default();
     }
     lines
+}
+
+/// Due jobs something holds back, if any: `49 due jobs of kind "email.send" in queue mail: held by
+/// limit kind email.send 0/0`.
+fn held_list(held: &[admin::HeldGroup]) -> String {
+    if held.is_empty() {
+        return String::new();
+    }
+    let mut b = String::from("<h2>Due jobs held back</h2><ul class=\"warn\" id=\"held\">");
+    for g in held {
+        let why: Vec<String> = g.holds.iter().map(ToString::to_string).collect();
+        let _ = write!(
+            b,
+            "<li data-queue=\"{}\">{} due jobs of kind {} in queue {}: held by {}</li>",
+            esc(&g.queue),
+            g.due,
+            esc(&format!("{:?}", g.kind)),
+            esc(&g.queue),
+            esc(&why.join("; "))
+        );
+    }
+    b.push_str("</ul>");
+    b
 }
 
 /// Due jobs no live worker will claim, if any.
