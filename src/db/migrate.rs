@@ -111,6 +111,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0016_dependencies.sql",
         sql: include_str!("../../migrations/0016_dependencies.sql"),
     },
+    Migration {
+        version: 17,
+        name: "0017_dependents.sql",
+        sql: include_str!("../../migrations/0017_dependents.sql"),
+    },
 ];
 
 /// The schema version this build needs.

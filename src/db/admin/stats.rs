@@ -140,6 +140,8 @@ pub struct Stats {
     pub processes: Vec<ProcessRow>,
     /// Paused queues (no worker claims from them).
     pub paused: Vec<crate::PausedQueue>,
+    /// Jobs that have waited for other jobs longer than a threshold.
+    pub long_waiting: crate::LongWaiting,
 }
 
 impl Stats {
@@ -241,8 +243,8 @@ pub(crate) async fn lag(pool: &MySqlPool) -> Result<Vec<QueueLag>> {
     .await?)
 }
 
-/// Queue statistics.
-pub(crate) async fn stats(pool: &MySqlPool) -> Result<Stats> {
+/// Queue statistics; jobs waiting for others longer than `long_wait` are counted.
+pub(crate) async fn stats(pool: &MySqlPool, long_wait: std::time::Duration) -> Result<Stats> {
     let counts = sqlx::query_as(
         "SELECT queue, state, COUNT(*) AS count FROM job_queue \
          GROUP BY queue, state ORDER BY queue, state",
@@ -253,12 +255,14 @@ pub(crate) async fn stats(pool: &MySqlPool) -> Result<Stats> {
     let due_by_kind = due_by_kind(pool).await?;
     let processes = processes(pool).await?;
     let paused = crate::db::queues::paused(pool).await?;
+    let long_waiting = crate::db::deps::long_waiting(pool, long_wait).await?;
     Ok(Stats {
         counts,
         lag,
         due_by_kind,
         processes,
         paused,
+        long_waiting,
     })
 }
 
