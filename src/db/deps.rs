@@ -219,10 +219,7 @@ async fn settle_locked(conn: &mut MySqlConnection, waiting: &[u64]) -> Result<Sw
             Until::Done
         };
         // A state this build does not know (a newer schema's) is taken as not ended yet.
-        let state = match state {
-            None => None,
-            Some(s) => Some(s.parse().unwrap_or(State::Running)),
-        };
+        let state = state.map(|s| s.parse().unwrap_or(State::Running));
         edges.entry(job).or_default().push(Edge {
             after,
             until,
