@@ -2,6 +2,12 @@
 //! carries the claimant's token and the attempt number it was claimed with. A claimant whose row was
 //! reset (by the reaper, or by an operator) and claimed again by someone else changes nothing, and is
 //! told so by the returned `false`.
+//!
+//! Every finish is also fenced with `has_dependents = 0` ([`NO_DEPENDENTS`]): a job nothing waits for
+//! is finished by one statement, as ever. One that falls short is tried again for a job with
+//! dependents, in a transaction that settles them (`db::deps`): the dependents whose last dependency
+//! just ended are queued, or cancelled, with the finish. A lost claim falls short of both, and costs
+//! one statement more to tell apart.
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
