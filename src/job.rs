@@ -97,7 +97,9 @@ impl FromStr for State {
             .ok_or_else(|| {
                 Error::invalid(
                     "job state",
-                    format!("{s:?} is not one of queued, running, done, retry, dead, cancelled"),
+                    format!(
+                        "{s:?} is not one of queued, running, done, retry, dead, cancelled, waiting"
+                    ),
                 )
             })
     }
@@ -217,5 +219,8 @@ mod tests {
         }
         let e = "finished".parse::<State>().unwrap_err().to_string();
         assert!(e.contains("\"finished\"") && e.contains("queued"), "{e}");
+        for s in State::ALL {
+            assert!(e.contains(s.as_str()), "every state is named: {e}");
+        }
     }
 }

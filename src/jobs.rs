@@ -78,6 +78,12 @@ impl Jobs {
     /// started.
     pub const DEFAULT_BULK_LIMIT: u32 = 10_000;
 
+    /// How long a job may wait for other jobs before `jobq stats`, the dashboard and the
+    /// `jobq_waiting_long_jobs` gauge count it as waiting long: 1 hour. A dependent normally starts as
+    /// soon as its last dependency is done; one that waits an hour is worth a look (a dependency stuck
+    /// in retries, or in a queue no worker serves).
+    pub const DEFAULT_LONG_WAIT: Duration = Duration::from_secs(3600);
+
     /// Jobs on `pool`'s database.
     pub fn new(pool: MySqlPool) -> Self {
         Self { pool }
@@ -95,6 +101,18 @@ impl Jobs {
     /// row itself: its `started_at` and `finished_at`).
     pub async fn attempts(&self, id: impl Into<JobId>) -> Result<Vec<crate::AttemptRecord>> {
         crate::db::attempts::of_job(&self.pool, id.into()).await
+    }
+
+    /// The jobs job `id` waits for and the jobs that wait for it, each with its state (pending
+    /// dependencies only: once a job no longer waits, its dependencies are forgotten).
+    pub async fn dependencies(&self, id: impl Into<JobId>) -> Result<crate::Dependencies> {
+        crate::db::deps::of_job(&self.pool, id.into().0).await
+    }
+
+    /// How many jobs have waited for other jobs longer than `over` (see [`Jobs::DEFAULT_LONG_WAIT`]),
+    /// and the longest wait.
+    pub async fn long_waiting(&self, over: Duration) -> Result<crate::LongWaiting> {
+        crate::db::deps::long_waiting(&self.pool, over).await
     }
 
     /// Jobs matching `filter`, newest first.
@@ -134,8 +152,9 @@ impl Jobs {
         Ok(ids)
     }
 
-    /// Makes a done, dead, cancelled or waiting job runnable now with a fresh attempt budget (the
-    /// attempts used so far are noted at the head of `last_error`).
+    /// Makes a done, dead, cancelled or retry job runnable now with a fresh attempt budget (the
+    /// attempts used so far are noted at the head of `last_error`); a job waiting for other jobs runs
+    /// now without waiting for them.
     ///
     /// # Errors
     /// [`crate::Error::JobNotFound`], or [`crate::Error::JobState`] for a queued or running job.
@@ -152,7 +171,8 @@ impl Jobs {
         admin::run_job_now(&self.pool, id.into()).await
     }
 
-    /// Cancels a job: at once if it has not started; a running job's worker is asked to stop it.
+    /// Cancels a job: at once if it has not started (queued, retry or waiting); a running job's worker
+    /// is asked to stop it. Jobs waiting for it are cancelled with it.
     ///
     /// # Errors
     /// [`crate::Error::JobNotFound`], or [`crate::Error::JobState`] for a finished job.
@@ -220,9 +240,15 @@ impl Jobs {
         admin::processes(&self.pool).await
     }
 
-    /// Counts per queue and state, due jobs and their wait, and the registered processes.
+    /// Counts per queue and state, due jobs and their wait, the registered processes, and the jobs
+    /// that have waited for others longer than [`Jobs::DEFAULT_LONG_WAIT`].
     pub async fn stats(&self) -> Result<Stats> {
-        admin::stats(&self.pool).await
+        admin::stats(&self.pool, Self::DEFAULT_LONG_WAIT).await
+    }
+
+    /// [`Jobs::stats`], counting the jobs that have waited for others longer than `long_wait`.
+    pub async fn stats_waiting_over(&self, long_wait: Duration) -> Result<Stats> {
+        admin::stats(&self.pool, long_wait).await
     }
 
     /// Deletes done, dead and cancelled jobs (and schedule runs) that ended more than `retention` ago,

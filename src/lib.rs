@@ -139,6 +139,7 @@ pub use db::admin::{
 };
 pub use db::admin::{MinuteCount, QueueSummary, StateCount};
 pub use db::attempts::AttemptRecord;
+pub use db::deps::{Dependencies, Link, LongWaiting};
 pub use db::gauges::QueueStateCount;
 pub use duration::human_age;
 pub use jobs::{JobAction, Jobs};

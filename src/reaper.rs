@@ -51,6 +51,9 @@ pub struct ReaperConfig {
     /// Due jobs that waited this long with no live worker to claim them (no worker on their queue, no
     /// handler for their kind, an invalid kind) are reported with a warning.
     pub unserved_after: Duration,
+    /// Jobs that have waited for other jobs longer than this are counted by the
+    /// `jobq_waiting_long_jobs` gauge (default [`crate::Jobs::DEFAULT_LONG_WAIT`], 1 h).
+    pub long_wait: Duration,
     /// Read the database gauges (`jobq_queue_*`, `jobq_jobs`, `jobq_processes`, …) every 15 s. Off by
     /// default: they are a dozen queries that only a metrics exporter reads, so a reaper whose figures
     /// nobody scrapes should not pay for them. `jobq reaper --metrics-addr` turns it on; a program
@@ -124,6 +127,7 @@ impl Default for ReaperConfig {
             retention: Some(Self::DEFAULT_RETENTION),
             prune_every: Self::DEFAULT_PRUNE_EVERY,
             unserved_after: Self::DEFAULT_UNSERVED_AFTER,
+            long_wait: crate::Jobs::DEFAULT_LONG_WAIT,
             database_gauges: false,
         }
     }
@@ -318,11 +322,22 @@ impl Reaper {
     /// Reads the queue gauges every process would otherwise read for itself: due jobs and the oldest
     /// one's wait per queue, waiting and running jobs per queue (walks over waiting and running rows
     /// only), jobs per state (each counted up to 100,000), jobs per queue and state (each state's rows
-    /// counted up to 10,000), processes per role, schedules per state, the longest-running job, and
-    /// InnoDB's history list length when this user may read it.
+    /// counted up to 10,000), processes per role, schedules per state, the longest-running job, the
+    /// jobs waiting for others longer than `long_wait`, and InnoDB's history list length when this
+    /// user may read it.
     async fn read_gauges(&self) -> Result<()> {
         use crate::db::admin;
-        let (lag, queues, paused, processes, states, by_queue, schedules, oldest_running) = tokio::try_join!(
+        let (
+            lag,
+            queues,
+            paused,
+            processes,
+            states,
+            by_queue,
+            schedules,
+            oldest_running,
+            long_waiting,
+        ) = tokio::try_join!(
             admin::lag(&self.pool),
             admin::queue_summaries(&self.pool),
             crate::db::queues::paused(&self.pool),
@@ -331,6 +346,7 @@ impl Reaper {
             crate::db::gauges::queue_state_counts(&self.pool),
             admin::schedules_by_state(&self.pool),
             admin::oldest_running_secs(&self.pool),
+            crate::db::deps::long_waiting(&self.pool, self.cfg.long_wait),
         )?;
         let mut roles: std::collections::BTreeMap<String, i64> = Default::default();
         for p in &processes {
@@ -359,6 +375,7 @@ impl Reaper {
                 .collect(),
             schedules,
             oldest_running_secs: oldest_running,
+            waiting_long: long_waiting.count,
             history_length: admin::history_length(&self.pool).await,
         };
         crate::telemetry::db_gauges(&gauges);

@@ -18,6 +18,25 @@ macro_rules! exact_kind {
     };
 }
 
+/// The clause that keeps the worker's finishes to jobs nothing waits for ([`NO_DEPENDENTS`] says why).
+macro_rules! no_dependents {
+    () => {
+        " AND has_dependents = 0"
+    };
+}
+
+/// Appended to the fence of every finish a worker makes (schema 20): the statement changes only rows
+/// no other job waits for. A job that has dependents makes the finish change fewer rows than it names,
+/// and is finished again with [`HAS_DEPENDENTS`] in a transaction that also queues or cancels the
+/// dependents whose last dependency just ended (`db::finish`, `db::deps`). So the common finish stays
+/// one statement with no round trip added: the flag is a column of the row the fence reads anyway,
+/// read under the row's lock, and an enqueue sets it (locking the job) before it looks at the job's
+/// state, so no dependent is ever missed by its dependency's finish.
+pub const NO_DEPENDENTS: &str = no_dependents!();
+
+/// What replaces [`NO_DEPENDENTS`] in the finish of a job that has dependents.
+pub const HAS_DEPENDENTS: &str = " AND has_dependents = 1";
+
 /// Appended after every `kind IN (…)` of the claim path: only rows whose kind matches a handler's kind
 /// exactly. Spliced into [`CLAIM_SELECT`]; the idle probe and wait use it as a value.
 ///
@@ -218,8 +237,10 @@ pub const CLAIM_STAMP: Statement = Statement {
 };
 
 /// Claim, step 2, when the claim carries done finishes of the worker's earlier jobs (`db::claim`): one
-/// UPDATE finishes those rows as done, fenced as [`FINISH_DONE_BATCH`] fences them, and stamps the
-/// locked rows, checked as [`CLAIM_STAMP`] checks them (a stale token on a queued row is overwritten). A claim that carries a batch of outcomes is
+/// UPDATE finishes those rows as done, fenced as [`FINISH_DONE_BATCH`] fences them (a job with
+/// dependents makes it fall short, and is finished by the finisher), and stamps the
+/// locked rows, checked as [`CLAIM_STAMP`] checks them (a stale token on a queued row is overwritten).
+/// A claim that carries a batch of outcomes is
 /// then still four round trips and one commit: BEGIN, [`CLAIM_SELECT`], this, COMMIT. Parameters: the
 /// token (to stamp), the token (the finishes' fence), the (id, attempt) pairs to finish (a list), the
 /// ids to stamp (a list).
@@ -242,25 +263,29 @@ pub const CLAIM_STAMP_CARRYING: Statement = Statement {
          attempts = IF(state = 'running', attempts, attempts + 1), \
          claim = IF(state = 'running', NULL, ",
         "), state = IF(state = 'running', 'done', 'running') WHERE (claim = ",
-        " AND state = 'running' AND (id, attempts) IN (",
+        concat!(
+            " AND state = 'running'",
+            no_dependents!(),
+            " AND (id, attempts) IN ("
+        ),
         ")) OR (id IN (",
         ") AND state IN ('queued', 'retry') AND run_at <= NOW(6))",
     ],
 };
 
-/// The done finish of one job, fenced by its claim token and attempt. Parameters: the id, the token,
-/// the attempt.
+/// The done finish of one job, fenced by its claim token and attempt, of a job nothing waits for
+/// ([`NO_DEPENDENTS`]). Parameters: the id, the token, the attempt.
 pub const FINISH_DONE: Statement = Statement {
     parts: &[
         "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) WHERE id = ",
         " AND claim = ",
         " AND attempts = ",
-        " AND state = 'running'",
+        concat!(" AND state = 'running'", no_dependents!()),
     ],
 };
 
 /// The batched done finish: many jobs of one worker in one autocommit statement, each fenced by its
-/// attempt. Parameters: the token, the (id, attempt) pairs (a list). When it changes fewer rows than it
+/// attempt, of jobs nothing waits for ([`NO_DEPENDENTS`]). Parameters: the token, the (id, attempt) pairs (a list). When it changes fewer rows than it
 /// names, jobq reads back which rows it changed (done at the attempt it names).
 ///
 /// FORCE INDEX: with statistics taken while few rows ran, the optimizer may walk the `finished` index's
@@ -270,7 +295,11 @@ pub const FINISH_DONE_BATCH: Statement = Statement {
     parts: &[
         "UPDATE job_queue FORCE INDEX (PRIMARY) \
          SET state = 'done', claim = NULL, finished_at = NOW(6) WHERE claim = ",
-        " AND state = 'running' AND (id, attempts) IN (",
+        concat!(
+            " AND state = 'running'",
+            no_dependents!(),
+            " AND (id, attempts) IN ("
+        ),
         ")",
     ],
 };
@@ -284,7 +313,7 @@ mod tests {
         assert_eq!(
             FINISH_DONE.sql(&["?", "?", "?"]),
             "UPDATE job_queue SET state = 'done', claim = NULL, finished_at = NOW(6) WHERE id = ? \
-             AND claim = ? AND attempts = ? AND state = 'running'"
+             AND claim = ? AND attempts = ? AND state = 'running' AND has_dependents = 0"
         );
         assert!(
             FINISH_DONE_BATCH

@@ -190,7 +190,8 @@ const METRICS: &[(&str, Kind, Option<Unit>, &str)] = &[
         "jobq_jobs",
         Kind::Gauge,
         None,
-        "Jobs by state, each counted up to 100,000 (read by a reaper).",
+        "Jobs by state (waiting, queued, running, retry, done, dead, cancelled), each counted up to \
+      100,000 (read by a reaper).",
     ),
     (
         "jobq_queue_jobs",
@@ -226,6 +227,13 @@ const METRICS: &[(&str, Kind, Option<Unit>, &str)] = &[
         "Due jobs of a queue that something holds back, by reason: paused (the queue is paused), \
       pinned_away (pinned to hosts where no live worker serves it), limit (a concurrency limit is \
       full, or a limit is 0); a job held for two reasons counts under both (read by a reaper).",
+    ),
+    (
+        "jobq_waiting_long_jobs",
+        Kind::Gauge,
+        None,
+        "Jobs that have waited for other jobs longer than the reaper's long_wait (default 1 h; read \
+      by a reaper).",
     ),
     (
         "jobq_oldest_running_age_seconds",
@@ -373,6 +381,8 @@ pub(crate) struct DbGauges {
     pub(crate) schedules: Vec<(String, i64)>,
     /// The longest-running job's run time so far.
     pub(crate) oldest_running_secs: f64,
+    /// Jobs waiting for other jobs longer than the reaper's `long_wait`.
+    pub(crate) waiting_long: i64,
     /// InnoDB's history list length, when readable.
     pub(crate) history_length: Option<i64>,
 }
@@ -436,6 +446,7 @@ pub(crate) fn db_gauges(g: &DbGauges) {
         set("jobq_schedules", one("state", state), *n as f64);
     }
     gauge!("jobq_oldest_running_age_seconds").set(g.oldest_running_secs);
+    gauge!("jobq_waiting_long_jobs").set(g.waiting_long as f64);
     if let Some(h) = g.history_length {
         gauge!("jobq_innodb_history_length").set(h as f64);
     }

@@ -414,6 +414,7 @@ impl Config {
             heartbeat_interval: or(self.worker.heartbeat_interval, d.heartbeat_interval),
             retention: Some(self.retention()),
             unserved_after: or(file.unserved_after, d.unserved_after),
+            long_wait: or(file.long_wait, d.long_wait),
             ..d
         })
     }

@@ -59,6 +59,9 @@ pub struct ReaperSection {
     /// How long due jobs may wait with no live worker to claim them before the reaper warns (default
     /// 5 min).
     pub unserved_after: Option<HumanDuration>,
+    /// How long a job may wait for other jobs before the `jobq_waiting_long_jobs` gauge and `jobq
+    /// stats` count it (default 1 h).
+    pub long_wait: Option<HumanDuration>,
 }
 
 /// `[scheduler]`.

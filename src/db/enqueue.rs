@@ -487,7 +487,7 @@ where
 async fn insert_waiting(conn: &mut sqlx::MySqlConnection, job: &NewJob) -> Result<JobId> {
     use sqlx::Connection;
     let mut tx = conn.begin().await?;
-    crate::db::deps::check_exist(&mut tx, &job.after).await?;
+    crate::db::deps::prepare_wait(&mut tx, &job.after).await?;
     let id = insert_statement(std::slice::from_ref(job), false)
         .build()
         .execute(&mut *tx)

@@ -2,16 +2,23 @@
 //! carries the claimant's token and the attempt number it was claimed with. A claimant whose row was
 //! reset (by the reaper, or by an operator) and claimed again by someone else changes nothing, and is
 //! told so by the returned `false`.
+//!
+//! Every finish is also fenced with `has_dependents = 0` ([`NO_DEPENDENTS`]): a job nothing waits for
+//! is finished by one statement, as ever. One that falls short is tried again for a job with
+//! dependents, in a transaction that settles them (`db::deps`): the dependents whose last dependency
+//! just ended are queued, or cancelled, with the finish. A lost claim falls short of both, and costs
+//! one statement more to tell apart.
 
 use std::collections::HashSet;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder};
+use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder};
 
 use crate::db::dedicated::Dedicated;
+use crate::db::deps::settle_dependents_of;
 use crate::job::row_max_attempts;
-use crate::statements::{FINISH_DONE, FINISH_DONE_BATCH, MIN_PAIRS};
+use crate::statements::{FINISH_DONE, FINISH_DONE_BATCH, HAS_DEPENDENTS, MIN_PAIRS, NO_DEPENDENTS};
 
 use crate::db::retry_transient;
 use crate::error::Result;
@@ -67,23 +74,18 @@ const TRIES: u32 = 14;
 
 /// The done finish of job `id` on the caller's connection, inside the caller's transaction: the
 /// fenced [`crate::statements::FINISH_DONE`] (the row must still carry `token` and `attempt` and be
-/// running). True when it changed the row; the caller commits its own work with it, or rolls both
-/// back. Not retried here: a retry is the caller's whole transaction.
+/// running), and for a job with dependents the same finish with them settled. True when it changed the
+/// row; the caller commits its own work with it, or rolls both back. Not retried here: a retry is the
+/// caller's whole transaction.
 pub(crate) async fn done_in(
     conn: &mut sqlx::MySqlConnection,
     id: u64,
     token: &str,
     attempt: u16,
 ) -> std::result::Result<bool, sqlx::Error> {
-    let sql = crate::statements::FINISH_DONE.sql(&["?", "?", "?"]);
-    let changed = sqlx::query(&sql)
-        .bind(id)
-        .bind(token)
-        .bind(attempt)
-        .execute(conn)
-        .await?
-        .rows_affected();
-    Ok(changed == 1)
+    Statement::of(&Finish::Done, None)
+        .run_settling(conn, id, token, attempt)
+        .await
 }
 
 /// Applies `finish` to job `id` if the row still carries `token` and `attempt`. Returns false when the
@@ -111,7 +113,17 @@ pub(crate) async fn finish_bounded(
 ) -> Result<bool> {
     let stmt = Statement::of(finish, max_attempts);
     let Some(outcome) = attempt_outcome(finish) else {
-        return retry_transient("finish", TRIES, || stmt.run(pool, id, token, attempt)).await;
+        return retry_transient("finish", TRIES, || async {
+            // The common job, which nothing waits for: one autocommit statement.
+            if stmt
+                .run(pool, id, token, attempt, Fence::NoDependents)
+                .await?
+            {
+                return Ok(true);
+            }
+            finish_parent(&mut *pool.acquire().await?, &stmt, id, token, attempt).await
+        })
+        .await;
     };
     let note = attempt_note(finish).or_else(|| stmt.text.clone());
     // A snoozed attempt is recorded before the change, while the row still holds its number (the
@@ -123,7 +135,7 @@ pub(crate) async fn finish_bounded(
         if before {
             crate::db::attempts::record(&mut tx, &[id], outcome, token, note.as_deref()).await?;
         }
-        if !stmt.run(&mut *tx, id, token, attempt).await? {
+        if !stmt.run_settling(&mut tx, id, token, attempt).await? {
             tx.rollback().await?;
             return Ok(false);
         }
@@ -162,9 +174,20 @@ fn attempt_note(finish: &Finish) -> Option<String> {
     }
 }
 
-/// One fenced finish: the UPDATE and what it binds before the fence.
+/// Which rows a finish's fence lets through (see [`NO_DEPENDENTS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fence {
+    /// Jobs nothing waits for: the one statement of the common finish.
+    NoDependents,
+    /// Jobs with dependents, which the transaction then settles.
+    HasDependents,
+}
+
+/// One fenced finish: the UPDATE (without its dependents clause) and what it binds before the fence.
 struct Statement {
     sql: &'static str,
+    /// The done finish, whose text is [`FINISH_DONE`].
+    done: bool,
     delay_us: Option<i64>,
     text: Option<String>,
     /// `Some` for the failures, whose statements bind a `max_attempts` to store (NULL: keep the row's).
@@ -179,7 +202,8 @@ fn micros(delay: Duration) -> i64 {
 impl Statement {
     fn of(finish: &Finish, max_attempts: Option<u16>) -> Self {
         let (sql, delay_us, text): (&str, Option<i64>, Option<String>) = match finish {
-            Finish::Done => (FINISH_DONE_SQL.as_str(), None, None),
+            // The published text, which has its dependents clause already (see `text`).
+            Finish::Done => ("", None, None),
             // A cancel requested while the attempt ran wins over another attempt.
             Finish::Retry { delay, error } => (
                 "UPDATE job_queue SET \
@@ -250,10 +274,60 @@ impl Statement {
         let fails = matches!(finish, Finish::Retry { .. } | Finish::Dead { .. });
         Self {
             sql,
+            done: matches!(finish, Finish::Done),
             delay_us,
             text,
             max_attempts: fails.then_some(max_attempts),
         }
+    }
+
+    /// The statement's text with `fence`'s dependents clause.
+    fn text(&self, fence: Fence) -> std::borrow::Cow<'static, str> {
+        if self.done {
+            return match fence {
+                Fence::NoDependents => FINISH_DONE_SQL.as_str().into(),
+                Fence::HasDependents => FINISH_DONE_PARENT_SQL.as_str().into(),
+            };
+        }
+        let clause = match fence {
+            Fence::NoDependents => NO_DEPENDENTS,
+            Fence::HasDependents => HAS_DEPENDENTS,
+        };
+        format!("{}{clause}", self.sql).into()
+    }
+
+    /// Runs the UPDATE for a job with dependents and, when it changed the row, settles the dependents
+    /// (in the caller's transaction). True when the row changed.
+    async fn run_with_dependents(
+        &self,
+        conn: &mut MySqlConnection,
+        id: u64,
+        token: &str,
+        attempt: u16,
+    ) -> Result<bool, sqlx::Error> {
+        if !self
+            .run(&mut *conn, id, token, attempt, Fence::HasDependents)
+            .await?
+        {
+            return Ok(false);
+        }
+        settle_dependents_of(conn, &[id]).await?;
+        Ok(true)
+    }
+
+    /// Runs the UPDATE in the caller's transaction: for a job nothing waits for, and when that changed
+    /// nothing, for a job with dependents, which are then settled. True when the row changed.
+    async fn run_settling(
+        &self,
+        conn: &mut MySqlConnection,
+        id: u64,
+        token: &str,
+        attempt: u16,
+    ) -> Result<bool, sqlx::Error> {
+        Ok(self
+            .run(&mut *conn, id, token, attempt, Fence::NoDependents)
+            .await?
+            || self.run_with_dependents(conn, id, token, attempt).await?)
     }
 
     /// Runs the UPDATE once; true when the row changed.
@@ -263,11 +337,13 @@ impl Statement {
         id: u64,
         token: &str,
         attempt: u16,
+        fence: Fence,
     ) -> Result<bool, sqlx::Error>
     where
         E: sqlx::Executor<'e, Database = MySql>,
     {
-        let mut q = sqlx::query(self.sql);
+        let sql = self.text(fence);
+        let mut q = sqlx::query(&sql);
         if let Some(us) = self.delay_us {
             q = q.bind(us);
         }
@@ -302,7 +378,13 @@ pub(crate) async fn finish_done_batch(
         let stmt = &Statement::of(&Finish::Done, None);
         let done = conn
             .run("finish", TRIES, |mut c| async move {
-                let r = stmt.run(&mut c, id, token, attempt).await;
+                let r = match stmt
+                    .run(&mut c, id, token, attempt, Fence::NoDependents)
+                    .await
+                {
+                    Ok(false) => finish_parent(&mut c, stmt, id, token, attempt).await,
+                    r => r,
+                };
                 (c, r)
             })
             .await?;
@@ -345,12 +427,25 @@ pub(crate) async fn done_batch_in(
 /// [`FINISH_DONE_BATCH`] with its parameters bound; the pairs are padded to a power of two by repeating
 /// the last (as [`crate::db::push_id_list`] pads ids, for the same reason).
 fn done_batch<'a>(token: &'a str, pairs: &[(u64, u16)]) -> QueryBuilder<'a, MySql> {
+    done_batch_text(token, pairs, NO_DEPENDENTS)
+}
+
+/// [`done_batch`] with `clause` in place of its [`NO_DEPENDENTS`].
+fn done_batch_text<'a>(
+    token: &'a str,
+    pairs: &[(u64, u16)],
+    clause: &str,
+) -> QueryBuilder<'a, MySql> {
     let [head, pairs_at, tail] = FINISH_DONE_BATCH.parts() else {
         unreachable!("FINISH_DONE_BATCH has two parameters")
     };
     let mut u = QueryBuilder::<MySql>::new(*head);
     u.push_bind(token);
-    u.push(*pairs_at);
+    if clause == NO_DEPENDENTS {
+        u.push(*pairs_at);
+    } else {
+        u.push(pairs_at.replace(NO_DEPENDENTS, clause));
+    }
     push_pair_list(&mut u, pairs);
     u.push(*tail);
     u
@@ -377,6 +472,27 @@ pub(crate) fn push_pair_list(q: &mut QueryBuilder<'_, MySql>, pairs: &[(u64, u16
 /// [`FINISH_DONE`] as the finish of one job binds it.
 static FINISH_DONE_SQL: LazyLock<String> = LazyLock::new(|| FINISH_DONE.sql(&["?", "?", "?"]));
 
+/// [`FINISH_DONE_SQL`] for a job with dependents.
+static FINISH_DONE_PARENT_SQL: LazyLock<String> =
+    LazyLock::new(|| FINISH_DONE_SQL.replace(NO_DEPENDENTS, HAS_DEPENDENTS));
+
+/// The finish of one job with dependents, in a transaction of its own on `conn` with the settling of
+/// its dependents, which must commit with it.
+async fn finish_parent(
+    conn: &mut MySqlConnection,
+    stmt: &Statement,
+    id: u64,
+    token: &str,
+    attempt: u16,
+) -> Result<bool, sqlx::Error> {
+    let mut tx = conn.begin().await?;
+    let done = stmt
+        .run_with_dependents(&mut tx, id, token, attempt)
+        .await?;
+    tx.commit().await?;
+    Ok(done)
+}
+
 /// One try of [`finish_done_batch`]: the rows of `ids` that still carry `token` and the attempt in
 /// `wanted` are finished; returns those rows. `wanted` holds the distinct items, `ids` their ids.
 ///
@@ -397,6 +513,18 @@ async fn finish_fenced(
     if changed == pairs.len() as u64 {
         return Ok(pairs);
     }
+    // Fewer: a claim was lost, or some of the jobs have dependents. Those are finished now, with their
+    // dependents settled, in one transaction.
+    let mut tx = conn.begin().await?;
+    let parents = done_batch_text(token, &pairs, HAS_DEPENDENTS)
+        .build()
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+    if parents > 0 {
+        settle_dependents_of(&mut tx, ids).await?;
+    }
+    tx.commit().await?;
     let mut q = QueryBuilder::<MySql>::new(
         "SELECT id, attempts FROM job_queue FORCE INDEX (PRIMARY) WHERE id IN (",
     );

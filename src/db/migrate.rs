@@ -126,6 +126,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0019_max_attempts.sql",
         sql: include_str!("../../migrations/0019_max_attempts.sql"),
     },
+    Migration {
+        version: 20,
+        name: "0020_dependents.sql",
+        sql: include_str!("../../migrations/0020_dependents.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -147,6 +147,45 @@ async fn a_reaper_reports_the_queue_and_readiness_follows_the_schema() {
     stop(child);
 }
 
+/// Waiting jobs are in `jobq_jobs`, and the ones that have waited longer than `[reaper] long_wait`
+/// in `jobq_waiting_long_jobs`.
+#[tokio::test]
+async fn a_reaper_counts_waiting_jobs_and_long_waits() {
+    let db = TestDb::new().await;
+    db.exec("INSERT INTO job_queue (id, kind) VALUES (1, 'parent')")
+        .await;
+    db.exec(
+        "INSERT INTO job_queue (id, kind, state, created_at) VALUES \
+         (2, 'child', 'waiting', NOW(6) - INTERVAL 2 HOUR), \
+         (3, 'child', 'waiting', NOW(6) - INTERVAL 45 MINUTE), (4, 'child', 'waiting', NOW(6))",
+    )
+    .await;
+    db.exec("INSERT INTO jobq_job_deps (job_id, after_id) VALUES (2, 1), (3, 1), (4, 1)")
+        .await;
+    let dir = scratch_dir();
+    let config = write_config(&dir, "[reaper]\nlong_wait = \"30m\"\n");
+    let config = config.to_str().unwrap();
+    let (child, addr) = start(
+        &db.url,
+        &["reaper", "--interval", "100ms", "--config", config],
+    )
+    .await;
+    let mut body = String::new();
+    for _ in 0..200 {
+        body = get(&addr, "/metrics").await.1;
+        if body.contains("jobq_waiting_long_jobs") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop(child);
+    assert!(
+        body.contains(r#"jobq_jobs{state="waiting"} 3"#)
+            && body.contains("jobq_waiting_long_jobs 2"),
+        "{body}"
+    );
+}
+
 /// `supervise --metrics-addr`: one endpoint with the supervisor's figures and each worker's, labelled
 /// by slot, every family declared once.
 #[tokio::test]

@@ -52,8 +52,8 @@ pub struct EnqueueArgs {
     #[arg(long, value_parser = parse_duration, requires = "unique_key")]
     pub unique_for: Option<Duration>,
 
-    /// Job ids this job waits for (comma-separated): it runs once every one is done, and is cancelled
-    /// if one ends dead or cancelled. Needs a running reaper, which releases it.
+    /// Job ids this job waits for (comma-separated): it runs once every one is done (the last one's
+    /// finish queues it), and is cancelled if one ends dead or cancelled.
     #[arg(
         long,
         value_delimiter = ',',
@@ -64,7 +64,7 @@ pub struct EnqueueArgs {
 
     /// A batch callback: job ids this job waits for until each has ended in any way (done, dead or
     /// cancelled); it then runs once with "jobq_batch": {"done": N, "dead": N, "cancelled": N} added to
-    /// its payload. Needs a running reaper.
+    /// its payload.
     #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
     pub after_ended: Vec<u64>,
     #[command(flatten)]
@@ -82,8 +82,9 @@ pub enum JobsCommand {
         #[command(flatten)]
         format: Format,
     },
-    /// Run a done, dead, cancelled or waiting job again now, with a fresh attempt budget (attempts start
-    /// again at 0; the attempts used so far are noted in last_error).
+    /// Run a done, dead, cancelled or retry job again now, with a fresh attempt budget (attempts start
+    /// again at 0; the attempts used so far are noted in last_error). A job waiting for other jobs runs
+    /// now without waiting for them.
     Retry {
         /// Job id.
         id: u64,
@@ -93,7 +94,8 @@ pub enum JobsCommand {
         /// Job id.
         id: u64,
     },
-    /// Cancel a job: at once if it has not started; a running job's worker is asked to stop it.
+    /// Cancel a job: at once if it has not started (queued, retry, waiting); a running job's worker is
+    /// asked to stop it. Jobs waiting for it are cancelled too.
     Cancel {
         /// Job id.
         id: u64,
@@ -128,7 +130,7 @@ pub struct BulkArgs {
 /// The filters `jobs list` and `jobs bulk` share.
 #[derive(Debug, Args)]
 pub struct JobFilterArgs {
-    /// Only this state: queued, running, done, retry, dead, cancelled.
+    /// Only this state: waiting, queued, running, done, retry, dead, cancelled.
     #[arg(long, short = 's', value_parser = clap::value_parser!(jobq::State))]
     pub state: Option<jobq::State>,
     /// Only this queue.

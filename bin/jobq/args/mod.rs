@@ -407,6 +407,10 @@ pub struct Format {
 pub struct StatsArgs {
     #[command(flatten)]
     pub format: Format,
+    /// Count the jobs that have waited for other jobs longer than this (default: the config's
+    /// `[reaper] long_wait`, else 1h).
+    #[arg(long, value_parser = parse_duration)]
+    pub long_wait: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Args)]

@@ -1,7 +1,7 @@
 //! `jobq jobs list|show|retry|run-now|cancel|bulk`.
 
 use anyhow::{Context, Result};
-use jobq::{AttemptRecord, CancelOutcome, JobFilter, JobRecord, Jobs};
+use jobq::{AttemptRecord, CancelOutcome, Dependencies, JobFilter, JobRecord, Jobs, Link};
 
 use super::Env;
 use crate::args::{BulkArgs, JobsCommand};
@@ -28,20 +28,27 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
         JobsCommand::Show { id, format } => {
             let job = jobs.get(id).await?;
             let attempts = jobs.attempts(id).await?;
+            let deps = jobs.dependencies(id).await?;
             if format.json {
-                /// The job's fields, and its recorded attempts beside them (`attempts` is the count).
+                /// The job's fields, its recorded attempts beside them (`attempts` is the count), and
+                /// the jobs it waits for and that wait for it (`waits_for`, `dependents`).
                 #[derive(serde::Serialize)]
                 struct Shown<'a> {
                     #[serde(flatten)]
                     job: &'a JobRecord,
                     attempt_history: &'a [AttemptRecord],
+                    #[serde(flatten)]
+                    deps: &'a Dependencies,
                 }
                 crate::out::json(&Shown {
                     job: &job,
                     attempt_history: &attempts,
+                    deps: &deps,
                 })?;
             } else {
                 print_one(&job)?;
+                print_links("waits for:   ", &deps.waits_for)?;
+                print_links("dependents:  ", &deps.dependents)?;
                 print_attempts(&attempts)?;
             }
         }
@@ -153,6 +160,28 @@ fn print_list(jobs: &[JobRecord]) -> Result<()> {
     if jobs.is_empty() {
         outln!("(no jobs)")?;
     }
+    Ok(())
+}
+
+/// Jobs linked to the shown one, on one line after `label`: `12 (done), 14 (running, until ended)`;
+/// nothing when there are none.
+fn print_links(label: &str, links: &[Link]) -> Result<()> {
+    if links.is_empty() {
+        return Ok(());
+    }
+    let text = links
+        .iter()
+        .map(|l| {
+            let state = l.state.map_or("does not exist", |s| s.as_str());
+            if l.until == "ended" {
+                format!("{} ({state}, until ended)", l.id)
+            } else {
+                format!("{} ({state})", l.id)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    outln!("{label} {text}")?;
     Ok(())
 }
 

@@ -16,7 +16,7 @@ pub async fn run(env: &Env, args: StatsArgs) -> Result<()> {
         return run_many(env, args).await;
     }
     let stats = Jobs::new(env.migrated_pool(super::SERIAL_CONNECTIONS).await?)
-        .stats()
+        .stats_waiting_over(long_wait(env, &args))
         .await?;
     if args.format.json {
         return crate::out::json(&with_unserved(&stats));
@@ -34,7 +34,9 @@ async fn run_many(env: &Env, args: StatsArgs) -> Result<()> {
             .migrated_pool(super::SERIAL_CONNECTIONS)
             .await
             .with_context(|| format!("database {name}"))?;
-        let stats = Jobs::new(pool.clone()).stats().await?;
+        let stats = Jobs::new(pool.clone())
+            .stats_waiting_over(long_wait(&db, &args))
+            .await?;
         pool.close().await;
         if args.format.json {
             all.insert(name.as_str(), serde_json::to_value(with_unserved(&stats))?);
@@ -48,6 +50,13 @@ async fn run_many(env: &Env, args: StatsArgs) -> Result<()> {
         crate::out::json(&all)?;
     }
     Ok(())
+}
+
+/// The long-wait threshold: `--long-wait`, else the config's `[reaper] long_wait`, else the default.
+fn long_wait(env: &Env, args: &StatsArgs) -> std::time::Duration {
+    args.long_wait
+        .or(env.config.reaper.long_wait.map(|d| d.0))
+        .unwrap_or(Jobs::DEFAULT_LONG_WAIT)
 }
 
 fn text(stats: &Stats) -> Result<()> {
@@ -84,6 +93,16 @@ fn text(stats: &Stats) -> Result<()> {
     }
     print_paused(stats)?;
     print_held(stats)?;
+    let long = &stats.long_waiting;
+    if long.count > 0 {
+        outln!()?;
+        outln!(
+            "{} job(s) have waited for other jobs longer than {} (the longest {}): `jobq jobs list --state waiting`",
+            long.count,
+            age(long.over_secs),
+            long.oldest_secs.map_or("-".to_string(), age)
+        )?;
+    }
 
     outln!()?;
     if stats.processes.is_empty() {

@@ -64,10 +64,11 @@ pub struct StateCount {
     pub capped: bool,
 }
 
-/// Jobs per state, each counted up to [`COUNT_CAP`]: six short index ranges in one round trip, about
+/// Jobs per state, each counted up to [`COUNT_CAP`]: seven short index ranges in one round trip, about
 /// 40 ms per capped state whatever the table's size.
 pub(crate) async fn state_counts(pool: &MySqlPool) -> Result<Vec<StateCount>> {
-    const STATES: [State; 6] = [
+    const STATES: [State; 7] = [
+        State::Waiting,
         State::Queued,
         State::Running,
         State::Retry,

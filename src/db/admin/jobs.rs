@@ -4,6 +4,7 @@
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
+use crate::db::deps;
 use crate::db::row::{opt_text, parsed, text};
 use crate::error::{Error, Result};
 use crate::job::{JobId, JobRecord, State};
@@ -168,7 +169,10 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for JobRecord {
 /// starts again at 0, so the job gets its `max_attempts` again. (Adding one attempt to a dead job would
 /// give an operator who fixed the cause a single try, and a second failure would leave it dead again.)
 /// The attempts used so far are kept at the head of `last_error`, before the error they ended with.
+///
+/// A waiting job runs now without waiting any longer: its dependencies are forgotten.
 pub(crate) async fn retry_job(pool: &MySqlPool, id: JobId) -> Result<()> {
+    let mut tx = pool.begin().await?;
     // last_error is assigned before attempts: MySQL and MariaDB apply a single-table UPDATE's
     // assignments left to right, so it still sees the attempts being reset.
     let done = sqlx::query(
@@ -179,24 +183,32 @@ pub(crate) async fn retry_job(pool: &MySqlPool, id: JobId) -> Result<()> {
                   COALESCE(last_error, '-')), \
            last_error), \
          attempts = 0 \
-         WHERE id = ? AND state IN ('done', 'retry', 'dead', 'cancelled')",
+         WHERE id = ? AND state IN ('done', 'retry', 'dead', 'cancelled', 'waiting')",
     )
     .bind(id)
-    .execute(pool)
+    .execute(&mut *tx)
     .await;
     match done {
-        Ok(done) if done.rows_affected() == 1 => return Ok(()),
+        Ok(done) if done.rows_affected() == 1 => {
+            deps::forget(&mut tx, &[id.0]).await?;
+            tx.commit().await?;
+            return Ok(());
+        }
         Ok(_) => {}
-        Err(e) if crate::errno::is_duplicate_entry(&e) => return Err(key_held(pool, id).await),
+        Err(e) if crate::errno::is_duplicate_entry(&e) => {
+            tx.rollback().await?;
+            return Err(key_held(pool, id).await);
+        }
         Err(e) => return Err(e.into()),
     }
+    tx.rollback().await?;
     let job = get_job(pool, id).await?;
     Err(Error::JobState {
         id,
         state: job.state.to_string(),
         reason: match job.state {
             State::Queued => "it is already waiting to run",
-            _ => "only done, retry, dead and cancelled jobs can be retried",
+            _ => "only done, retry, dead, cancelled and waiting jobs can be retried",
         },
     })
 }
@@ -259,6 +271,11 @@ pub(crate) async fn run_job_now(pool: &MySqlPool, id: JobId) -> Result<bool> {
             state: job.state.to_string(),
             reason: "it is running already",
         }),
+        State::Waiting => Err(Error::JobState {
+            id,
+            state: job.state.to_string(),
+            reason: "it waits for other jobs; `jobq jobs retry` runs it now without waiting",
+        }),
         _ => Err(Error::JobState {
             id,
             state: job.state.to_string(),
@@ -267,7 +284,8 @@ pub(crate) async fn run_job_now(pool: &MySqlPool, id: JobId) -> Result<bool> {
     }
 }
 
-/// Deletes a job that is not running (a running one is cancelled first, so its worker stops it).
+/// Deletes a job that is not running (a running one is cancelled first, so its worker stops it). Its
+/// own dependencies are forgotten, and the jobs that wait for it are cancelled (it will never end).
 ///
 /// # Errors
 /// [`Error::JobNotFound`], or [`Error::JobState`] for a running job.
@@ -282,6 +300,8 @@ pub(crate) async fn delete_job(pool: &MySqlPool, id: JobId) -> Result<()> {
             .bind(id)
             .execute(&mut *tx)
             .await?;
+        deps::forget(&mut tx, &[id.0]).await?;
+        deps::settle_dependents_of(&mut tx, &[id.0]).await?;
         tx.commit().await?;
         return Ok(());
     }
@@ -305,19 +325,26 @@ pub enum CancelOutcome {
     Requested,
 }
 
-/// Cancels a job: at once if it has not started, through its worker if it is running.
+/// Cancels a job: at once if it has not started (queued, waiting to retry, or waiting for other jobs),
+/// through its worker if it is running. The jobs waiting for one cancelled at once are settled with
+/// it (cancelled, or a batch's callback released).
 pub(crate) async fn cancel_job(pool: &MySqlPool, id: JobId) -> Result<CancelOutcome> {
+    let mut tx = pool.begin().await?;
     let done = sqlx::query(
         "UPDATE job_queue SET state = 'cancelled', finished_at = NOW(6), \
          last_error = COALESCE(last_error, 'cancelled by operator') \
-         WHERE id = ? AND state IN ('queued', 'retry')",
+         WHERE id = ? AND state IN ('queued', 'retry', 'waiting')",
     )
     .bind(id)
-    .execute(pool)
+    .execute(&mut *tx)
     .await?;
     if done.rows_affected() == 1 {
+        deps::forget(&mut tx, &[id.0]).await?;
+        deps::settle_dependents_of(&mut tx, &[id.0]).await?;
+        tx.commit().await?;
         return Ok(CancelOutcome::Cancelled);
     }
+    tx.rollback().await?;
     let requested = sqlx::query(
         "UPDATE job_queue SET cancel_requested_at = COALESCE(cancel_requested_at, NOW(6)) \
          WHERE id = ? AND state = 'running'",

@@ -148,6 +148,8 @@ pub struct Stats {
     pub running: Vec<RunningCount>,
     /// Stored worker counts of supervisors (`jobq scale`); a count of 0 keeps no workers there.
     pub scale: Vec<crate::ScaleSetting>,
+    /// Jobs that have waited for other jobs longer than a threshold.
+    pub long_waiting: crate::LongWaiting,
 }
 
 impl Stats {
@@ -271,8 +273,8 @@ pub(crate) async fn running_counts(pool: &MySqlPool) -> Result<Vec<RunningCount>
     .await?)
 }
 
-/// Queue statistics.
-pub(crate) async fn stats(pool: &MySqlPool) -> Result<Stats> {
+/// Queue statistics; jobs waiting for others longer than `long_wait` are counted.
+pub(crate) async fn stats(pool: &MySqlPool, long_wait: std::time::Duration) -> Result<Stats> {
     let counts = sqlx::query_as(
         "SELECT queue, state, COUNT(*) AS count FROM job_queue \
          GROUP BY queue, state ORDER BY queue, state",
@@ -287,6 +289,7 @@ pub(crate) async fn stats(pool: &MySqlPool) -> Result<Stats> {
     let limits = crate::db::limits::all(pool).await?;
     let running = running_counts(pool).await?;
     let scale = crate::db::scale::all(pool).await?;
+    let long_waiting = crate::db::deps::long_waiting(pool, long_wait).await?;
     Ok(Stats {
         counts,
         lag,
@@ -297,6 +300,7 @@ pub(crate) async fn stats(pool: &MySqlPool) -> Result<Stats> {
         limits,
         running,
         scale,
+        long_waiting,
     })
 }
 

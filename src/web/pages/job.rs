@@ -21,12 +21,17 @@ pub(in crate::web) async fn job(
     Path(id): Path<u64>,
     Query(n): Query<Notice>,
 ) -> Response {
-    let (j, attempts) = match tokio::try_join!(app.jobs.get(id), app.jobs.attempts(id)) {
+    let (j, attempts, deps) = match tokio::try_join!(
+        app.jobs.get(id),
+        app.jobs.attempts(id),
+        app.jobs.dependencies(id)
+    ) {
         Ok(x) => x,
         Err(e) => return failure(&app, &e),
     };
     let mut b = action_buttons(&app, &csrf, JobId::from(id), j.state);
     b.push_str(&fields(&j, &claimant(&app, j.claim.as_deref()).await));
+    b.push_str(&dependencies(&app, &deps));
     let pretty = serde_json::from_str::<serde_json::Value>(&j.payload)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| j.payload.clone());
@@ -48,16 +53,24 @@ pub(in crate::web) async fn job(
 
 /// The actions the job's state allows. Cancel and delete ask for confirmation on a page of their own.
 fn action_buttons(app: &App, csrf: &CsrfToken, id: JobId, state: JobState) -> String {
-    use JobState::{Cancelled, Dead, Done, Queued, Retry, Running};
+    use JobState::{Cancelled, Dead, Done, Queued, Retry, Running, Waiting};
     let link = |action: &str| app.link(&format!("/jobs/{id}/{action}"));
     let mut b = String::from("<div class=\"actions\">");
     if matches!(state, Done | Dead | Cancelled | Retry) {
         b.push_str(&button(app, csrf, &link("retry"), "Retry"));
     }
+    if state == Waiting {
+        b.push_str(&button(
+            app,
+            csrf,
+            &link("retry"),
+            "Run now without waiting",
+        ));
+    }
     if matches!(state, Queued | Retry) {
         b.push_str(&button(app, csrf, &link("run-now"), "Run now"));
     }
-    if matches!(state, Queued | Retry | Running) {
+    if matches!(state, Queued | Retry | Running | Waiting) {
         b.push_str(&button(app, csrf, &link("cancel"), "Cancel"));
     }
     if state != Running {
@@ -92,6 +105,39 @@ fn fields(j: &JobRecord, claimant: &str) -> String {
     field("finished", when_opt(&j.finished_at));
     field("claimant", claimant.to_string());
     b.push_str("</dl>");
+    b
+}
+
+/// The jobs this one waits for and the jobs waiting for it, each linked with its state; nothing when
+/// there are none.
+fn dependencies(app: &App, deps: &crate::Dependencies) -> String {
+    let list = |id: &str, title: &str, links: &[crate::Link]| {
+        if links.is_empty() {
+            return String::new();
+        }
+        let mut b = format!("<h2>{title}</h2><ul id=\"{id}\">");
+        for l in links {
+            let state = l.state.map_or_else(
+                || "<span class=\"bad\">does not exist</span>".to_string(),
+                |s| badge(s.as_str()),
+            );
+            let until = if l.until == "ended" {
+                " <small>(until it has ended, in any way)</small>"
+            } else {
+                ""
+            };
+            let _ = write!(
+                b,
+                "<li data-job=\"{0}\"><a href=\"{1}\">job {0}</a> {state}{until}</li>",
+                l.id,
+                esc(&app.link(&format!("/jobs/{}", l.id)))
+            );
+        }
+        b.push_str("</ul>");
+        b
+    };
+    let mut b = list("waits-for", "Waits for", &deps.waits_for);
+    b.push_str(&list("dependents", "Waited for by", &deps.dependents));
     b
 }
 

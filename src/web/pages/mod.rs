@@ -25,8 +25,16 @@ pub(super) use system::{audit, processes};
 /// Rows per page of the jobs list.
 pub(super) const PAGE_SIZE: u32 = 50;
 
-/// Every job state, in the order a job passes through them.
-const STATES: [&str; 6] = ["queued", "running", "retry", "done", "dead", "cancelled"];
+/// Every job state, in the order a job passes through them (one with dependencies waits first).
+const STATES: [&str; 7] = [
+    "waiting",
+    "queued",
+    "running",
+    "retry",
+    "done",
+    "dead",
+    "cancelled",
+];
 
 /// A notice to show, passed along by the redirect after an action: the only key these pages take
 /// (any other is refused, as on every page and API call).

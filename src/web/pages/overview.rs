@@ -32,6 +32,8 @@ pub(in crate::web) struct Overview {
     paused: Vec<crate::PausedQueue>,
     /// Due jobs a pause, a pin or a full or zero limit holds back, and what holds them.
     held: Vec<admin::HeldGroup>,
+    /// Jobs that have waited for other jobs longer than the dashboard's threshold.
+    long_waiting: crate::LongWaiting,
 }
 
 /// Due jobs no live worker will claim, and why.
@@ -43,7 +45,7 @@ struct UnservedGroup {
 }
 
 pub(in crate::web) async fn gather(app: &App) -> crate::Result<Overview> {
-    let (states, queues, queue_states, last_hour, due_by_kind, processes, paused) = tokio::try_join!(
+    let (states, queues, queue_states, last_hour, due_by_kind, processes, paused, long_waiting) = tokio::try_join!(
         admin::state_counts(&app.pool),
         admin::queue_summaries(&app.pool),
         gauges::queue_state_counts(&app.pool),
@@ -51,6 +53,7 @@ pub(in crate::web) async fn gather(app: &App) -> crate::Result<Overview> {
         admin::due_by_kind(&app.pool),
         admin::processes(&app.pool),
         crate::db::queues::paused(&app.pool),
+        app.jobs.long_waiting(crate::Jobs::DEFAULT_LONG_WAIT),
     )?;
     let (pins, limits, running) = tokio::try_join!(
         crate::db::queues::pins(&app.pool),
@@ -81,6 +84,7 @@ pub(in crate::web) async fn gather(app: &App) -> crate::Result<Overview> {
         processes,
         paused,
         held,
+        long_waiting,
     })
 }
 
@@ -93,7 +97,7 @@ pub(in crate::web) async fn overview(
         Ok(o) => o,
         Err(e) => return failure(&app, &e),
     };
-    let mut b = headline(&o);
+    let mut b = headline(&app, &o);
     b.push_str(&state_cards(&app, &o.states));
     b.push_str("<h2>Finished per minute, last hour</h2>");
     b.push_str(&chart(&o.last_hour));
@@ -104,8 +108,8 @@ pub(in crate::web) async fn overview(
 }
 
 /// The cards of what needs attention: due now, the oldest due job's wait, running, the last hour's
-/// done and dead, the workers.
-fn headline(o: &Overview) -> String {
+/// done and dead, the workers, the jobs that have waited long for other jobs.
+fn headline(app: &App, o: &Overview) -> String {
     let due: i64 = o.queues.iter().map(|q| q.due).sum();
     let oldest = o
         .queues
@@ -116,6 +120,14 @@ fn headline(o: &Overview) -> String {
     let workers = o.processes.iter().filter(|p| p.role == "worker").count();
     let done_hour: i64 = o.last_hour.iter().map(|m| m.done).sum();
     let dead_hour: i64 = o.last_hour.iter().map(|m| m.dead).sum();
+    let long = &o.long_waiting;
+    let long_card = format!(
+        "<a class=\"card{}\" id=\"waiting-long\" href=\"{}\"><b>{}</b>waiting for other jobs over {}</a>",
+        if long.count > 0 { " warn" } else { "" },
+        esc(&app.link("/jobs?state=waiting")),
+        long.count,
+        crate::human_age(long.over_secs)
+    );
     format!(
         "<div class=\"cards\">\
          <div class=\"card\"><b id=\"due\">{due}</b>due now</div>\
@@ -123,7 +135,7 @@ fn headline(o: &Overview) -> String {
          <div class=\"card\"><b>{running}</b>running</div>\
          <div class=\"card\"><b>{done_hour}</b>done in the last hour</div>\
          <div class=\"card\"><b>{dead_hour}</b>dead in the last hour</div>\
-         <div class=\"card\"><b>{workers}</b>workers</div></div>",
+         <div class=\"card\"><b>{workers}</b>workers</div>{long_card}</div>",
         oldest.map_or("-".into(), crate::human_age),
     )
 }
@@ -146,7 +158,8 @@ fn state_cards(app: &App, states: &[admin::StateCount]) -> String {
 }
 
 /// The states of the per-queue table, in the order a job passes through them.
-const QUEUE_COLUMNS: [JobState; 6] = [
+const QUEUE_COLUMNS: [JobState; 7] = [
+    JobState::Waiting,
     JobState::Queued,
     JobState::Running,
     JobState::Retry,
@@ -180,7 +193,7 @@ fn queues_table(app: &App, csrf: &CsrfToken, o: &Overview) -> String {
     b.push_str("<th>claims</th></tr></thead><tbody>");
     let lines = queue_lines(o);
     if lines.is_empty() {
-        b.push_str("<tr><td colspan=\"10\">no jobs</td></tr>");
+        b.push_str("<tr><td colspan=\"11\">no jobs</td></tr>");
     }
     for (queue, (summary, counts)) in &lines {
         let _ = write!(
@@ -243,8 +256,8 @@ fn pause_cell(app: &App, csrf: &CsrfToken, queue: &str, o: &Overview) -> String 
 
 /// Every queue of either reading, by name: its due-and-running line, if it has one, and its counts in
 /// [`QUEUE_COLUMNS`] order.
-fn queue_lines(o: &Overview) -> BTreeMap<&str, (Option<&admin::QueueSummary>, [i64; 6])> {
-    let mut lines: BTreeMap<&str, (Option<&admin::QueueSummary>, [i64; 6])> = BTreeMap::new();
+fn queue_lines(o: &Overview) -> BTreeMap<&str, (Option<&admin::QueueSummary>, [i64; 7])> {
+    let mut lines: BTreeMap<&str, (Option<&admin::QueueSummary>, [i64; 7])> = BTreeMap::new();
     for q in &o.queues {
         lines.entry(&q.queue).or_default().0 = Some(q);
     }
