@@ -594,6 +594,7 @@ async fn body_of(app: &axum::Router, uri: &str) -> String {
         .clone()
         .oneshot(
             axum::http::Request::get(uri)
+                .header("host", "127.0.0.1:8080")
                 .body(axum::body::Body::empty())
                 .unwrap(),
         )
