@@ -62,6 +62,14 @@ async fn state_of(db: &TestDb, id: JobId) -> String {
     .await
 }
 
+async fn last_error_of(db: &TestDb, id: JobId) -> String {
+    db.scalar(&format!(
+        "SELECT last_error FROM job_queue WHERE id = {}",
+        id.0
+    ))
+    .await
+}
+
 /// first ← second ← third, while a free job runs at once: each link starts only after the one it
 /// waits for has ended, and waits as `waiting` meanwhile.
 #[tokio::test]
@@ -160,12 +168,7 @@ async fn a_dead_dependency_cancels_its_dependents_and_a_missing_one_is_refused()
     stop.cancel();
     task.await.unwrap().unwrap();
     sweeper.await.unwrap();
-    let why: String = db
-        .scalar(&format!(
-            "SELECT last_error FROM job_queue WHERE id = {}",
-            next.0
-        ))
-        .await;
+    let why: String = last_error_of(&db, next).await;
     assert_eq!(
         why,
         format!(
@@ -173,12 +176,7 @@ async fn a_dead_dependency_cancels_its_dependents_and_a_missing_one_is_refused()
             fails.0
         )
     );
-    let why_last: String = db
-        .scalar(&format!(
-            "SELECT last_error FROM job_queue WHERE id = {}",
-            last.0
-        ))
-        .await;
+    let why_last: String = last_error_of(&db, last).await;
     assert!(why_last.contains(&format!("job {}", next.0)), "{why_last}");
     assert!(
         timeline
@@ -398,12 +396,7 @@ async fn dependents_run_after_their_dependencies_with_no_reaper() {
     assert_eq!(state_of(&db, callback).await, "done");
     assert_eq!(state_of(&db, after_slow).await, "done");
     assert_eq!(state_of(&db, doomed).await, "cancelled");
-    let why: String = db
-        .scalar(&format!(
-            "SELECT last_error FROM job_queue WHERE id = {}",
-            doomed.0
-        ))
-        .await;
+    let why: String = last_error_of(&db, doomed).await;
     assert_eq!(
         why,
         format!(
