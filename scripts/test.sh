@@ -51,6 +51,13 @@ JOBQ_PROMTOOL=$(scripts/ensure-promtool.sh)
 export JOBQ_PROMTOOL
 echo "JOBQ_PROMTOOL=$JOBQ_PROMTOOL"
 
+step "scripts/ensure-languages.sh"
+# Python, Node.js, PHP and Ruby with their MySQL drivers: the process handler's reference workers and
+# the enqueue examples under clients/ run in the suite.
+eval "$(scripts/ensure-languages.sh | tail -n 4)"
+export JOBQ_PYTHON JOBQ_NODE JOBQ_PHP JOBQ_RUBY
+echo "JOBQ_PYTHON=$JOBQ_PYTHON JOBQ_NODE=$JOBQ_NODE JOBQ_PHP=$JOBQ_PHP JOBQ_RUBY=$JOBQ_RUBY"
+
 step "scripts/galera.sh start"
 # The cluster tests (tests/it/galera.rs) run when a 3-node Galera cluster can start here; they say
 # SKIPPED when it cannot. A cluster this script started is stopped again at the end (its data is kept,
