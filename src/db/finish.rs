@@ -88,6 +88,62 @@ pub(crate) async fn done_in(
         .await
 }
 
+/// What a row says after its handler answered that the application finished the job itself (see
+/// [`crate::JobContext::finished_by_application`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ByApplication {
+    /// Done at this attempt: the application's `jobq_finish` committed. Its dependents are settled.
+    Finished,
+    /// Still running under this claim and attempt: nothing finished it.
+    NotFinished,
+    /// Neither: the claim was lost to a reset (or the row was deleted) before the answer came.
+    Gone,
+}
+
+/// Reads job `id` after the application said it finished it, and when it did and other jobs wait for
+/// it, settles them (the procedure leaves that to whoever ran the job; see migration 21). One primary
+/// key read for the common job.
+pub(crate) async fn by_application(
+    pool: &MySqlPool,
+    id: u64,
+    token: &str,
+    attempt: u16,
+) -> Result<ByApplication> {
+    let row: Option<(String, bool, u16, bool)> = retry_transient("finish check", TRIES, || {
+        sqlx::query_as(
+            "SELECT CAST(state AS CHAR), claim <=> ?, attempts, has_dependents FROM job_queue \
+             WHERE id = ?",
+        )
+        .bind(token)
+        .bind(id)
+        .fetch_optional(pool)
+    })
+    .await?;
+    let Some((state, ours, attempts, has_dependents)) = row else {
+        return Ok(ByApplication::Gone);
+    };
+    if attempts != attempt {
+        return Ok(ByApplication::Gone);
+    }
+    match state.as_str() {
+        "running" if ours => Ok(ByApplication::NotFinished),
+        // The procedure clears the claim; a later attempt would have counted another.
+        "done" => {
+            if has_dependents {
+                retry_transient("settle dependents", TRIES, || async {
+                    let mut tx = pool.begin().await?;
+                    settle_dependents_of(&mut tx, &[id]).await?;
+                    tx.commit().await?;
+                    Ok(())
+                })
+                .await?;
+            }
+            Ok(ByApplication::Finished)
+        }
+        _ => Ok(ByApplication::Gone),
+    }
+}
+
 /// Applies `finish` to job `id` if the row still carries `token` and `attempt`. Returns false when the
 /// fence did not match (the claim was lost), true when the row changed.
 #[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`

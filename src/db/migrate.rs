@@ -131,6 +131,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0020_dependents.sql",
         sql: include_str!("../../migrations/0020_dependents.sql"),
     },
+    Migration {
+        version: 21,
+        name: "0021_jobq_finish.sql",
+        sql: include_str!("../../migrations/0021_jobq_finish.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -19,7 +19,7 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -51,8 +51,34 @@ pub struct JobContext {
     pub claim: String,
     pub(crate) payload: String,
     pub(crate) cancel: CancellationToken,
-    /// Set by [`JobContext::finish_in`]: the job's done finish is part of the handler's transaction.
-    pub(crate) finished_in_tx: Arc<AtomicBool>,
+    /// When the attempt must have ended: its start plus the job's timeout, by the worker's clock.
+    pub(crate) deadline: chrono::DateTime<chrono::Utc>,
+    /// When the job was due: the claim's time less how long the row had been due then.
+    pub(crate) run_at: chrono::DateTime<chrono::Utc>,
+    /// Who made the job's done finish, when not the worker (see [`Finished`]).
+    pub(crate) finished: Arc<AtomicU8>,
+}
+
+/// Who made a job's done finish when its handler returned `Ok(())`, as a [`JobContext`] records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Finished {
+    /// Nobody yet: the worker finishes the job.
+    ByWorker = 0,
+    /// [`JobContext::finish_in`] changed the row in the handler's transaction.
+    InTransaction = 1,
+    /// The application said it did ([`JobContext::finished_by_application`]); the worker checks.
+    ByApplication = 2,
+}
+
+impl Finished {
+    pub(crate) fn of(cell: &AtomicU8) -> Self {
+        match cell.load(Ordering::SeqCst) {
+            1 => Self::InTransaction,
+            2 => Self::ByApplication,
+            _ => Self::ByWorker,
+        }
+    }
 }
 
 impl JobContext {
@@ -90,9 +116,35 @@ impl JobContext {
     ) -> std::result::Result<bool, sqlx::Error> {
         let done = crate::db::finish::done_in(conn, self.id.0, &self.claim, self.attempt).await?;
         if done {
-            self.finished_in_tx.store(true, Ordering::SeqCst);
+            self.finished
+                .store(Finished::InTransaction as u8, Ordering::SeqCst);
         }
         Ok(done)
+    }
+
+    /// Says that the application finished this job itself, in its own transaction next to its own
+    /// writes, with `CALL jobq_finish(id, claim, attempt)` (schema 21): what an HTTP or process handler
+    /// calls when the application answers so. Return `Ok(())` after it. The worker then does not finish
+    /// the job but reads the row: a row that no longer carries this claim was finished (its dependents
+    /// are released then); a row that still does was not (the application's transaction rolled back, or
+    /// it never called the procedure), and the attempt fails with an error that says so, so that its
+    /// effects are not taken as done.
+    pub fn finished_by_application(&self) {
+        self.finished
+            .store(Finished::ByApplication as u8, Ordering::SeqCst);
+    }
+
+    /// When this attempt must have ended: its start plus the job's timeout (the row's `timeout_secs`,
+    /// else its handler's, else the worker's default), by the worker's clock. The worker cancels the
+    /// attempt then ([`JobContext::cancelled`]); a handler that calls elsewhere passes it on.
+    pub fn deadline(&self) -> chrono::DateTime<chrono::Utc> {
+        self.deadline
+    }
+
+    /// When the job was due: the time of its claim less how long the row had been due then (measured by
+    /// the database's clock), to the microsecond.
+    pub fn run_at(&self) -> chrono::DateTime<chrono::Utc> {
+        self.run_at
     }
 
     /// Resolves when the job should stop: its timeout passed, the worker is shutting down for good, or an
@@ -122,7 +174,9 @@ impl JobContext {
             claim: "test".into(),
             payload: payload.into(),
             cancel: CancellationToken::new(),
-            finished_in_tx: Arc::default(),
+            deadline: chrono::Utc::now() + chrono::Duration::minutes(30),
+            run_at: chrono::Utc::now(),
+            finished: Arc::default(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Running one claimed job: its handler under a timeout, then the fenced finish.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -12,9 +12,9 @@ use tracing::{debug, error, info, warn};
 use super::Shared;
 use super::ledger::Entry;
 use crate::db::claim::ClaimedJob;
-use crate::db::finish::{Finish, finish_bounded};
+use crate::db::finish::{ByApplication, Finish, finish_bounded};
 use crate::error::Error;
-use crate::handler::{JobContext, JobError};
+use crate::handler::{Finished, JobContext, JobError};
 use crate::telemetry;
 
 /// Why the handler stopped.
@@ -60,7 +60,7 @@ pub(super) async fn run_job(
     }
     let fence = shared.fence.token();
     let mut timed_out = false;
-    let finished_in_tx = Arc::new(AtomicBool::new(false));
+    let finished = Arc::new(AtomicU8::new(Finished::ByWorker as u8));
     let outcome = if shared.hard_stop.is_cancelled() || fence.is_cancelled() {
         // Claimed but never started: give it back as it was.
         Some(Finish::Release)
@@ -70,7 +70,8 @@ pub(super) async fn run_job(
         let waited = Duration::from_micros(job.waited_us.max(0) as u64) + claimed.elapsed();
         telemetry::job_started(&job.queue, waited);
         let started = Instant::now();
-        let ended = run_handler(&shared, &job, &entry, &fence, &finished_in_tx).await;
+        let ended = run_handler(&shared, &job, &entry, &fence, &finished).await;
+        let ended = check_application_finish(&shared, &job, ended, &finished).await;
         telemetry::job_ran(&job.queue, &job.kind, started.elapsed());
         timed_out = matches!(ended, Ended::TimedOut(_));
         telemetry::running(-1.0);
@@ -79,11 +80,12 @@ pub(super) async fn run_job(
     };
     let mut slot = Some(permit);
     match outcome {
-        // The handler committed the done finish with its own work (JobContext::finish_in).
-        Some(Finish::Done) if finished_in_tx.load(Ordering::SeqCst) => {
+        // The handler committed the done finish with its own work (JobContext::finish_in), or the
+        // application did and the row says so (`check_application_finish`).
+        Some(Finish::Done) if Finished::of(&finished) != Finished::ByWorker => {
             shared.counters.done.fetch_add(1, Ordering::Relaxed);
             telemetry::job_finished(&job.queue, &job.kind, "done");
-            debug!(job_id = job.id, kind = %job.kind, attempt, "job done (finished in the handler's transaction)");
+            debug!(job_id = job.id, kind = %job.kind, attempt, "job done (finished in the handler's or the application's transaction)");
         }
         Some(Finish::Done) => {
             give_back(&shared, &mut slot, claimed);
@@ -114,7 +116,7 @@ async fn run_handler(
     job: &ClaimedJob,
     entry: &Entry,
     fence: &CancellationToken,
-    finished_in_tx: &Arc<AtomicBool>,
+    finished: &Arc<AtomicU8>,
 ) -> Ended {
     let Some(registered) = shared.handlers.get(&job.kind) else {
         // Claims ask only for registered kinds, but the kind column compares with trailing spaces
@@ -130,6 +132,7 @@ async fn run_handler(
         .or(registered.options.timeout)
         .unwrap_or(shared.cfg.default_timeout);
     let cancel = shared.hard_stop.child_token();
+    let now = chrono::Utc::now();
     let ctx = JobContext {
         id: crate::job::JobId(job.id),
         kind: job.kind.clone(),
@@ -139,7 +142,12 @@ async fn run_handler(
         claim: shared.token.clone(),
         payload: job.payload.clone(),
         cancel: cancel.clone(),
-        finished_in_tx: finished_in_tx.clone(),
+        deadline: chrono::Duration::from_std(timeout)
+            .ok()
+            .and_then(|t| now.checked_add_signed(t))
+            .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC),
+        run_at: now - chrono::Duration::microseconds(job.waited_us.max(0)),
+        finished: finished.clone(),
     };
     debug!(job_id = job.id, kind = %job.kind, attempt = job.attempt(), "job started");
     // The handler runs in a task of its own so that a panic fails the job instead of the worker.
@@ -167,6 +175,42 @@ async fn run_handler(
         let _ = task.await;
     }
     ended
+}
+
+/// When the handler returned `Ok(())` after saying that the application finished the job itself, reads
+/// the row: a job the application did not finish (its transaction rolled back, or it never called
+/// `jobq_finish`) fails the attempt instead of passing as done, and one whose claim was lost meanwhile
+/// is left alone. A read that fails leaves the answer unknown: the attempt then fails, and its fenced
+/// finish changes nothing if the application's finish did commit.
+async fn check_application_finish(
+    shared: &Shared,
+    job: &ClaimedJob,
+    ended: Ended,
+    finished: &AtomicU8,
+) -> Ended {
+    if !matches!(ended, Ended::Returned(Ok(Ok(()))))
+        || Finished::of(finished) != Finished::ByApplication
+    {
+        return ended;
+    }
+    let not_done = |why: String| {
+        finished.store(Finished::ByWorker as u8, Ordering::SeqCst);
+        Ended::Returned(Ok(Err(JobError::retry(why))))
+    };
+    match crate::db::finish::by_application(&shared.pool, job.id, &shared.token, job.attempt())
+        .await
+    {
+        Ok(ByApplication::Finished) => ended,
+        Ok(ByApplication::Gone) => Ended::Lost,
+        Ok(ByApplication::NotFinished) => not_done(
+            "the application answered that it finished the job, but the row still carries this \
+             attempt's claim: its CALL jobq_finish(id, claim, attempt) did not commit"
+                .into(),
+        ),
+        Err(e) => not_done(format!(
+            "the application answered that it finished the job, and reading the row to check failed: {e}"
+        )),
+    }
 }
 
 /// The attempts a job may use: its own `max_attempts` when it set one, else its handler's, else 20.

@@ -154,6 +154,42 @@ async fn the_documented_grants_are_enough_for_each_role_and_no_more() {
     )
     .await;
 
+    // An application that finishes its own jobs (handed their claim by an HTTP or process handler):
+    // EXECUTE on the procedure alone, which runs with its definer's rights and changes only the row
+    // whose claim it names.
+    let app_finish = users
+        .create(
+            "app",
+            &[
+                "INSERT ON {db}.job_queue",
+                "EXECUTE ON PROCEDURE {db}.jobq_finish",
+            ],
+        )
+        .await;
+    db.exec(
+        "INSERT INTO job_queue (kind, state, claim, attempts) VALUES ('k', 'running', 'tok', 1)",
+    )
+    .await;
+    let mut conn = sqlx::MySqlConnection::connect(&app_finish).await.unwrap();
+    let id: u64 = db.scalar("SELECT MAX(id) FROM job_queue").await;
+    for (claim, want) in [("not-tok", 0), ("tok", 1), ("tok", 0)] {
+        let (finished,): (i64,) = sqlx::query_as("CALL jobq_finish(?, ?, 1)")
+            .bind(id)
+            .bind(claim)
+            .fetch_one(&mut conn)
+            .await
+            .expect("the application can call jobq_finish");
+        assert_eq!(finished, want, "claim {claim}");
+    }
+    let e = sqlx::query("UPDATE job_queue SET priority = -1")
+        .execute(&mut conn)
+        .await
+        .unwrap_err();
+    assert_eq!(error_number(&e), Some(TABLE_ACCESS_DENIED), "{e}");
+    conn.close().await.unwrap();
+    db.exec(&format!("DELETE FROM job_queue WHERE id = {id}"))
+        .await;
+
     // Workers and reapers: DML and the wait procedure, no DDL, no PROCESS.
     let worker = users
         .create(

@@ -206,3 +206,116 @@ async fn a_library_handler_commits_its_effect_with_the_finish_or_not_at_all() {
     assert_eq!((state.as_str(), attempts, effects), ("done", 2, 1));
     assert_eq!((report.done, report.lost), (1, 1), "{report:?}");
 }
+
+/// Any application can finish its job in its own transaction with `CALL jobq_finish(id, claim,
+/// attempt)` (schema 21) and say so through its handler (`JobContext::finished_by_application`). Here
+/// the "application" is a library handler speaking plain SQL. Its first attempt writes its effect,
+/// calls the procedure and rolls back, yet answers that it finished: the worker reads the row, finds
+/// it still running under the claim, and fails the attempt saying why. Its second attempt commits the
+/// effect with the finish. A stale claim gets `finished = 0` and changes nothing. The job that waits
+/// for it is released, and the effect is there once.
+#[tokio::test]
+async fn an_application_finishes_its_job_with_the_procedure_and_the_worker_checks_its_word() {
+    use jobq::{Handlers, JobContext, JobError, Mode, NewJob, RetryPolicy, Worker, WorkerConfig};
+    use sqlx::Connection;
+    let db = TestDb::new().await;
+    db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
+        .await;
+    let parent = jobq::enqueue(&db.pool, &NewJob::new("effect"))
+        .await
+        .unwrap();
+    let child = jobq::enqueue(&db.pool, &NewJob::new("after").after([parent]))
+        .await
+        .unwrap();
+    let pool = db.pool(4).await;
+    let err = |e: sqlx::Error| JobError::retry(e.to_string());
+    let handlers = Handlers::new()
+        .register("effect", move |job: JobContext| {
+            let pool = pool.clone();
+            async move {
+                let mut conn = pool.acquire().await.map_err(err)?;
+                // A claim that is not the job's changes nothing.
+                let stale: (i64,) = sqlx::query_as("CALL jobq_finish(?, ?, ?)")
+                    .bind(job.id.0)
+                    .bind("someone-else")
+                    .bind(job.attempt)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .map_err(err)?;
+                assert_eq!(stale.0, 0);
+                let mut tx = conn.begin().await.map_err(err)?;
+                sqlx::query("INSERT INTO effects (job_id) VALUES (?)")
+                    .bind(job.id.0)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(err)?;
+                let (finished,): (i64,) = sqlx::query_as("CALL jobq_finish(?, ?, ?)")
+                    .bind(job.id.0)
+                    .bind(&job.claim)
+                    .bind(job.attempt)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(err)?;
+                assert_eq!(finished, 1, "the claim holds");
+                if job.attempt == 1 {
+                    tx.rollback().await.map_err(err)?;
+                } else {
+                    tx.commit().await.map_err(err)?;
+                }
+                job.finished_by_application();
+                Ok(())
+            }
+        })
+        .unwrap()
+        .register("after", |_job: JobContext| async { Ok(()) })
+        .unwrap();
+    let worker = Worker::new(
+        db.pool(4).await,
+        handlers,
+        WorkerConfig {
+            mode: Mode::Forever,
+            poll_interval: Duration::from_millis(20),
+            retry: RetryPolicy {
+                base: Duration::from_millis(10),
+                cap: Duration::from_millis(10),
+            },
+            ..WorkerConfig::default()
+        },
+    )
+    .unwrap();
+    let stop = jobq::CancellationToken::new();
+    let running = tokio::spawn(worker.run(stop.clone()));
+    wait_until("the dependent done", Duration::from_secs(20), || async {
+        db.scalar::<i64>(&format!(
+            "SELECT COUNT(*) FROM job_queue WHERE id = {} AND state = 'done'",
+            child.0
+        ))
+        .await
+            == 1
+    })
+    .await;
+    stop.cancel();
+    let report = running.await.unwrap().unwrap();
+    let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
+    let (state, attempts, error): (String, i64, Option<String>) = sqlx::query_as(
+        "SELECT CAST(state AS CHAR), CAST(attempts AS SIGNED), last_error FROM job_queue WHERE id = ?",
+    )
+    .bind(parent.0)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!((state.as_str(), attempts, effects), ("done", 2, 1));
+    let error = error.unwrap_or_default();
+    assert!(
+        error.contains("still carries this attempt's claim") && error.contains("jobq_finish"),
+        "{error}"
+    );
+    let child_state: String =
+        sqlx::query_scalar("SELECT CAST(state AS CHAR) FROM job_queue WHERE id = ?")
+            .bind(child.0)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(child_state, "done", "the dependent was released and ran");
+    assert_eq!((report.done, report.retried), (2, 1), "{report:?}");
+}
