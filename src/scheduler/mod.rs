@@ -217,7 +217,7 @@ impl Scheduler {
                 fence: crate::fence::DEFAULT_BOUND.max(self.cfg.heartbeat_interval * 3),
             },
             wait_for_database: true,
-            watch_fence: false,
+            watch_fence: None,
         };
         let Some(registration) = register.open(&self.pool, &shutdown).await? else {
             return Ok(());
