@@ -75,20 +75,19 @@
 //! ```
 
 mod backoff;
+mod claimant;
 pub mod config;
 mod counts;
 mod db;
 mod duration;
 mod errno;
 mod error;
-mod fence;
 pub mod handler;
 mod id;
 mod job;
 mod jobs;
 mod json;
 mod limits;
-mod liveness;
 mod name;
 mod queues;
 mod reaper;
@@ -102,7 +101,6 @@ mod supervisor;
 mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
-mod token;
 pub mod web;
 mod worker;
 

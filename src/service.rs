@@ -4,7 +4,7 @@
 //! Written once so that the services behave alike where it matters to an operator: each one started
 //! before its database (a reboot where MariaDB comes up late) waits for it instead of exiting, so a
 //! service manager never sees a crash loop; each one deregisters on the way out; each one's heartbeat
-//! confirms its fence (see [`crate::fence`]). Maintenance services run their passes through
+//! confirms its fence (see [`crate::claimant::fence`]). Maintenance services run their passes through
 //! [`run_every`], which logs a pass at info level only when it did something.
 
 use std::fmt::Debug;
@@ -17,9 +17,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::backoff::Backoff;
+use crate::claimant::fence::Fence;
 use crate::db::registry::{Bounds, Role};
 use crate::error::{ConnectFailure, Error, Result};
-use crate::fence::Fence;
 use crate::session::Session;
 
 /// Sleeps, or returns true early if `stop` is cancelled.
@@ -83,7 +83,7 @@ pub(crate) struct Register<'a> {
     /// Wait out an unreachable database (forever services) rather than fail at once (one-shot runs).
     pub(crate) wait_for_database: bool,
     /// Run the fence's watchdog (services that run jobs), with what it calls when fenced jobs do not
-    /// stop in time (see [`crate::fence::Fence::watch`]); `None`: no watchdog.
+    /// stop in time (see [`crate::claimant::fence::Fence::watch`]); `None`: no watchdog.
     pub(crate) watch_fence: Option<fn()>,
 }
 

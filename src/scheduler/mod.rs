@@ -214,7 +214,7 @@ impl Scheduler {
             kinds: &[],
             bounds: crate::db::registry::Bounds {
                 heartbeat: self.cfg.heartbeat_interval,
-                fence: crate::fence::DEFAULT_BOUND.max(self.cfg.heartbeat_interval * 3),
+                fence: crate::claimant::fence::DEFAULT_BOUND.max(self.cfg.heartbeat_interval * 3),
             },
             wait_for_database: true,
             watch_fence: None,

@@ -23,11 +23,11 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
+use crate::claimant::token::ProcessIdentity;
 use crate::db::registry::Role;
 use crate::db::{reap, scale};
 use crate::error::{Error, Result};
 use crate::service::Register;
-use crate::token::ProcessIdentity;
 use crate::worker::WorkerConfig;
 
 mod children;

@@ -42,10 +42,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::claimant::fence::Fence;
 use crate::db::dedicated::Dedicated;
 use crate::db::registry::{Bounds, Role};
 use crate::error::{Error, Result};
-use crate::fence::Fence;
 use crate::handler::Handlers;
 use crate::service::{Register, Registration, STOP_PATIENCE};
 

@@ -78,7 +78,7 @@ fn due_rows<'a>(
 
 /// The host name this process registers, which queue pins name (schema 15).
 pub(crate) fn this_host() -> &'static str {
-    &crate::token::ProcessIdentity::current().host
+    &crate::claimant::token::ProcessIdentity::current().host
 }
 
 /// Step 2's statement, [`CLAIM_STAMP`], with its parameters bound (the ids padded, see

@@ -14,7 +14,7 @@
 //!   later, forced (a command's process group gets SIGKILL; a library handler's task is dropped). It
 //!   claims nothing until it has confirmed again.
 //! * **The reaper** resets a claimant judged only by a lost session or an old heartbeat no earlier than
-//!   `heartbeat_at + bound + MARGIN` by the database clock (see [`crate::liveness`]). [`MARGIN`] is
+//!   `heartbeat_at + bound + MARGIN` by the database clock (see [`crate::claimant::liveness`]). [`MARGIN`] is
 //!   larger than [`KILL_GRACE`] plus the watchdog's tick, so by then the claimant's copies are gone.
 //!
 //! Each process stores its bound in its registry row, so reapers judge every claimant by the bound it
