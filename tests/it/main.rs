@@ -21,6 +21,8 @@ mod schema;
 mod worker;
 // Command and SQL handlers.
 mod handlers;
+// HTTP handlers against a local HTTP server: answers, signing, keep-alive, dropped requests.
+mod http_handlers;
 // The jobq binary: commands and their error messages.
 mod cli;
 // The reaper: recovering dead claimants' jobs.
