@@ -774,3 +774,176 @@ async fn http_config_errors_name_the_key() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+// ---------------------------------------------------------------------------------------------------
+// The signature verifiers of clients/<language>/ and the docs that show them
+// ---------------------------------------------------------------------------------------------------
+
+/// A verifier: the variable naming its interpreter (as `scripts/test.sh` sets it), the interpreter
+/// otherwise, the file, and the fence of its block in docs/http-handlers.md.
+struct Verifier {
+    env: &'static str,
+    default: &'static str,
+    file: &'static str,
+    fence: &'static str,
+}
+
+const VERIFIERS: [Verifier; 4] = [
+    Verifier {
+        env: "JOBQ_PYTHON",
+        default: "/usr/bin/python3",
+        file: "clients/python/verify_signature.py",
+        fence: "python",
+    },
+    Verifier {
+        env: "JOBQ_NODE",
+        default: "/usr/bin/node",
+        file: "clients/node/verify_signature.js",
+        fence: "js",
+    },
+    Verifier {
+        env: "JOBQ_PHP",
+        default: "/usr/bin/php",
+        file: "clients/php/verify_signature.php",
+        fence: "php",
+    },
+    Verifier {
+        env: "JOBQ_RUBY",
+        default: "/usr/bin/ruby",
+        file: "clients/ruby/verify_signature.rb",
+        fence: "ruby",
+    },
+];
+
+fn root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+impl Verifier {
+    fn interpreter(&self) -> Option<std::path::PathBuf> {
+        if let Some(p) = std::env::var_os(self.env) {
+            return Some(p.into());
+        }
+        if std::path::Path::new(self.default).exists() {
+            return Some(self.default.into());
+        }
+        eprintln!(
+            "SKIPPED: {}: {} is missing and {} is unset (scripts/ensure-languages.sh installs it)",
+            self.file, self.default, self.env
+        );
+        None
+    }
+
+    /// Runs the verifier on `body` and `header`; true when it exits 0.
+    fn accepts(
+        &self,
+        interpreter: &std::path::Path,
+        secret_file: &std::path::Path,
+        header: &str,
+        body: &[u8],
+    ) -> bool {
+        use std::io::Write;
+        let mut child = std::process::Command::new(interpreter)
+            .arg(root().join(self.file))
+            .arg(secret_file)
+            .arg(header)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: cannot run {interpreter:?}: {e}", self.file));
+        child.stdin.take().unwrap().write_all(body).unwrap();
+        let out = wait_output(child, Duration::from_secs(30));
+        if !out.status.success() {
+            eprintln!(
+                "{}: {}",
+                self.file,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        out.status.success()
+    }
+}
+
+#[tokio::test]
+async fn http_the_verifiers_in_four_languages_accept_jobq_s_signature_and_refuse_tampering_and_replays()
+ {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let secret_file = dir.join("app.key");
+    std::fs::write(&secret_file, "whsec_languages\n").unwrap();
+    let app = App::answering(reply(200)).await;
+    // Non-ASCII text in the payload: the HMAC covers bytes, not characters.
+    enqueue(
+        &db,
+        "signed",
+        serde_json::json!({"text": "héllo wörld", "n": 1}),
+    )
+    .await;
+    let config = handler(
+        "signed",
+        &app.url(),
+        &format!("secret_file = {secret_file:?}"),
+    );
+    drain(&db, &config).await;
+    let request = app.received().remove(0);
+    let (header, body) = (
+        request.header(sign::HEADER).to_string(),
+        request.body.to_vec(),
+    );
+    let tampered = String::from_utf8(body.clone())
+        .unwrap()
+        .replace("\"n\":1", "\"n\":2")
+        .into_bytes();
+    assert_ne!(tampered, body);
+    let old = sign::signature(
+        b"whsec_languages",
+        chrono::Utc::now().timestamp() - 600,
+        &body,
+    );
+    let wrong_secret = sign::signature(b"whsec_other", chrono::Utc::now().timestamp(), &body);
+    let mut ran = 0;
+    for v in &VERIFIERS {
+        let Some(interpreter) = v.interpreter() else {
+            continue;
+        };
+        assert!(
+            v.accepts(&interpreter, &secret_file, &header, &body),
+            "{}: a real request",
+            v.file
+        );
+        assert!(
+            !v.accepts(&interpreter, &secret_file, &header, &tampered),
+            "{}: a tampered body",
+            v.file
+        );
+        assert!(
+            !v.accepts(&interpreter, &secret_file, &old, &body),
+            "{}: ten minutes old",
+            v.file
+        );
+        assert!(
+            !v.accepts(&interpreter, &secret_file, &wrong_secret, &body),
+            "{}: another secret",
+            v.file
+        );
+        ran += 1;
+    }
+    eprintln!("{ran} of 4 verifiers ran");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn http_the_docs_show_the_verifiers_as_they_are() {
+    let doc = std::fs::read_to_string(root().join("docs/http-handlers.md")).unwrap();
+    for v in &VERIFIERS {
+        let file = std::fs::read_to_string(root().join(v.file)).unwrap();
+        let block = format!("```{}\n{file}```\n", v.fence);
+        assert!(
+            doc.contains(&block),
+            "docs/http-handlers.md must show {} whole, in a ```{} block, exactly as the file is",
+            v.file,
+            v.fence
+        );
+    }
+}
