@@ -947,3 +947,124 @@ fn http_the_docs_show_the_verifiers_as_they_are() {
         );
     }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// TLS: a private CA through ca_file, and HTTP/2 where the server offers it
+// ---------------------------------------------------------------------------------------------------
+
+/// An HTTPS application on 127.0.0.1 with a certificate for `localhost` signed by a CA of its own,
+/// offering h2 and http/1.1; it answers 200 and records the protocol each connection chose.
+async fn tls_app(dir: &std::path::Path) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let mut ca = CertificateParams::default();
+    ca.distinguished_name
+        .push(DnType::CommonName, "jobq test app CA");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca, KeyPair::generate().unwrap()).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca)
+        .unwrap();
+    std::fs::write(dir.join("app-ca.pem"), ca.pem()).unwrap();
+    let other = CertificateParams::default();
+    let other = CertifiedIssuer::self_signed(other, KeyPair::generate().unwrap()).unwrap();
+    std::fs::write(dir.join("other-ca.pem"), other.pem()).unwrap();
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls::pki_types::PrivatePkcs8KeyDer::from(key.serialize_der()).into(),
+        )
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let protocols: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = protocols.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (acceptor, seen) = (acceptor.clone(), seen.clone());
+            tokio::spawn(async move {
+                // A client that refuses the certificate ends the handshake here.
+                let Ok(tls) = acceptor.accept(stream).await else {
+                    return;
+                };
+                let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+                let service = hyper::service::service_fn(|_req: hyper::Request<Incoming>| async {
+                    Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
+                        Bytes::from_static(b"ok"),
+                    )))
+                });
+                let io = TokioIo::new(tls);
+                if alpn.as_deref() == Some(b"h2") {
+                    seen.lock().unwrap().push("h2".into());
+                    let _ = hyper::server::conn::http2::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(io, service)
+                    .await;
+                } else {
+                    seen.lock().unwrap().push("http/1.1".into());
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(io, service)
+                        .await;
+                }
+            });
+        }
+    });
+    (addr, protocols)
+}
+
+#[tokio::test]
+async fn http_tls_trusts_the_ca_file_only_and_speaks_http2_when_offered() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let (addr, protocols) = tls_app(&dir).await;
+    let url = format!("https://localhost:{}/jobs", addr.port());
+    let config = [
+        handler(
+            "private",
+            &url,
+            &format!("ca_file = {:?}", dir.join("app-ca.pem")),
+        ),
+        handler("public", &url, ""),
+        handler(
+            "other",
+            &url,
+            &format!("ca_file = {:?}", dir.join("other-ca.pem")),
+        ),
+    ]
+    .concat();
+    let mut ids = Vec::new();
+    for kind in ["private", "private", "public", "other"] {
+        ids.push(enqueue(&db, kind, serde_json::json!({})).await);
+    }
+    drain(&db, &config).await;
+    for id in &ids[..2] {
+        assert_eq!(job(&db, *id).await.state, State::Done);
+    }
+    for id in &ids[2..] {
+        let j = job(&db, *id).await;
+        assert_eq!((j.state, j.attempts), (State::Retry, 1), "{j:?}");
+        let e = last_error(&j);
+        assert!(
+            e.contains("certificate") || e.contains("UnknownIssuer"),
+            "{e}"
+        );
+    }
+    let protocols = protocols.lock().unwrap().clone();
+    assert!(
+        !protocols.is_empty() && protocols.iter().all(|p| p == "h2"),
+        "the client chose HTTP/2 when offered: {protocols:?}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

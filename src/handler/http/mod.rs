@@ -46,6 +46,11 @@ use answer::{Answer, Verdict};
 /// configured wider, where a burst of jobs would otherwise open a burst of connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
 
+/// How long an idle pooled connection is kept: below the 5 s keep-alive timeout of Apache's and
+/// Node.js's defaults, so that a request is never written into a connection the server is closing at
+/// that moment (a request that races such a close fails its attempt).
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// How much of an answer's body is read: enough for `{"finished": true}` and an error's excerpt. The
 /// rest is not read, and the connection is closed instead of reused.
 const BODY_LIMIT: usize = 64 * 1024;
@@ -61,7 +66,7 @@ const OWN_HEADERS: &[&str] = &[
 
 /// An HTTP handler as configured: `[handlers.KIND] url = …` and its keys, checked but not yet loaded
 /// (the files are read by [`HttpSpec::build`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct HttpSpec {
     /// The endpoint: `http://` or `https://`, without user info.
     pub url: String,
@@ -75,6 +80,20 @@ pub struct HttpSpec {
     pub max_connections: usize,
     /// 4xx statuses that fail the attempt (retried) instead of killing the job.
     pub retry_statuses: Vec<u16>,
+}
+
+impl std::fmt::Debug for HttpSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Header names only: their values are credentials (an Authorization).
+        f.debug_struct("HttpSpec")
+            .field("url", &self.url)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("secret_file", &self.secret_file)
+            .field("ca_file", &self.ca_file)
+            .field("max_connections", &self.max_connections)
+            .field("retry_statuses", &self.retry_statuses)
+            .finish()
+    }
 }
 
 impl HttpSpec {
@@ -135,6 +154,8 @@ impl HttpSpec {
             .wrap_connector(tcp);
         let client = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(self.max_connections)
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .pool_timer(hyper_util::rt::TokioTimer::new())
             .build(connector);
         Ok(HttpHandler {
             inner: Arc::new(Inner {
