@@ -50,7 +50,7 @@ pub struct HandlerConfig {
     pub secret_file: Option<std::path::PathBuf>,
     /// HTTP handlers: a PEM file of the CAs to trust instead of the public ones.
     pub ca_file: Option<std::path::PathBuf>,
-    /// HTTP handlers: requests (and connections) in flight at most; default
+    /// HTTP handlers: requests in flight at most (and idle connections kept); default
     /// [`crate::handler::http::DEFAULT_MAX_CONNECTIONS`].
     pub max_connections: Option<usize>,
     /// HTTP handlers: 4xx statuses that are retried instead of killing the job.

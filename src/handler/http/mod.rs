@@ -6,8 +6,8 @@
 //! `Retry-After` snooze, 408/5xx and connection errors retry, other 4xx are dead at once.
 //!
 //! **One client per handler**, pooled (hyper-util's client: keep-alive, HTTP/1.1, and HTTP/2 where a TLS
-//! server offers it by ALPN), with at most `max_connections` requests in flight, so at most that many
-//! connections. Redirects are never followed: a 3xx fails the attempt naming its `Location`.
+//! server offers it by ALPN), with at most `max_connections` requests in flight and as many idle
+//! connections kept. Redirects are never followed: a 3xx fails the attempt naming its `Location`.
 //!
 //! **A request never outlives its attempt.** It must end by the job's deadline ([`JobContext::deadline`]);
 //! on cancel (operator, timeout, shutdown) the handler drops it, and so does the worker when it drops
@@ -41,13 +41,13 @@ pub use answer::DEFAULT_429_SNOOZE;
 use super::{BoxFuture, Handler, JobContext, JobError};
 use answer::{Answer, Verdict};
 
-/// Requests (and so connections) one HTTP handler has in flight at most, unless `max_connections` says
+/// Requests one HTTP handler has in flight at most (and idle connections it keeps), unless `max_connections` says
 /// otherwise: the worker's default concurrency is below it, so by default it only bounds a worker
 /// configured wider, where a burst of jobs would otherwise open a burst of connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
 
 /// How long an idle pooled connection is kept: below the 5 s keep-alive timeout of Apache's and
-/// Node.js's defaults, so that a request is never written into a connection the server is closing at
+/// Node.js's defaults, so that a request is seldom written into a connection the server is closing at
 /// that moment (a request that races such a close fails its attempt).
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
