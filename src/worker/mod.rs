@@ -230,7 +230,11 @@ impl Running {
         self.watch_stop.cancel();
         // Every job task has ended, so nothing is waiting on the finisher.
         self.finisher_stop.cancel();
+        // Handlers that keep programs alive between jobs stop them now that no job runs.
+        let handlers = shared.handlers.clone();
+        let handlers_stopped = tokio::spawn(async move { handlers.stop_all().await });
         tokio::join!(
+            stop_task(handlers_stopped),
             stop_task(self.watcher),
             stop_task(self.finisher_task),
             stop_task(claim_conn_closed),
