@@ -6,6 +6,9 @@
 #   scripts/test.sh                 everything
 #   scripts/test.sh worker_         extra arguments go to the test binaries of
 #                                   `cargo test --all-targets` (here: a filter)
+#   scripts/test.sh --quick         the inner loop: no clippy or docs build, and the slow suites (the
+#                                   cluster, many hosts, TLS, server restarts, the browser, the bench and
+#                                   the fault drains) left out; CI always runs everything
 #
 # Environment: JOBQ_TEST_THREADS (default 4) test threads; JOBQ_CHROMIUM (a Chromium
 # binary; else scripts/ensure-chromium.sh finds or installs one); JOBQ_PROMTOOL (Prometheus's promtool;
@@ -16,6 +19,17 @@ set -euo pipefail
 
 # Work from the repo root whatever the caller's directory is.
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+quick=""
+if [[ "${1:-}" == "--quick" ]]; then
+    quick=1
+    shift
+fi
+# The suites --quick leaves out, by test name: each needs a service of its own (a cluster, a second
+# server, a browser) or runs a drain under fire for many seconds.
+slow=(--skip galera:: --skip hosts:: --skip tls:: --skip restart:: --skip browser:: --skip web_browser::
+    --skip bench:: --skip transactional::effects_happen --skip transactional::an_http_application
+    --skip partial_failure::)
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -39,6 +53,7 @@ export JOBQ_TEST_DATABASE_URL="$url"
 # Never print a password into CI logs.
 echo "JOBQ_TEST_DATABASE_URL=$(sed -E 's#(://[^:/@]*:)[^@/]*@#\1***@#' <<<"$url")"
 
+if [[ -z "$quick" ]]; then
 step "scripts/ensure-chromium.sh"
 # The dashboard's end-to-end test drives headless Chromium (tests/it/browser.rs).
 JOBQ_CHROMIUM=$(scripts/ensure-chromium.sh)
@@ -50,6 +65,8 @@ step "scripts/ensure-promtool.sh"
 JOBQ_PROMTOOL=$(scripts/ensure-promtool.sh)
 export JOBQ_PROMTOOL
 echo "JOBQ_PROMTOOL=$JOBQ_PROMTOOL"
+
+fi
 
 step "scripts/ensure-languages.sh"
 # Python, Node.js, PHP and Ruby with their MySQL drivers: the process handler's reference workers and
@@ -63,7 +80,7 @@ step "scripts/galera.sh start"
 # SKIPPED when it cannot. A cluster this script started is stopped again at the end (its data is kept,
 # so the next run starts it in seconds); one that was already running is left running.
 galera_started=""
-if [[ -z "${JOBQ_GALERA_URLS:-}" ]]; then
+if [[ -z "${JOBQ_GALERA_URLS:-}" && -z "$quick" ]]; then
     scripts/galera.sh running || galera_started=1
     if urls=$(scripts/galera.sh start); then
         JOBQ_GALERA_URLS=$(paste -sd, <<<"$urls")
@@ -78,18 +95,21 @@ fi
 # rather than as passed.
 skip=()
 [[ -n "${JOBQ_GALERA_URLS:-}" ]] || skip=(--skip galera::)
+[[ -z "$quick" ]] || skip=("${slow[@]}")
 stop_galera() { [[ -n "$galera_started" ]] && scripts/galera.sh stop || true; }
 trap stop_galera EXIT
 
 step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
-step "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets -- -D warnings
+if [[ -z "$quick" ]]; then
+    step "cargo clippy --all-targets -- -D warnings"
+    cargo clippy --all-targets -- -D warnings
 
-# The docs are part of the product: a broken intra-doc link fails like a lint.
-step "cargo doc --no-deps (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
+    # The docs are part of the product: a broken intra-doc link fails like a lint.
+    step "cargo doc --no-deps (warnings are errors)"
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps
+fi
 
 # Keep the test output to add up the counts at the end (see below).
 results=$(mktemp)

@@ -74,23 +74,20 @@
 //! # Ok(()) }
 //! ```
 
+mod admin;
 mod backoff;
+mod claimant;
 pub mod config;
 mod counts;
 mod db;
 mod duration;
 mod errno;
 mod error;
-mod fence;
 pub mod handler;
 mod id;
 mod job;
-mod jobs;
 mod json;
-mod limits;
-mod liveness;
 mod name;
-mod queues;
 mod reaper;
 mod retry;
 pub mod schedule;
@@ -102,7 +99,6 @@ mod supervisor;
 mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
-mod token;
 pub mod web;
 mod worker;
 
@@ -126,13 +122,17 @@ pub use scheduler::{
     AbortReport, Clock, ManualClock, Scheduler, SchedulerConfig, Schedules, TickReport, Upserted,
 };
 // Keeping workers alive.
+pub use admin::scale::Scale;
 pub use db::scale::ScaleSetting;
 pub use reaper::{ReapReport, Reaper, ReaperConfig};
 pub use supervisor::{
-    SUPERVISOR_PID_ENV, SUPERVISOR_SLOT_ENV, Scale, Supervisor, SupervisorConfig, SupervisorReport,
+    SUPERVISOR_PID_ENV, SUPERVISOR_SLOT_ENV, Supervisor, SupervisorConfig, SupervisorReport,
     keep_alive,
 };
 // Looking at the queue.
+pub use admin::jobs::{JobAction, Jobs};
+pub use admin::limits::{JobLimits, Limit, LimitScope};
+pub use admin::queues::{Paused, PausedQueue, QueuePin, Queues};
 pub use db::admin::{
     CancelOutcome, HeldGroup, Hold, JobFilter, KindLag, ProcessRow, QueueCount, QueueLag,
     RunningCount, Stats, Unserved,
@@ -142,9 +142,6 @@ pub use db::attempts::AttemptRecord;
 pub use db::deps::{Dependencies, Link, LongWaiting};
 pub use db::gauges::QueueStateCount;
 pub use duration::human_age;
-pub use jobs::{JobAction, Jobs};
-pub use limits::{JobLimits, Limit, LimitScope};
-pub use queues::{Paused, PausedQueue, QueuePin, Queues};
 // Errors.
 pub use errno::is_transient;
 pub use error::{ConnectFailure, Error, Result};

@@ -5,11 +5,11 @@
 //! token, so a row is reset once however many reapers see it, and a claimant's late finish cannot
 //! overwrite a reset (nor a reset a finish).
 //!
-//! How a claimant is judged is in [`crate::liveness`]. A reaper on the claimant's host sees its process
+//! How a claimant is judged is in [`crate::claimant::liveness`]. A reaper on the claimant's host sees its process
 //! die and resets its rows on the next pass (within one interval, 2 s by default). Elsewhere the
 //! claimant's anchor session ends with the process, but a lost session alone is not enough: the reaper
 //! waits until the claimant's heartbeat is older than its self-fence bound plus
-//! [`crate::fence::MARGIN`] (10 s + 2 s by default), by which time a claimant that is alive but cut off
+//! [`crate::claimant::fence::MARGIN`] (10 s + 2 s by default), by which time a claimant that is alive but cut off
 //! has stopped its jobs itself. A SIGKILLed worker on another host is thus rescued within about 12 s
 //! plus one interval of its last heartbeat.
 
@@ -20,13 +20,13 @@ use sqlx::MySqlPool;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::claimant::liveness::{self, Facts, Registered, Thresholds, Verdict};
+use crate::claimant::token::{ClaimToken, ProcessIdentity};
 use crate::db::reap::{self, RegistryRow};
 use crate::db::registry::Role;
 use crate::error::{Error, Result};
-use crate::liveness::{self, Facts, Registered, Thresholds, Verdict};
 use crate::service::{Register, run_every};
 use crate::session::lock_name;
-use crate::token::{ClaimToken, ProcessIdentity};
 
 /// Reaper settings. `Default` gives the documented defaults.
 #[derive(Debug, Clone)]
@@ -443,7 +443,7 @@ impl Reaper {
     }
 
     /// Claimants judged dead, with the reason.
-    async fn find_dead(&self) -> Result<Vec<(String, crate::liveness::Cause, String)>> {
+    async fn find_dead(&self) -> Result<Vec<(String, crate::claimant::liveness::Cause, String)>> {
         let verdicts = self.judge_all().await?;
         Ok(verdicts
             .into_iter()

@@ -4,7 +4,7 @@
 //! Written once so that the services behave alike where it matters to an operator: each one started
 //! before its database (a reboot where MariaDB comes up late) waits for it instead of exiting, so a
 //! service manager never sees a crash loop; each one deregisters on the way out; each one's heartbeat
-//! confirms its fence (see [`crate::fence`]). Maintenance services run their passes through
+//! confirms its fence (see [`crate::claimant::fence`]). Maintenance services run their passes through
 //! [`run_every`], which logs a pass at info level only when it did something.
 
 use std::fmt::Debug;
@@ -17,9 +17,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 use crate::backoff::Backoff;
+use crate::claimant::fence::Fence;
 use crate::db::registry::{Bounds, Role};
 use crate::error::{ConnectFailure, Error, Result};
-use crate::fence::Fence;
 use crate::session::Session;
 
 /// Sleeps, or returns true early if `stop` is cancelled.
@@ -82,8 +82,9 @@ pub(crate) struct Register<'a> {
     pub(crate) bounds: Bounds,
     /// Wait out an unreachable database (forever services) rather than fail at once (one-shot runs).
     pub(crate) wait_for_database: bool,
-    /// Run the fence's watchdog (services that run jobs).
-    pub(crate) watch_fence: bool,
+    /// Run the fence's watchdog (services that run jobs), with what it calls when fenced jobs do not
+    /// stop in time (see [`crate::claimant::fence::Fence::watch`]); `None`: no watchdog.
+    pub(crate) watch_fence: Option<fn()>,
 }
 
 impl Register<'static> {
@@ -96,7 +97,7 @@ impl Register<'static> {
             kinds: &[],
             bounds: Bounds::service(),
             wait_for_database: true,
-            watch_fence: false,
+            watch_fence: None,
         }
     }
 }
@@ -135,7 +136,9 @@ impl Register<'_> {
         let fence = session.fence().clone();
         let beat_recorder = session.beat_recorder();
         let fence_stop = CancellationToken::new();
-        let watchdog = self.watch_fence.then(|| fence.watch(fence_stop.clone()));
+        let watchdog = self
+            .watch_fence
+            .map(|last_resort| fence.watch(fence_stop.clone(), last_resort));
         let beat_stop = CancellationToken::new();
         let beat = tokio::spawn(session.heartbeat(beat_stop.clone()));
         Ok(Some(Registration {

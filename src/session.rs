@@ -15,11 +15,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use crate::backoff::Backoff;
+use crate::claimant::fence::Fence;
+use crate::claimant::token::{ClaimToken, ServerIdentity};
 use crate::db::registry::{Bounds, Role};
 use crate::db::{self, registry};
 use crate::error::Result;
-use crate::fence::Fence;
-use crate::token::{ClaimToken, ServerIdentity};
 
 /// A registered process's anchor session.
 #[derive(Debug)]

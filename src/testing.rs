@@ -2,11 +2,11 @@
 //! fence's margin, how a process is judged), behind the `test-util` feature: they are not part of the
 //! public API and may change with any release.
 
+pub use crate::claimant::fence::MARGIN;
+pub use crate::claimant::liveness::{ProcessState, local_process};
+pub use crate::claimant::token::ProcessIdentity;
 pub use crate::db::claim::{ClaimedJob, claim_batch, claim_batch_carrying, stamp_selected};
 pub use crate::db::finish::{Finish, finish};
-pub use crate::fence::MARGIN;
-pub use crate::liveness::{ProcessState, local_process};
-pub use crate::token::ProcessIdentity;
 
 /// One job by id (as [`crate::Jobs::get`]), for tests that name ids as numbers.
 pub async fn get_job(

@@ -242,7 +242,7 @@ impl Config {
         }
         check_concurrency("worker.concurrency", w.concurrency)?;
         if let Some(n) = self.workers {
-            let max = crate::supervisor::Scale::MAX_WORKERS;
+            let max = crate::admin::scale::Scale::MAX_WORKERS;
             if n == 0 || n > max {
                 return Err(format!("workers = {n}: keep 1 to {max} worker processes"));
             }

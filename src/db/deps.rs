@@ -414,7 +414,7 @@ pub(crate) fn cycles(edges: &[(u64, u64)]) -> Vec<(u64, String)> {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Link {
     /// The other job.
-    pub id: crate::JobId,
+    pub id: crate::id::JobId,
     /// Its state; `None` when no such job exists (it was deleted).
     pub state: Option<State>,
     /// How the waiting job waits for the other: `done` (runs once it is done) or `ended` (once it
@@ -440,7 +440,7 @@ pub(crate) async fn of_job(pool: &MySqlPool, id: u64) -> Result<Dependencies> {
         rows.into_iter()
             .map(|(other, until, state)| {
                 Ok(Link {
-                    id: crate::JobId(other),
+                    id: crate::id::JobId(other),
                     state: state.map(|s| s.parse()).transpose()?,
                     until,
                 })

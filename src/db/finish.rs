@@ -88,6 +88,14 @@ pub(crate) async fn done_in(
         .await
 }
 
+/// The fence of every finish of one job: the row is still this attempt's, under this claim, and
+/// running. Its parameters: id, claim token, attempt.
+macro_rules! fenced {
+    () => {
+        " WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'"
+    };
+}
+
 /// What a row says after its handler answered that the application finished the job itself (see
 /// [`crate::JobContext::finished_by_application`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,34 +270,42 @@ impl Statement {
             Finish::Done => ("", None, None),
             // A cancel requested while the attempt ran wins over another attempt.
             Finish::Retry { delay, error } => (
-                "UPDATE job_queue SET \
+                concat!(
+                    "UPDATE job_queue SET \
                  state = IF(cancel_requested_at IS NULL, 'retry', 'cancelled'), \
                  finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), claim = NULL, \
                  run_at = NOW(6) + INTERVAL ? MICROSECOND, last_error = ?, \
-                 max_attempts = COALESCE(?, max_attempts) \
-                 WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
+                 max_attempts = COALESCE(?, max_attempts)",
+                    fenced!()
+                ),
                 Some(micros(*delay)),
                 Some(truncate_error(error)),
             ),
             Finish::Dead { error } => (
-                "UPDATE job_queue SET state = 'dead', claim = NULL, finished_at = NOW(6), last_error = ?, \
-                 max_attempts = COALESCE(?, max_attempts) \
-                 WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
+                concat!(
+                    "UPDATE job_queue SET state = 'dead', claim = NULL, finished_at = NOW(6), last_error = ?, \
+                 max_attempts = COALESCE(?, max_attempts)",
+                    fenced!()
+                ),
                 None,
                 Some(truncate_error(error)),
             ),
             Finish::Cancelled { reason } => (
-                "UPDATE job_queue SET state = 'cancelled', claim = NULL, finished_at = NOW(6), last_error = ? \
-                 WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
+                concat!(
+                    "UPDATE job_queue SET state = 'cancelled', claim = NULL, finished_at = NOW(6), last_error = ?",
+                    fenced!()
+                ),
                 None,
                 Some(truncate_error(reason)),
             ),
             Finish::Release => (
-                "UPDATE job_queue SET \
+                concat!(
+                    "UPDATE job_queue SET \
                  state = IF(cancel_requested_at IS NULL, 'queued', 'cancelled'), \
                  finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), \
-                 claim = NULL, claimed_at = NULL, started_at = NULL, attempts = attempts - 1 \
-                 WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
+                 claim = NULL, claimed_at = NULL, started_at = NULL, attempts = attempts - 1",
+                    fenced!()
+                ),
                 None,
                 None,
             ),
@@ -305,8 +321,8 @@ impl Statement {
                     " THEN 'dead' ELSE 'queued' END, \
                      finished_at = IF(cancel_requested_at IS NULL AND attempts < ",
                     row_max_attempts!(),
-                    ", NULL, NOW(6)), claim = NULL, last_error = ? \
-                     WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'"
+                    ", NULL, NOW(6)), claim = NULL, last_error = ?",
+                    fenced!()
                 ),
                 None,
                 Some(truncate_error(reason)),
@@ -314,15 +330,17 @@ impl Statement {
             // As a release, but later: the attempt is given back, and the row waits for `delay`. A
             // cancel requested meanwhile wins, and the attempt then counts like any cancelled one.
             Finish::Snooze { delay } => (
-                "UPDATE job_queue SET \
+                concat!(
+                    "UPDATE job_queue SET \
                  state = IF(cancel_requested_at IS NULL, 'queued', 'cancelled'), \
                  finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), \
                  run_at = IF(cancel_requested_at IS NULL, NOW(6) + INTERVAL ? MICROSECOND, run_at), \
                  attempts = IF(cancel_requested_at IS NULL, attempts - 1, attempts), \
                  claimed_at = IF(cancel_requested_at IS NULL, NULL, claimed_at), \
                  started_at = IF(cancel_requested_at IS NULL, NULL, started_at), \
-                 claim = NULL \
-                 WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'",
+                 claim = NULL",
+                    fenced!()
+                ),
                 Some(micros(*delay)),
                 None,
             ),

@@ -13,6 +13,7 @@ pub(crate) mod failover;
 pub(crate) mod finish;
 pub(crate) mod gauges;
 pub(crate) mod hosts;
+pub(crate) mod idle;
 pub(crate) mod limits;
 pub(crate) mod migrate;
 pub(crate) mod prune;

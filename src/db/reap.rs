@@ -274,7 +274,7 @@ pub(crate) async fn claims_of_process(
     host_id: &str,
     pid: u32,
 ) -> Result<Vec<String>> {
-    let prefix = crate::token::ClaimToken::process_prefix(host, pid);
+    let prefix = crate::claimant::token::ClaimToken::process_prefix(host, pid);
     let rows: Vec<Vec<u8>> = sqlx::query_scalar(
         "SELECT DISTINCT q.claim FROM job_queue q WHERE q.claim LIKE CONCAT(?, '%') \
          AND q.state = 'running' AND NOT EXISTS (SELECT 1 FROM jobq_processes p \

@@ -2,8 +2,8 @@
 
 use sqlx::{MySqlConnection, MySqlPool};
 
+use crate::claimant::token::{ClaimToken, ServerIdentity};
 use crate::error::Result;
-use crate::token::{ClaimToken, ServerIdentity};
 
 /// What a registered process does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +51,7 @@ pub(crate) async fn session_identity(conn: &mut MySqlConnection) -> Result<(u64,
 }
 
 /// How often a jobq process writes its heartbeat unless configured otherwise: 2 s, so that five beats fit
-/// in the default fence bound ([`crate::fence::DEFAULT_BOUND`]) and a worker whose session dropped has
+/// in the default fence bound ([`crate::claimant::fence::DEFAULT_BOUND`]) and a worker whose session dropped has
 /// re-registered long before it would have to stop its jobs.
 pub(crate) const DEFAULT_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -60,7 +60,7 @@ pub(crate) const DEFAULT_HEARTBEAT: std::time::Duration = std::time::Duration::f
 pub(crate) struct Bounds {
     /// How often it writes its heartbeat.
     pub(crate) heartbeat: std::time::Duration,
-    /// Its self-fence bound (see [`crate::fence`]).
+    /// Its self-fence bound (see [`crate::claimant::fence`]).
     pub(crate) fence: std::time::Duration,
 }
 
@@ -69,7 +69,7 @@ impl Bounds {
     pub(crate) fn service() -> Self {
         Self {
             heartbeat: DEFAULT_HEARTBEAT,
-            fence: crate::fence::DEFAULT_BOUND,
+            fence: crate::claimant::fence::DEFAULT_BOUND,
         }
     }
 }
@@ -92,7 +92,7 @@ pub(crate) async fn register(
     .bind(token.to_string())
     .bind(role.as_str())
     .bind(&token.host)
-    .bind(&crate::token::ProcessIdentity::current().host_id)
+    .bind(&crate::claimant::token::ProcessIdentity::current().host_id)
     .bind(token.pid)
     .bind(token.connection_id)
     .bind(token.server_id)

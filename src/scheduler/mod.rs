@@ -214,10 +214,10 @@ impl Scheduler {
             kinds: &[],
             bounds: crate::db::registry::Bounds {
                 heartbeat: self.cfg.heartbeat_interval,
-                fence: crate::fence::DEFAULT_BOUND.max(self.cfg.heartbeat_interval * 3),
+                fence: crate::claimant::fence::DEFAULT_BOUND.max(self.cfg.heartbeat_interval * 3),
             },
             wait_for_database: true,
-            watch_fence: false,
+            watch_fence: None,
         };
         let Some(registration) = register.open(&self.pool, &shutdown).await? else {
             return Ok(());

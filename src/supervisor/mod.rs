@@ -23,20 +23,18 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
+use crate::claimant::token::ProcessIdentity;
 use crate::db::registry::Role;
 use crate::db::{reap, scale};
 use crate::error::{Error, Result};
 use crate::service::Register;
-use crate::token::ProcessIdentity;
 use crate::worker::WorkerConfig;
 
 mod children;
 mod keep_alive;
-mod scale_api;
 
 use children::{Children, Exit, SWEEP_AFTER, Slot, Sweep, describe, is_alive, signal};
 pub use keep_alive::keep_alive;
-pub use scale_api::Scale;
 
 /// How often a supervisor reads the worker count `jobq scale` stores.
 const SCALE_EVERY: Duration = Duration::from_secs(2);
@@ -217,7 +215,7 @@ impl Supervisor {
                 return;
             }
         };
-        let want = want.min(Scale::MAX_WORKERS);
+        let want = want.min(crate::admin::scale::Scale::MAX_WORKERS);
         if want != kids.kept() {
             info!(
                 from = kids.kept(),

@@ -12,9 +12,9 @@ use super::App;
 use super::guard::{Actor, CSRF_FIELD, CsrfToken, form_field};
 use super::html::{csrf_field, esc, page, query_value};
 use super::pages::{JobsQuery, failure};
+use crate::admin::jobs::JobAction;
 use crate::error::{Error, Result};
 use crate::job::JobId;
-use crate::jobs::JobAction;
 
 /// Most jobs one bulk action on a selection takes.
 pub(super) const MAX_BULK: usize = 1000;

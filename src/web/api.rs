@@ -12,10 +12,10 @@ use super::App;
 use super::actions::{self, ScheduleAction};
 use super::guard::Actor;
 use super::pages::{JobsQuery, PAGE_SIZE, status_of};
+use crate::admin::jobs::JobAction;
 use crate::db::admin;
 use crate::error::Error;
 use crate::job::JobId;
-use crate::jobs::JobAction;
 
 /// Most jobs one `GET /api/jobs` returns.
 const MAX_LIMIT: u32 = 500;

@@ -78,7 +78,7 @@ impl WorkerConfig {
     pub const DEFAULT_HEARTBEAT: Duration = crate::db::registry::DEFAULT_HEARTBEAT;
     /// Default `fence_after`: 10 s, five default heartbeats. A worker rides out a database outage or
     /// network cut shorter than this without stopping its jobs.
-    pub const DEFAULT_FENCE_AFTER: Duration = crate::fence::DEFAULT_BOUND;
+    pub const DEFAULT_FENCE_AFTER: Duration = crate::claimant::fence::DEFAULT_BOUND;
 
     /// The connections a worker's pool needs: one per job, since SQL handlers hold a pooled connection
     /// while they run, and two for the heartbeat's helpers, the cancel watcher and failure finishes.

@@ -165,7 +165,7 @@ async fn run_handler(
     // the fence's short grace, after which its task is dropped (a command's process group is SIGKILLed
     // when its handler future is dropped).
     let grace = match ended {
-        Ended::Fenced | Ended::Lost => crate::fence::KILL_GRACE,
+        Ended::Fenced | Ended::Lost => crate::claimant::fence::KILL_GRACE,
         _ => shared.cfg.cancel_grace,
     };
     if tokio::time::timeout(grace, &mut task).await.is_err() {

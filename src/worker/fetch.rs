@@ -353,7 +353,7 @@ async fn idle_wait_for_work(
             >= shared.cfg.heartbeat_interval.as_millis() as u64 / 2;
         let token = beat_due.then_some(shared.token.as_str());
         let sent = Instant::now();
-        let call = claim::wait_for_work(conn, token, queues, kinds, wait);
+        let call = crate::db::idle::wait_for_work(conn, token, queues, kinds, wait);
         let result = tokio::select! {
             biased;
             () = shutdown.cancelled() => return IdleWait::Stop,
@@ -401,7 +401,7 @@ async fn claim_some(
     limit: u32,
     probing: bool,
 ) -> Result<Vec<claim::ClaimedJob>> {
-    if probing && !claim::any_due(conn, &shared.cfg.queues, kinds).await? {
+    if probing && !crate::db::idle::any_due(conn, &shared.cfg.queues, kinds).await? {
         return Ok(Vec::new());
     }
     limits.refresh(conn).await;
@@ -444,31 +444,19 @@ async fn claim_parts(
         let applying = limits.applying(queue, kinds);
         let items = carry.items();
         let sent = Instant::now();
+        let args = claim::ClaimArgs {
+            token: &shared.token,
+            queue,
+            kinds,
+            limit: want,
+            carry: &items,
+            reach,
+        };
         let claim = if applying.is_empty() {
-            claim::claim_batch_watched(
-                conn,
-                &shared.token,
-                queue,
-                kinds,
-                want,
-                &items,
-                reach,
-                uncertain,
-            )
-            .await?
+            claim::claim_batch_watched(conn, args, uncertain).await?
         } else {
-            let (claim, full) = claim::claim_limited_watched(
-                conn,
-                &shared.token,
-                queue,
-                kinds,
-                want,
-                &items,
-                &applying,
-                reach,
-                uncertain,
-            )
-            .await?;
+            let (claim, full) =
+                claim::claim_limited_watched(conn, args, &applying, uncertain).await?;
             limits.note_full(full);
             claim
         };

@@ -42,10 +42,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::claimant::fence::Fence;
 use crate::db::dedicated::Dedicated;
 use crate::db::registry::{Bounds, Role};
 use crate::error::{Error, Result};
-use crate::fence::Fence;
 use crate::handler::Handlers;
 use crate::service::{Register, Registration, STOP_PATIENCE};
 
@@ -124,7 +124,8 @@ impl Worker {
             // manager does not crash-loop it; a draining one (cron) fails at once and the next tick
             // retries.
             wait_for_database: self.cfg.mode == Mode::Forever,
-            watch_fence: true,
+            // The watchdog's last resort kills the processes the handlers started.
+            watch_fence: Some(crate::handler::command::kill_all_running),
         };
         let Some(registration) = register.open(&self.pool, &shutdown).await? else {
             return Ok(WorkerReport::default());

@@ -68,6 +68,92 @@ fn markdown_files() -> Vec<PathBuf> {
     files
 }
 
+/// Every Markdown file of the docs, one after the other.
+fn all_docs() -> String {
+    markdown_files()
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The anchors GitHub gives the headings of a Markdown file (code blocks skipped): lower case, spaces
+/// to dashes, punctuation dropped, a repeated heading numbered.
+fn anchors(text: &str) -> std::collections::BTreeSet<String> {
+    let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut out = std::collections::BTreeSet::new();
+    let mut fence = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fence = !fence;
+            continue;
+        }
+        let Some(title) = line.trim_start_matches('#').strip_prefix(' ') else {
+            continue;
+        };
+        if fence || !line.starts_with('#') {
+            continue;
+        }
+        let slug: String = title
+            .trim()
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == '-' || *c == '_' || *c == ' ')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let n = seen.entry(slug.clone()).or_default();
+        out.insert(if *n == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{n}")
+        });
+        *n += 1;
+    }
+    out
+}
+
+/// Every link between the docs leads somewhere: the file exists, and a `#anchor` is a heading of it.
+/// The README is split into docs/ files that link to each other; a heading renamed or moved must not
+/// leave a reader at a dead end.
+#[test]
+fn every_link_between_the_docs_resolves() {
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for file in markdown_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let here = file.parent().unwrap();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("](") {
+            rest = &rest[i + 2..];
+            let Some(end) = rest.find(')') else { break };
+            let target = &rest[..end];
+            if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                continue;
+            }
+            checked += 1;
+            let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let dest = if path.is_empty() {
+                file.clone()
+            } else {
+                here.join(path)
+            };
+            let name = file.strip_prefix(root()).unwrap().display().to_string();
+            if !dest.exists() {
+                broken.push(format!("{name}: {target}: no such file"));
+                continue;
+            }
+            if !anchor.is_empty()
+                && dest.extension().is_some_and(|x| x == "md")
+                && !anchors(&std::fs::read_to_string(&dest).unwrap()).contains(anchor)
+            {
+                broken.push(format!("{name}: {target}: no such heading"));
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} links found");
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}
+
 /// A fenced code block of a Markdown file.
 #[derive(Debug)]
 struct Block {
@@ -433,11 +519,11 @@ async fn the_backoff_example_reads_an_index_not_the_whole_table() {
 /// The attempt outcomes a list in the docs names: the words in parentheses after `` `outcome` `` on
 /// the line that documents `attempt_history`.
 fn documented_outcomes() -> Vec<String> {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let line = readme
+    let docs = all_docs();
+    let line = docs
         .lines()
         .find(|l| l.contains("`attempt_history`"))
-        .expect("the README documents attempt_history");
+        .expect("the docs document attempt_history");
     let list = line
         .split("`outcome` (")
         .nth(1)
@@ -801,10 +887,9 @@ fn the_example_alerts_fire_when_they_should_and_only_then() {
         );
         return;
     };
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     assert!(
-        readme.contains("`examples/alerts.yml`"),
-        "the README no longer points to examples/alerts.yml: test the rules it shows instead"
+        all_docs().contains("`examples/alerts.yml`"),
+        "the docs no longer point to examples/alerts.yml: test the rules they show instead"
     );
     let dir = scratch_dir();
     std::fs::copy(root().join("examples/alerts.yml"), dir.join("alerts.yml")).unwrap();
@@ -832,7 +917,7 @@ fn the_example_alerts_fire_when_they_should_and_only_then() {
         .into_iter()
         .filter(|b| b.skip().is_none() && b.text().contains("scrape_configs:"))
         .collect();
-    assert!(!configs.is_empty(), "the README shows a Prometheus config");
+    assert!(!configs.is_empty(), "the docs show a Prometheus config");
     for b in configs {
         std::fs::write(dir.join("prometheus.yml"), b.text()).unwrap();
         eprintln!("checking the Prometheus config at {}", b.at(0));

@@ -9,7 +9,7 @@ use sqlx::Connection;
 use crate::common::{TestDb, jobq, scratch_dir, wait_output, write_config};
 
 /// Users created for one test on every host a TCP login from this machine may match, dropped on drop.
-struct Users<'a> {
+pub struct Users<'a> {
     db: &'a TestDb,
     names: Vec<String>,
 }
@@ -18,7 +18,7 @@ const HOSTS: [&str; 3] = ["127.0.0.1", "localhost", "%"];
 const PASSWORD: &str = "grants-test-pw";
 
 impl<'a> Users<'a> {
-    fn new(db: &'a TestDb) -> Self {
+    pub fn new(db: &'a TestDb) -> Self {
         Self {
             db,
             names: Vec::new(),
@@ -27,7 +27,7 @@ impl<'a> Users<'a> {
 
     /// Creates `role_<random>` with `grants` (each with `{db}` for the database name) and returns the URL
     /// it logs in with.
-    async fn create(&mut self, role: &str, grants: &[&str]) -> String {
+    pub async fn create(&mut self, role: &str, grants: &[&str]) -> String {
         let name = format!("jq_{role}_{}", rand::random::<u32>());
         for host in HOSTS {
             self.db

@@ -70,6 +70,8 @@ mod views;
 mod snooze;
 // The schedules' change log: library, scheduler and CLI.
 mod schedule_log;
+// The enqueue examples of clients/<language>/: the rows `jobq enqueue` writes, from plain SQL.
+mod clients;
 // Unique jobs: a live job holds its key against enqueues from the library, SQL and the CLI.
 mod unique;
 // The docs' examples: TOML blocks load, SQL blocks run, command lines parse, alerting rules fire.

@@ -139,17 +139,17 @@ pub struct Stats {
     /// Registered processes.
     pub processes: Vec<ProcessRow>,
     /// Paused queues (no worker claims from them).
-    pub paused: Vec<crate::PausedQueue>,
+    pub paused: Vec<crate::db::queues::PausedQueue>,
     /// Queues pinned to hosts.
-    pub pins: Vec<crate::QueuePin>,
+    pub pins: Vec<crate::db::queues::QueuePin>,
     /// Concurrency and rate limits.
-    pub limits: Vec<crate::Limit>,
+    pub limits: Vec<crate::db::limits::Limit>,
     /// Running jobs per queue and kind.
     pub running: Vec<RunningCount>,
     /// Stored worker counts of supervisors (`jobq scale`); a count of 0 keeps no workers there.
-    pub scale: Vec<crate::ScaleSetting>,
+    pub scale: Vec<crate::db::scale::ScaleSetting>,
     /// Jobs that have waited for other jobs longer than a threshold.
-    pub long_waiting: crate::LongWaiting,
+    pub long_waiting: crate::db::deps::LongWaiting,
 }
 
 impl Stats {

@@ -22,7 +22,7 @@ use std::sync::atomic::AtomicBool;
 
 use sqlx::{Connection, MySqlConnection};
 
-use super::{Claim, ClaimedJob, Reach, lock_due, stamp_selected, watched};
+use super::{Claim, ClaimArgs, ClaimedJob, lock_due, stamp_selected, watched};
 use crate::db::dedicated::Dedicated;
 use crate::db::limits::{self, Applying, LimitKey};
 use crate::error::Result;
@@ -31,20 +31,13 @@ use crate::error::Result;
 /// the worker's own connection, carrying the done finishes `carry` as [`super::claim_batch_watched`]
 /// does. Also returns the limits that are full after it: work they hold back is not worth waiting for
 /// until something changes.
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn claim_limited_watched(
     conn: &mut Dedicated,
-    token: &str,
-    queue: &str,
-    kinds: &[String],
-    want: u32,
-    carry: &[(u64, u16)],
+    args: ClaimArgs<'_>,
     applying: &Applying,
-    reach: Reach,
     uncertain: &AtomicBool,
 ) -> Result<(Claim, Vec<LimitKey>)> {
-    let want = if kinds.is_empty() { 0 } else { want };
-    if want == 0 && carry.is_empty() {
+    if args.is_idle() {
         return Ok((
             Claim {
                 jobs: Vec::new(),
@@ -54,7 +47,7 @@ pub(crate) async fn claim_limited_watched(
         ));
     }
     watched(conn, uncertain, |mut c| async move {
-        let r = claim_once_limited(&mut c, token, queue, kinds, want, carry, applying, reach).await;
+        let r = claim_once_limited(&mut c, args, applying).await;
         (c, r)
     })
     .await
@@ -71,17 +64,19 @@ struct Room {
 /// One try of the limited claim: BEGIN, the carried finishes (as `claim_apart` makes them), then
 /// rounds of pick, admit and stamp until the claim has `want` rows or nothing more can be admitted,
 /// the rate limits' starts, COMMIT.
-#[allow(clippy::too_many_arguments)]
 async fn claim_once_limited(
     conn: &mut MySqlConnection,
-    token: &str,
-    queue: &str,
-    kinds: &[String],
-    want: u32,
-    carry: &[(u64, u16)],
+    args: ClaimArgs<'_>,
     applying: &Applying,
-    reach: Reach,
 ) -> Result<(Claim, Vec<LimitKey>), sqlx::Error> {
+    let ClaimArgs {
+        token,
+        kinds,
+        limit: want,
+        carry,
+        ..
+    } = args;
+    let want = if kinds.is_empty() { 0 } else { want };
     let mut tx = conn.begin().await?;
     let mut carried = carry.is_empty();
     if !carried {
@@ -98,7 +93,15 @@ async fn claim_once_limited(
     let mut jobs = Vec::new();
     while (jobs.len() as u32) < want && !kinds.is_empty() {
         let asked = want - jobs.len() as u32;
-        let picked = lock_due(&mut tx, queue, &kinds, asked, reach).await?;
+        let picked = lock_due(
+            &mut tx,
+            ClaimArgs {
+                kinds: &kinds,
+                limit: asked,
+                ..args
+            },
+        )
+        .await?;
         if picked.is_empty() {
             break;
         }

@@ -7,9 +7,9 @@ use axum::extract::{Path, Query, State};
 use axum::response::Response;
 
 use super::{Notice, failure};
+use crate::claimant::token::ClaimToken;
 use crate::db::admin;
 use crate::job::{JobRecord, State as JobState};
-use crate::token::ClaimToken;
 use crate::web::App;
 use crate::web::guard::CsrfToken;
 use crate::web::html::{badge, button, esc, page, when, when_opt};

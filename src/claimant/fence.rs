@@ -14,12 +14,12 @@
 //!   later, forced (a command's process group gets SIGKILL; a library handler's task is dropped). It
 //!   claims nothing until it has confirmed again.
 //! * **The reaper** resets a claimant judged only by a lost session or an old heartbeat no earlier than
-//!   `heartbeat_at + bound + MARGIN` by the database clock (see [`crate::liveness`]). [`MARGIN`] is
+//!   `heartbeat_at + bound + MARGIN` by the database clock (see [`crate::claimant::liveness`]). [`MARGIN`] is
 //!   larger than [`KILL_GRACE`] plus the watchdog's tick, so by then the claimant's copies are gone.
 //!
 //! Each process stores its bound in its registry row, so reapers judge every claimant by the bound it
 //! keeps itself. Process death seen on the same host (pid gone or reused) needs no fence: nothing of a
-//! dead process runs on (command handlers die with their worker, see [`crate::handler::command`]).
+//! dead process runs on (command handlers die with their worker).
 //!
 //! The watchdog is an OS thread rather than a task, so a runtime whose threads are all busy still
 //! trips the fence on time; it only flips a cancellation token and, as a last resort, SIGKILLs the
@@ -152,15 +152,22 @@ impl Fence {
     }
 
     /// Starts the watchdog thread; it stops when `stop` is cancelled (join the handle after that).
-    pub(crate) fn watch(&self, stop: CancellationToken) -> std::thread::JoinHandle<()> {
+    /// `last_resort` runs on that thread when fenced jobs have not stopped by their grace: it must stop
+    /// what they started (the worker passes the kill of its handlers' processes) without the async
+    /// runtime, which may be what is stuck. Passed in, so that the fence knows nothing of handlers.
+    pub(crate) fn watch(
+        &self,
+        stop: CancellationToken,
+        last_resort: fn(),
+    ) -> std::thread::JoinHandle<()> {
         let fence = self.clone();
         std::thread::Builder::new()
             .name("jobq-fence".into())
-            .spawn(move || fence.watchdog(&stop))
+            .spawn(move || fence.watchdog(&stop, last_resort))
             .expect("spawning the fence watchdog thread")
     }
 
-    fn watchdog(&self, stop: &CancellationToken) {
+    fn watchdog(&self, stop: &CancellationToken, last_resort: fn()) {
         let mut tripped_at: Option<Instant> = None;
         let mut forced = false;
         while !stop.is_cancelled() {
@@ -187,8 +194,8 @@ impl Fence {
                 && tripped_at.is_some_and(|t| t.elapsed() >= KILL_GRACE + 2 * TICK)
                 && self.inner.running.load(Ordering::SeqCst) > 0
             {
-                error!("fenced jobs did not stop in time; killing this process's commands");
-                crate::handler::command::kill_all_running();
+                error!("fenced jobs did not stop in time; killing what their handlers started");
+                last_resort();
                 forced = true;
             }
         }
@@ -211,12 +218,35 @@ impl Drop for RunningGuard {
 mod tests {
     use super::*;
 
+    static LAST_RESORT: AtomicBool = AtomicBool::new(false);
+
+    #[test]
+    fn the_last_resort_runs_when_fenced_jobs_do_not_stop() {
+        let fence = Fence::new(Duration::from_millis(200));
+        let running = fence.enter();
+        let stop = CancellationToken::new();
+        let dog = fence.watch(stop.clone(), || LAST_RESORT.store(true, Ordering::SeqCst));
+        let until =
+            Instant::now() + Duration::from_millis(200) + KILL_GRACE + Duration::from_secs(2);
+        while !LAST_RESORT.load(Ordering::SeqCst) && Instant::now() < until {
+            std::thread::sleep(TICK);
+        }
+        assert!(fence.token().is_cancelled());
+        assert!(
+            LAST_RESORT.load(Ordering::SeqCst),
+            "a job still running after the grace gets the last resort"
+        );
+        drop(running);
+        stop.cancel();
+        dog.join().unwrap();
+    }
+
     #[test]
     fn trips_after_the_bound_and_rearms_on_confirmation() {
         let fence = Fence::new(Duration::from_millis(300));
         assert!(fence.may_claim());
         let stop = CancellationToken::new();
-        let dog = fence.watch(stop.clone());
+        let dog = fence.watch(stop.clone(), || {});
         let first = fence.token();
         std::thread::sleep(Duration::from_millis(200));
         assert!(!fence.may_claim(), "less than half the bound is left");

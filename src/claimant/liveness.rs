@@ -10,8 +10,8 @@
 //!   registry's connection id in the processlist is a second witness. A lost session does *not* prove
 //!   the process dead: a live worker whose session dropped (a proxy restart, `wait_timeout`, a DBA's
 //!   `KILL`, a network cut) may still be running its jobs. So a lost session counts only once the
-//!   claimant's heartbeat is older than its self-fence bound plus [`crate::fence::MARGIN`]: by then a
-//!   live claimant has stopped its jobs itself (see [`crate::fence`]). Until then it is [`Verdict::Suspect`].
+//!   claimant's heartbeat is older than its self-fence bound plus [`crate::claimant::fence::MARGIN`]: by then a
+//!   live claimant has stopped its jobs itself (see [`crate::claimant::fence`]). Until then it is [`Verdict::Suspect`].
 //!   Not at all in the first moments after a server restart, when every session is new.
 //! * **Its heartbeat**: older than the lease means gone, whatever else is true. This catches a hung
 //!   process whose session stays open, and it is the only signal when connections go through a proxy that
@@ -28,7 +28,7 @@ use nix::errno::Errno;
 use nix::sys::signal::kill;
 use nix::unistd::Pid;
 
-use crate::fence::MARGIN;
+use crate::claimant::fence::MARGIN;
 
 /// What the reaper knows about one claimant.
 #[derive(Debug, Clone, Default)]

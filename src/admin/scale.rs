@@ -2,10 +2,10 @@
 
 use sqlx::MySqlPool;
 
+use crate::claimant::token::sanitize_host;
 use crate::db::scale;
 use crate::db::scale::ScaleSetting;
 use crate::error::{Error, Result};
-use crate::token::sanitize_host;
 
 /// Sets, clears and lists the worker counts supervisors follow. Every supervisor reads its count every
 /// two seconds and converges: it starts workers, or asks the highest-numbered ones to drain (their

@@ -43,10 +43,8 @@ use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 use crate::db::dedicated::Dedicated;
 use crate::db::row::text;
 use crate::error::Result;
-use crate::statements::{
-    CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
-    EXACT_KIND,
-};
+pub(crate) use stamp::this_host;
+use stamp::{claim_select, claim_select_past_locked, claim_stamp, claim_stamp_carrying};
 
 /// A row this worker has just claimed.
 #[derive(Debug, Clone)]
@@ -97,6 +95,7 @@ impl ClaimedJob {
 }
 
 mod limited;
+mod stamp;
 pub(crate) use limited::claim_limited_watched;
 
 /// Deadlocks and lock timeouts are retried this many times in all before the error reaches the worker.
@@ -119,6 +118,26 @@ pub(crate) enum Reach {
     Picked,
     /// The first free due rows, however many held rows come first: the locking walk.
     PastHeld,
+}
+
+/// What one claim of one queue asks for: the worker's token, the queue, the kinds it runs, how many rows
+/// at most, the done finishes it carries ((id, attempt) pairs of rows `token` runs, distinct), and how
+/// far it looks (see [`Reach`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClaimArgs<'a> {
+    pub(crate) token: &'a str,
+    pub(crate) queue: &'a str,
+    pub(crate) kinds: &'a [String],
+    pub(crate) limit: u32,
+    pub(crate) carry: &'a [(u64, u16)],
+    pub(crate) reach: Reach,
+}
+
+impl ClaimArgs<'_> {
+    /// True when there is nothing to claim and nothing to carry.
+    fn is_idle(&self) -> bool {
+        (self.limit == 0 || self.kinds.is_empty()) && self.carry.is_empty()
+    }
 }
 
 /// Claims up to `limit` due jobs of `queue` whose kind is in `kinds`, stamping `token` on them, on a
@@ -156,10 +175,17 @@ pub async fn claim_batch_carrying(
     // As a worker claims: the pick, then the walk when the pick locked nothing.
     let mut carried = carry.is_empty();
     for reach in [Reach::Picked, Reach::PastHeld] {
-        let carry = if carried { &[][..] } else { carry };
+        let args = ClaimArgs {
+            token,
+            queue,
+            kinds,
+            limit,
+            carry: if carried { &[] } else { carry },
+            reach,
+        };
         let claim = crate::db::retry_transient("claim", TRIES, || async {
             let mut conn = pool.acquire().await?;
-            claim_once(&mut conn, token, queue, kinds, limit, carry, reach).await
+            claim_once(&mut conn, args).await
         })
         .await?;
         carried |= claim.carried;
@@ -185,25 +211,19 @@ pub(crate) struct Claim {
 /// caller never saw. A worker that sees the flag reconciles: it hands back the rows under its token
 /// that it is not running. (The carried finishes of such a try are given back to the finisher, whose
 /// fenced retry finds out whether they were made.)
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn claim_batch_watched(
     conn: &mut Dedicated,
-    token: &str,
-    queue: &str,
-    kinds: &[String],
-    limit: u32,
-    carry: &[(u64, u16)],
-    reach: Reach,
+    args: ClaimArgs<'_>,
     uncertain: &AtomicBool,
 ) -> Result<Claim> {
-    if (limit == 0 || kinds.is_empty()) && carry.is_empty() {
+    if args.is_idle() {
         return Ok(Claim {
             jobs: Vec::new(),
             carried: true,
         });
     }
     watched(conn, uncertain, |mut c| async move {
-        let r = claim_once(&mut c, token, queue, kinds, limit, carry, reach).await;
+        let r = claim_once(&mut c, args).await;
         (c, r)
     })
     .await
@@ -258,21 +278,13 @@ pub(crate) struct HeldRow {
 }
 
 /// One try of a claim, with the finishes it carries (see the module docs).
-async fn claim_once(
-    conn: &mut MySqlConnection,
-    token: &str,
-    queue: &str,
-    kinds: &[String],
-    limit: u32,
-    carry: &[(u64, u16)],
-    reach: Reach,
-) -> Result<Claim, sqlx::Error> {
-    if !carry.is_empty()
-        && let Some(claim) = claim_carrying(conn, token, queue, kinds, limit, carry, reach).await?
+async fn claim_once(conn: &mut MySqlConnection, args: ClaimArgs<'_>) -> Result<Claim, sqlx::Error> {
+    if !args.carry.is_empty()
+        && let Some(claim) = claim_carrying(conn, args).await?
     {
         return Ok(claim);
     }
-    claim_apart(conn, token, queue, kinds, limit, carry, reach).await
+    claim_apart(conn, args).await
 }
 
 /// The claim that carries finishes, in four round trips: BEGIN, the locking SELECT,
@@ -281,15 +293,11 @@ async fn claim_once(
 /// claimable after all, and the UPDATE cannot say which.
 async fn claim_carrying(
     conn: &mut MySqlConnection,
-    token: &str,
-    queue: &str,
-    kinds: &[String],
-    limit: u32,
-    carry: &[(u64, u16)],
-    reach: Reach,
+    args: ClaimArgs<'_>,
 ) -> Result<Option<Claim>, sqlx::Error> {
+    let ClaimArgs { token, carry, .. } = args;
     let mut tx = conn.begin().await?;
-    let jobs = lock_due(&mut tx, queue, kinds, limit, reach).await?;
+    let jobs = lock_due(&mut tx, args).await?;
     let all_changed = if jobs.is_empty() {
         crate::db::finish::done_batch_in(&mut tx, token, carry).await?
     } else {
@@ -317,13 +325,9 @@ async fn claim_carrying(
 /// carries nothing.
 async fn claim_apart(
     conn: &mut MySqlConnection,
-    token: &str,
-    queue: &str,
-    kinds: &[String],
-    limit: u32,
-    carry: &[(u64, u16)],
-    reach: Reach,
+    args: ClaimArgs<'_>,
 ) -> Result<Claim, sqlx::Error> {
+    let ClaimArgs { token, carry, .. } = args;
     let mut tx = conn.begin().await?;
     let mut carried = carry.is_empty();
     if !carried {
@@ -334,7 +338,7 @@ async fn claim_apart(
             tx = conn.begin().await?;
         }
     }
-    let jobs = lock_due(&mut tx, queue, kinds, limit, reach).await?;
+    let jobs = lock_due(&mut tx, args).await?;
     if jobs.is_empty() {
         if carry.is_empty() || !carried {
             tx.rollback().await?;
@@ -352,10 +356,13 @@ async fn claim_apart(
 /// nothing to ask for), of the pick or of the locking walk (see [`Reach`]).
 async fn lock_due(
     tx: &mut MySqlConnection,
-    queue: &str,
-    kinds: &[String],
-    limit: u32,
-    reach: Reach,
+    ClaimArgs {
+        queue,
+        kinds,
+        limit,
+        reach,
+        ..
+    }: ClaimArgs<'_>,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
     if limit == 0 || kinds.is_empty() {
         return Ok(Vec::new());
@@ -365,71 +372,6 @@ async fn lock_due(
         Reach::PastHeld => claim_select_past_locked(queue, kinds, limit),
     };
     select.build_query_as().fetch_all(tx).await
-}
-
-/// [`CLAIM_SELECT`] with its parameters bound.
-fn claim_select<'a>(queue: &'a str, kinds: &'a [String], limit: u32) -> QueryBuilder<'a, MySql> {
-    let [pick @ .., recheck_at, limit_at, tail] = CLAIM_SELECT.parts() else {
-        unreachable!("CLAIM_SELECT has nine parameters")
-    };
-    let mut select = due_rows(pick, queue, kinds, limit.saturating_mul(CLAIM_PICK_AHEAD));
-    select.push(*recheck_at);
-    select.push_bind(queue);
-    select.push(*limit_at);
-    select.push_bind(limit);
-    select.push(*tail);
-    select
-}
-
-/// [`CLAIM_SELECT_PAST_LOCKED`] with its parameters bound.
-fn claim_select_past_locked<'a>(
-    queue: &'a str,
-    kinds: &'a [String],
-    limit: u32,
-) -> QueryBuilder<'a, MySql> {
-    let [walk @ .., tail] = CLAIM_SELECT_PAST_LOCKED.parts() else {
-        unreachable!("CLAIM_SELECT_PAST_LOCKED has seven parameters")
-    };
-    let mut select = due_rows(walk, queue, kinds, limit);
-    select.push(*tail);
-    select
-}
-
-/// The part both claim SELECTs share, up to its LIMIT: the first due rows of `queue` with a kind of
-/// `kinds`, unless the queue is paused or pinned elsewhere.
-fn due_rows<'a>(
-    parts: &[&'static str],
-    queue: &'a str,
-    kinds: &'a [String],
-    limit: u32,
-) -> QueryBuilder<'a, MySql> {
-    let [
-        head,
-        paused_at,
-        unpinned_at,
-        pinned_at,
-        host_at,
-        kinds_at,
-        limit_at,
-    ] = parts
-    else {
-        unreachable!("the claim's due rows have seven parameters")
-    };
-    let mut select = QueryBuilder::<MySql>::new(*head);
-    select.push_bind(queue);
-    select.push(*paused_at);
-    select.push_bind(queue);
-    select.push(*unpinned_at);
-    select.push_bind(queue);
-    select.push(*pinned_at);
-    select.push_bind(queue);
-    select.push(*host_at);
-    select.push_bind(this_host());
-    select.push(*kinds_at);
-    push_list(&mut select, kinds);
-    select.push(*limit_at);
-    select.push_bind(limit);
-    select
 }
 
 /// Step 2 of a claim: stamps `token` on the rows the locking SELECT returned, and returns the ones it
@@ -485,173 +427,9 @@ fn keep_stamped(jobs: Vec<ClaimedJob>, held: &[(u64, u16)]) -> Vec<ClaimedJob> {
         .collect()
 }
 
-/// True when at least one job of these queues and kinds is due in a queue that is not paused. One
-/// indexed, non-locking query: this is all an idle worker sends between claims.
-pub(crate) async fn any_due(
-    conn: &mut Dedicated,
-    queues: &[String],
-    kinds: &[String],
-) -> Result<bool> {
-    let probe = format!("SELECT {}", due_expression(queues, kinds));
-    let probe = probe.as_str();
-    let found = conn
-        .run("probe", 3, |mut c| async move {
-            let r = sqlx::query_scalar::<_, i64>(probe).fetch_one(&mut c).await;
-            (c, r)
-        })
-        .await?;
-    Ok(found > 0)
-}
-
-/// 1 when a job of `kinds` is due in one of `queues` that is neither paused nor pinned to other hosts,
-/// else 0: per queue, primary-key lookups in `jobq_queues` and `jobq_queue_hosts` and the first entry
-/// of the claim index's due range, all resolved as constants (a held queue's range is never read). Names are validated identifiers (no
-/// quotes possible); quoting is doubled anyway. Literal, not bound: the text also runs inside
-/// `jobq_wait_for_work`, which takes it as a string.
-fn due_expression(queues: &[String], kinds: &[String]) -> String {
-    let quote = |i: &String| format!("'{}'", i.replace('\'', "''"));
-    let kinds = kinds.iter().map(quote).collect::<Vec<_>>().join(", ");
-    // A host name as the token spells it: letters, digits, `.`, `-`, `_` (no quote possible).
-    let host = quote(&this_host().to_string());
-    let per_queue: Vec<String> = queues
-        .iter()
-        .map(|q| {
-            let q = quote(q);
-            format!(
-                "(NOT EXISTS (SELECT 1 FROM jobq_queues WHERE name = {q}) AND (NOT EXISTS (SELECT 1 \
-                 FROM jobq_queue_hosts WHERE queue = {q}) OR EXISTS (SELECT 1 FROM jobq_queue_hosts \
-                 WHERE queue = {q} AND host = {host})) AND EXISTS (SELECT 1 FROM \
-                 job_queue FORCE INDEX (claim_order) WHERE ready_queue = {q} AND run_at <= NOW(6) \
-                 AND kind IN ({kinds}){EXACT_KIND}))"
-            )
-        })
-        .collect();
-    if per_queue.is_empty() {
-        return "CAST(0 AS SIGNED)".into();
-    }
-    format!("CAST(({}) AS SIGNED)", per_queue.join(" OR "))
-}
-
-/// Waits server-side (in `jobq_wait_for_work`, schema 6) up to `wait` for a due job of these queues and
-/// kinds, refreshing `token`'s heartbeat first (`None`: no heartbeat; the procedure's UPDATE then
-/// matches no row and writes nothing). One client statement however long it waits; returns as soon as
-/// the server-side probe (every 1 to 100 ms, a twentieth of the wait) sees a due job in a queue that is
-/// not paused.
-pub(crate) async fn wait_for_work(
-    conn: &mut Dedicated,
-    token: Option<&str>,
-    queues: &[String],
-    kinds: &[String],
-    wait: std::time::Duration,
-) -> Result<bool> {
-    let probe = format!("SELECT {} INTO @jobq_due", due_expression(queues, kinds));
-    let wait_ms = i32::try_from(wait.as_millis()).unwrap_or(i32::MAX);
-    // Probe twenty times per wait, between every 1 ms (just after the last job, when more is likely to
-    // come) and every 100 ms (long idle).
-    let every_ms = (wait_ms / 20).clamp(1, 100);
-    let probe = probe.as_str();
-    let due: Option<i64> = conn
-        .run("wait for work", 3, |mut c| async move {
-            let r = sqlx::query_scalar("CALL jobq_wait_for_work(?, ?, ?, ?)")
-                .bind(token)
-                .bind(probe)
-                .bind(wait_ms)
-                .bind(every_ms)
-                .fetch_optional(&mut c)
-                .await;
-            (c, r)
-        })
-        .await?;
-    Ok(due.unwrap_or(0) > 0)
-}
-
-/// The host name this process registers, which queue pins name (schema 15).
-fn this_host() -> &'static str {
-    &crate::token::ProcessIdentity::current().host
-}
-
-/// Step 2's statement, [`CLAIM_STAMP`], with its parameters bound (the ids padded, see
-/// [`crate::db::push_id_list`]).
-fn claim_stamp<'a>(token: &'a str, ids: &[u64]) -> QueryBuilder<'a, MySql> {
-    let [head, ids_at, tail] = CLAIM_STAMP.parts() else {
-        unreachable!("CLAIM_STAMP has two parameters")
-    };
-    let mut update = QueryBuilder::<MySql>::new(*head);
-    update.push_bind(token);
-    update.push(*ids_at);
-    crate::db::push_id_list(&mut update, ids);
-    update.push(*tail);
-    update
-}
-
-/// [`CLAIM_STAMP_CARRYING`] with its parameters bound: the finishes `carry` (distinct (id, attempt)
-/// pairs) and the locked `ids`, both lists padded to a power of two (see [`crate::db::push_id_list`]).
-fn claim_stamp_carrying<'a>(
-    token: &'a str,
-    carry: &[(u64, u16)],
-    ids: &[u64],
-) -> QueryBuilder<'a, MySql> {
-    let [head, fence_at, pairs_at, ids_at, tail] = CLAIM_STAMP_CARRYING.parts() else {
-        unreachable!("CLAIM_STAMP_CARRYING has four parameters")
-    };
-    let mut update = QueryBuilder::<MySql>::new(*head);
-    update.push_bind(token);
-    update.push(*fence_at);
-    update.push_bind(token);
-    update.push(*pairs_at);
-    crate::db::finish::push_pair_list(&mut update, carry);
-    update.push(*ids_at);
-    crate::db::push_id_list(&mut update, ids);
-    update.push(*tail);
-    update
-}
-
-fn push_list<'a>(q: &mut QueryBuilder<'a, MySql>, items: &'a [String]) {
-    let mut list = q.separated(", ");
-    for item in items {
-        list.push_bind(item.as_str());
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::statements::placeholders;
-
-    #[test]
-    fn the_claim_runs_the_published_statements() {
-        let kinds = vec!["a".to_string(), "b".to_string()];
-        assert_eq!(
-            claim_select("q", &kinds, 10).sql(),
-            CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", &placeholders(2), "?", "?", "?"])
-        );
-        assert_eq!(
-            claim_select_past_locked("q", &kinds, 10).sql(),
-            CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", &placeholders(2), "?"])
-        );
-        assert_eq!(
-            claim_stamp("t", &[1, 2, 3]).sql(),
-            CLAIM_STAMP.sql(&["?", &placeholders(4)])
-        );
-        assert_eq!(
-            claim_stamp_carrying("t", &[(1, 1), (2, 1), (3, 2)], &[7, 8]).sql(),
-            CLAIM_STAMP_CARRYING.sql(&[
-                "?",
-                "?",
-                &crate::statements::pair_placeholders(4),
-                &placeholders(2)
-            ])
-        );
-        assert_eq!(
-            claim_stamp_carrying("t", &[(1, 1)], &[7]).sql(),
-            CLAIM_STAMP_CARRYING.sql(&[
-                "?",
-                "?",
-                &crate::statements::pair_placeholders(crate::statements::MIN_PAIRS),
-                &placeholders(1)
-            ])
-        );
-    }
 
     fn job(id: u64, attempts: u16) -> ClaimedJob {
         ClaimedJob {

@@ -118,7 +118,7 @@ impl Queues {
 
 /// A host name as workers register it (the claim token's spelling).
 fn check_host(h: &str) -> Result<()> {
-    if !h.is_empty() && crate::token::sanitize_host(h) == h {
+    if !h.is_empty() && crate::claimant::token::sanitize_host(h) == h {
         Ok(())
     } else {
         Err(Error::invalid(

@@ -1,0 +1,166 @@
+//! The claim's statements with their parameters bound: the texts of [`crate::statements`], in the
+//! order their placeholders come.
+
+use sqlx::{MySql, QueryBuilder};
+
+use crate::statements::{
+    CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
+};
+
+/// [`CLAIM_SELECT`] with its parameters bound.
+pub(super) fn claim_select<'a>(
+    queue: &'a str,
+    kinds: &'a [String],
+    limit: u32,
+) -> QueryBuilder<'a, MySql> {
+    let [pick @ .., recheck_at, limit_at, tail] = CLAIM_SELECT.parts() else {
+        unreachable!("CLAIM_SELECT has nine parameters")
+    };
+    let mut select = due_rows(pick, queue, kinds, limit.saturating_mul(CLAIM_PICK_AHEAD));
+    select.push(*recheck_at);
+    select.push_bind(queue);
+    select.push(*limit_at);
+    select.push_bind(limit);
+    select.push(*tail);
+    select
+}
+
+/// [`CLAIM_SELECT_PAST_LOCKED`] with its parameters bound.
+pub(super) fn claim_select_past_locked<'a>(
+    queue: &'a str,
+    kinds: &'a [String],
+    limit: u32,
+) -> QueryBuilder<'a, MySql> {
+    let [walk @ .., tail] = CLAIM_SELECT_PAST_LOCKED.parts() else {
+        unreachable!("CLAIM_SELECT_PAST_LOCKED has seven parameters")
+    };
+    let mut select = due_rows(walk, queue, kinds, limit);
+    select.push(*tail);
+    select
+}
+
+/// The part both claim SELECTs share, up to its LIMIT: the first due rows of `queue` with a kind of
+/// `kinds`, unless the queue is paused or pinned elsewhere.
+fn due_rows<'a>(
+    parts: &[&'static str],
+    queue: &'a str,
+    kinds: &'a [String],
+    limit: u32,
+) -> QueryBuilder<'a, MySql> {
+    let [
+        head,
+        paused_at,
+        unpinned_at,
+        pinned_at,
+        host_at,
+        kinds_at,
+        limit_at,
+    ] = parts
+    else {
+        unreachable!("the claim's due rows have seven parameters")
+    };
+    let mut select = QueryBuilder::<MySql>::new(*head);
+    select.push_bind(queue);
+    select.push(*paused_at);
+    select.push_bind(queue);
+    select.push(*unpinned_at);
+    select.push_bind(queue);
+    select.push(*pinned_at);
+    select.push_bind(queue);
+    select.push(*host_at);
+    select.push_bind(this_host());
+    select.push(*kinds_at);
+    push_list(&mut select, kinds);
+    select.push(*limit_at);
+    select.push_bind(limit);
+    select
+}
+
+/// The host name this process registers, which queue pins name (schema 15).
+pub(crate) fn this_host() -> &'static str {
+    &crate::claimant::token::ProcessIdentity::current().host
+}
+
+/// Step 2's statement, [`CLAIM_STAMP`], with its parameters bound (the ids padded, see
+/// [`crate::db::push_id_list`]).
+pub(super) fn claim_stamp<'a>(token: &'a str, ids: &[u64]) -> QueryBuilder<'a, MySql> {
+    let [head, ids_at, tail] = CLAIM_STAMP.parts() else {
+        unreachable!("CLAIM_STAMP has two parameters")
+    };
+    let mut update = QueryBuilder::<MySql>::new(*head);
+    update.push_bind(token);
+    update.push(*ids_at);
+    crate::db::push_id_list(&mut update, ids);
+    update.push(*tail);
+    update
+}
+
+/// [`CLAIM_STAMP_CARRYING`] with its parameters bound: the finishes `carry` (distinct (id, attempt)
+/// pairs) and the locked `ids`, both lists padded to a power of two (see [`crate::db::push_id_list`]).
+pub(super) fn claim_stamp_carrying<'a>(
+    token: &'a str,
+    carry: &[(u64, u16)],
+    ids: &[u64],
+) -> QueryBuilder<'a, MySql> {
+    let [head, fence_at, pairs_at, ids_at, tail] = CLAIM_STAMP_CARRYING.parts() else {
+        unreachable!("CLAIM_STAMP_CARRYING has four parameters")
+    };
+    let mut update = QueryBuilder::<MySql>::new(*head);
+    update.push_bind(token);
+    update.push(*fence_at);
+    update.push_bind(token);
+    update.push(*pairs_at);
+    crate::db::finish::push_pair_list(&mut update, carry);
+    update.push(*ids_at);
+    crate::db::push_id_list(&mut update, ids);
+    update.push(*tail);
+    update
+}
+
+fn push_list<'a>(q: &mut QueryBuilder<'a, MySql>, items: &'a [String]) {
+    let mut list = q.separated(", ");
+    for item in items {
+        list.push_bind(item.as_str());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::statements::placeholders;
+
+    #[test]
+    fn the_claim_runs_the_published_statements() {
+        let kinds = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(
+            claim_select("q", &kinds, 10).sql(),
+            CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", &placeholders(2), "?", "?", "?"])
+        );
+        assert_eq!(
+            claim_select_past_locked("q", &kinds, 10).sql(),
+            CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", &placeholders(2), "?"])
+        );
+        assert_eq!(
+            claim_stamp("t", &[1, 2, 3]).sql(),
+            CLAIM_STAMP.sql(&["?", &placeholders(4)])
+        );
+        assert_eq!(
+            claim_stamp_carrying("t", &[(1, 1), (2, 1), (3, 2)], &[7, 8]).sql(),
+            CLAIM_STAMP_CARRYING.sql(&[
+                "?",
+                "?",
+                &crate::statements::pair_placeholders(4),
+                &placeholders(2)
+            ])
+        );
+        assert_eq!(
+            claim_stamp_carrying("t", &[(1, 1)], &[7]).sql(),
+            CLAIM_STAMP_CARRYING.sql(&[
+                "?",
+                "?",
+                &crate::statements::pair_placeholders(crate::statements::MIN_PAIRS),
+                &placeholders(1)
+            ])
+        );
+    }
+}
