@@ -211,6 +211,8 @@ impl Pool {
     }
 
     async fn run(self: Arc<Self>, job: JobContext) -> Result<(), JobError> {
+        // Before a copy is checked out: a payload that is not JSON must not cost a healthy copy.
+        let request = protocol::request(&job)?;
         let permit = tokio::select! {
             p = self.free_slots.clone().acquire_owned() => p.map_err(|_| {
                 JobError::retry("the worker is stopping; its process handler takes no more jobs")
@@ -258,7 +260,6 @@ impl Pool {
             }
         };
 
-        let request = protocol::request(&job)?;
         copy.attach(Some(&job));
         let answered = tokio::select! {
             r = copy.exchange(&request, job.id.0) => Some(r),
