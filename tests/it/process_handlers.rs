@@ -256,9 +256,13 @@ async fn each_failure_of_the_program_says_what_happened_and_a_new_copy_runs_the_
 
     let log_text = stop_worker(worker, &dir).await;
     // The program's stderr is in the worker's log, under the job's id.
+    let line = log_text
+        .lines()
+        .find(|l| l.contains("echo says hello on stdout"))
+        .unwrap_or_else(|| panic!("print() goes to stderr, which jobq logs: {log_text}"));
     assert!(
-        log_text.contains("echo says hello on stdout"),
-        "print() goes to stderr, which jobq logs: {log_text}"
+        line.contains("job_id=1"),
+        "logged under the job's id: {line}"
     );
 }
 
@@ -427,6 +431,34 @@ async fn cancelling_a_running_job_kills_its_copy_and_the_job_ends_cancelled() {
         gone(pid)
     })
     .await;
+    stop_worker(worker, &dir).await;
+}
+
+/// A program that writes its effect and `CALL jobq_finish` in one transaction and answers
+/// `"finished": true`: the job is done, once, and the worker does not finish it again.
+#[tokio::test]
+async fn a_program_finishes_its_job_in_its_own_transaction_with_jobq_finish() {
+    let Some(py) = python() else { return };
+    let db = TestDb::new().await;
+    db.exec("CREATE TABLE payments (job_id BIGINT UNSIGNED PRIMARY KEY, amount INT NOT NULL)")
+        .await;
+    let dir = scratch_dir();
+    let text = config(
+        &[&py, &demo("demo.py")],
+        &["pay"],
+        &format!("env = {{ DEMO_DATABASE_URL = {:?} }}", db.url),
+    );
+    let id = insert(&db, "pay", serde_json::json!({"amount": 5}), None).await;
+    let worker = spawn_worker(&db, &dir, &text);
+    let j = settled(&db, id, &dir.join("worker.log")).await;
+    assert_eq!(j.state, State::Done, "{}", last_error(&j));
+    assert_eq!(j.attempts, 1);
+    let paid: i64 = db
+        .scalar(&format!(
+            "SELECT CAST(SUM(amount) AS SIGNED) FROM payments WHERE job_id = {id}"
+        ))
+        .await;
+    assert_eq!(paid, 5);
     stop_worker(worker, &dir).await;
 }
 

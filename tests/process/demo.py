@@ -71,4 +71,29 @@ def finished(job):
     return FINISHED
 
 
+@worker.handler("pay")
+def pay(job):
+    """Writes a payment and finishes the job in the same transaction (PyMySQL, DEMO_DATABASE_URL)."""
+    import pymysql
+    from urllib.parse import unquote, urlparse
+
+    u = urlparse(os.environ["DEMO_DATABASE_URL"])
+    conn = pymysql.connect(host=u.hostname, port=u.port or 3306, user=unquote(u.username or ""),
+                           password=unquote(u.password or ""), database=u.path.lstrip("/"), autocommit=False)
+    try:
+        with conn.cursor() as c:
+            c.execute("INSERT INTO payments (job_id, amount) VALUES (%s, %s)", (job.id, job.payload["amount"]))
+            c.execute("CALL jobq_finish(%s, %s, %s)", (job.id, job.claim, job.attempt))
+            (finished,) = c.fetchone()
+            while c.nextset():
+                pass
+        if not finished:
+            conn.rollback()
+            raise Retry("the job belongs to another attempt now")
+        conn.commit()
+        return FINISHED
+    finally:
+        conn.close()
+
+
 worker.run()

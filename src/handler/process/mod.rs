@@ -555,3 +555,105 @@ async fn log_stderr(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A zombie counts as gone: it has exited and waits only to be reaped.
+    fn gone(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => matches!(
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().next()),
+                Some("Z" | "X")
+            ),
+        }
+    }
+
+    /// A handler whose program is the shell script `script`, with `$DIR` a scratch directory.
+    fn handler(script: &str) -> (ProcessHandler, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("jobq-process-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cfg = ProcessConfig::new(vec!["/bin/sh".into(), "-c".into(), script.into()]);
+        cfg.env
+            .insert("DIR".into(), dir.to_string_lossy().into_owned());
+        (ProcessHandler::new(cfg), dir)
+    }
+
+    async fn pid_in(file: std::path::PathBuf) -> u32 {
+        for _ in 0..500 {
+            if let Ok(text) = std::fs::read_to_string(&file)
+                && let Ok(pid) = text.trim().parse()
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("no pid in {}", file.display());
+    }
+
+    async fn wait_gone(pid: u32) {
+        for _ in 0..500 {
+            if gone(pid) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("process {pid} still runs");
+    }
+
+    #[tokio::test]
+    async fn dropping_a_jobs_future_kills_the_copy_running_it() {
+        let (h, dir) =
+            handler(r#"echo '{"jobq":1,"ready":true}'; read line; echo $$ > "$DIR/pid"; sleep 30"#);
+        let task = tokio::spawn(h.call(JobContext::for_test("k", "{}")));
+        let pid = pid_in(dir.join("pid")).await;
+        assert!(!gone(pid));
+        task.abort();
+        let _ = task.await;
+        wait_gone(pid).await;
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[tokio::test]
+    async fn stopping_the_handler_retires_its_idle_copies() {
+        let (h, dir) = handler(
+            r#"echo $$ > "$DIR/pid"; echo '{"jobq":1,"ready":true}'
+               while read line; do echo '{"id":1,"ok":true}'; done"#,
+        );
+        h.call(JobContext::for_test("k", "{}")).await.unwrap();
+        let pid = pid_in(dir.join("pid")).await;
+        assert!(!gone(pid), "an idle copy stays for the next job");
+        let started = std::time::Instant::now();
+        h.stop().await;
+        wait_gone(pid).await;
+        assert!(started.elapsed() < EXIT_GRACE, "EOF on stdin ends it");
+        let e = h.call(JobContext::for_test("k", "{}")).await.unwrap_err();
+        assert!(e.message().contains("stopping"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn restarts_back_off_and_a_good_answer_resets_them() {
+        let mut slot = Slot {
+            number: 1,
+            copy: None,
+            failures: 0,
+            not_before: None,
+        };
+        let now = Instant::now();
+        let waits: Vec<Duration> = (0..9)
+            .map(|_| {
+                slot.failed();
+                slot.not_before.unwrap().duration_since(now)
+            })
+            .collect();
+        assert!(waits[0] >= RESTART_BACKOFF_BASE && waits[0] < RESTART_BACKOFF_BASE * 2);
+        assert!(waits[1] >= RESTART_BACKOFF_BASE * 2);
+        assert!(waits[8] <= RESTART_BACKOFF_CAP + Duration::from_millis(100));
+        slot.succeeded();
+        assert_eq!((slot.failures, slot.not_before), (0, None));
+    }
+}
