@@ -303,6 +303,13 @@ pub trait Handler: Send + Sync + 'static {
     /// Runs one attempt.
     fn call(&self, job: JobContext) -> BoxFuture<Result<(), JobError>>;
 
+    /// Called once when a worker starts with this handler registered for `kind`, inside the worker's
+    /// runtime: a handler that keeps something alive between jobs (a process handler's programs) may
+    /// start it here, in tasks of its own (this must not block). By default, nothing.
+    fn start(&self, kind: &str) {
+        let _ = kind;
+    }
+
     /// Called once when the worker stops, after its last job has ended: a handler that keeps something
     /// alive between jobs (a process handler's programs) lets it go here. By default, nothing.
     fn stop(&self) -> BoxFuture<()> {
@@ -500,6 +507,13 @@ impl Handlers {
                 sql::SqlHandler::new(pool.clone(), sql, params).transactional(transactional),
                 options,
             ),
+        }
+    }
+
+    /// Starts every handler ([`Handler::start`]).
+    pub(crate) fn start_all(&self) {
+        for (kind, e) in &self.map {
+            e.handler.start(kind);
         }
     }
 

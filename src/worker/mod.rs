@@ -134,6 +134,11 @@ impl Worker {
               concurrency = self.cfg.concurrency, mode = ?self.cfg.mode,
               fence_after = ?self.cfg.fence_after, "worker started");
 
+        // Handlers that keep programs between jobs start them now, beside the first claim; a draining
+        // worker (a cron tick, often with nothing to do) starts them only for a job that needs one.
+        if self.cfg.mode == Mode::Forever {
+            self.handlers.start_all();
+        }
         let running = Running::start(&self, &registration);
         let mut claim_conn = Dedicated::new(self.pool.clone());
         let result =

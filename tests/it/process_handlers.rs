@@ -350,6 +350,49 @@ async fn a_copy_is_recycled_after_max_jobs_per_process() {
     }
 }
 
+/// A `--forever` worker starts its copies when it starts, before any job, and retires them all when it
+/// stops.
+#[tokio::test]
+async fn a_forever_worker_starts_its_copies_at_once_and_stops_them_when_it_stops() {
+    let Some(py) = python() else { return };
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let started = dir.join("started.txt");
+    let text = config(
+        &[&py, &demo("demo.py")],
+        &["echo"],
+        &format!(
+            "processes = 3\nenv = {{ DEMO_START_LOG = {:?} }}",
+            started.to_str().unwrap()
+        ),
+    );
+    let worker = spawn_worker(&db, &dir, &text);
+    wait_until("three copies started", Duration::from_secs(20), || async {
+        lines(&started).len() == 3
+    })
+    .await;
+    let pids: Vec<u32> = lines(&started).iter().map(|l| l.parse().unwrap()).collect();
+    assert!(pids.iter().all(|p| !gone(*p)));
+    let out = dir.join("echo.txt");
+    let id = insert(
+        &db,
+        "echo",
+        serde_json::json!({"file": out.to_str().unwrap()}),
+        None,
+    )
+    .await;
+    settled(&db, id, &dir.join("worker.log")).await;
+    assert_eq!(
+        lines(&started).len(),
+        3,
+        "the job ran on a copy already there"
+    );
+    stop_worker(worker, &dir).await;
+    for pid in pids {
+        assert!(gone(pid), "copy {pid} outlived its worker's clean stop");
+    }
+}
+
 /// SIGKILL to the worker: the copy running a job dies with it, and the reaper later hands the job on.
 #[tokio::test]
 async fn a_sigkilled_workers_programs_die_with_it_and_the_reaper_hands_the_job_on() {

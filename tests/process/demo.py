@@ -15,6 +15,10 @@ if "--wrong-version" in sys.argv:
     sys.stdin.read()
     sys.exit(0)
 
+if os.environ.get("DEMO_START_LOG"):
+    with open(os.environ["DEMO_START_LOG"], "a") as f:
+        f.write("%d\n" % os.getpid())
+
 worker = Worker()
 
 

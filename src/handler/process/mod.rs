@@ -3,8 +3,8 @@
 //!
 //! A handler keeps a pool of `processes` copies of its program. Each job checks one copy out of the
 //! pool, writes one request line to its stdin, reads one answer line from its stdout, and puts the
-//! copy back. Copies are started lazily, when a job finds its slot empty, each the way a command handler's
-//! program is ([`command::program_command`]): through the exec shim, in a process group of its own,
+//! copy back. Copies are started when the worker starts ([`Handler::start`]), and again by a job that
+//! finds its slot empty (after a copy was lost or retired), each the way a command handler's program is ([`command::program_command`]): through the exec shim, in a process group of its own,
 //! with the worker's environment less its secrets plus `env`, and with its group in
 //! `RUNNING_GROUPS`, so the self-fence's forced exit takes it down and a SIGKILLed worker's copies die
 //! with it.
@@ -46,6 +46,9 @@ pub const RESTART_BACKOFF_CAP: Duration = Duration::from_secs(30);
 /// How long a retired copy (recycled, or the worker stopping) has to exit after EOF on its stdin, and
 /// then after SIGTERM, before SIGKILL.
 pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// How long a copy started with the worker (before any job) has to write its hello line. A copy started
+/// for a job has until the job's deadline.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Copies one handler may keep: a bound on a typo (`processes = 1000000`), far above what a worker's
 /// concurrency can keep busy.
 pub const MAX_PROCESSES: u32 = 256;
@@ -184,6 +187,12 @@ impl Handler for ProcessHandler {
         Box::pin(async move { pool.run(job).await })
     }
 
+    fn start(&self, kind: &str) {
+        for _ in 0..self.pool.cfg.processes {
+            tokio::spawn(self.pool.clone().start_one(kind.to_string()));
+        }
+    }
+
     fn stop(&self) -> BoxFuture<()> {
         let pool = self.pool.clone();
         Box::pin(async move {
@@ -208,6 +217,40 @@ type Trouble = String;
 impl Pool {
     fn program(&self) -> &str {
         &self.cfg.argv[0]
+    }
+
+    /// Starts the copy of one free slot that has none, when the worker starts. A failure is logged and
+    /// starts the slot's backoff; the slot's next job tries again.
+    async fn start_one(self: Arc<Self>, kind: String) {
+        let Ok(permit) = self.free_slots.clone().try_acquire_owned() else {
+            return;
+        };
+        let slot = lock(&self.free).pop().expect("a permit means a free slot");
+        let mut lease = Lease {
+            pool: self.clone(),
+            slot: Some(slot),
+            _permit: permit,
+        };
+        if lease.slot().copy.is_some() {
+            return;
+        }
+        let number = lease.slot().number;
+        // Dropping the start at the time limit kills what it started.
+        match tokio::time::timeout(START_TIMEOUT, Instance::start(&self.cfg, number, &kind)).await {
+            Ok(Ok(copy)) if self.free_slots.is_closed() => {
+                tokio::spawn(copy.retire());
+            }
+            Ok(Ok(copy)) => lease.slot().copy = Some(copy),
+            Ok(Err(trouble)) => {
+                lease.slot().failed();
+                warn!(kind, error = %trouble, "process handler could not start its program");
+            }
+            Err(_) => {
+                lease.slot().failed();
+                warn!(kind, program = %self.program(), "process handler's program wrote no hello line within {}; stopped it",
+                      humantime::format_duration(START_TIMEOUT));
+            }
+        }
     }
 
     async fn run(self: Arc<Self>, job: JobContext) -> Result<(), JobError> {
@@ -239,7 +282,7 @@ impl Pool {
                         if let Some(t) = not_before {
                             tokio::time::sleep_until(t).await;
                         }
-                        Instance::start(&self.cfg, lease.slot().number, &job).await
+                        Instance::start(&self.cfg, lease.slot().number, &job.kind).await
                     } => Some(r),
                     () = job.cancelled() => None,
                 };
@@ -334,7 +377,7 @@ impl Drop for Instance {
 
 impl Instance {
     /// Starts a copy and waits for its hello line.
-    async fn start(cfg: &ProcessConfig, slot: u32, job: &JobContext) -> Result<Instance, Trouble> {
+    async fn start(cfg: &ProcessConfig, slot: u32, kind: &str) -> Result<Instance, Trouble> {
         let program = cfg.argv[0].clone();
         let mut cmd = command::program_command(&cfg.argv, &cfg.env, cfg.inherit_env.as_deref());
         cmd.env("JOBQ_PROTOCOL", protocol::VERSION.to_string())
@@ -350,7 +393,7 @@ impl Instance {
         let stderr_task = child
             .stderr
             .take()
-            .map(|pipe| tokio::spawn(log_stderr(pipe, stderr.clone(), job.kind.clone(), pid)));
+            .map(|pipe| tokio::spawn(log_stderr(pipe, stderr.clone(), kind.to_string(), pid)));
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(format!("cannot start {program:?}: no pipes"));
         };
@@ -365,7 +408,7 @@ impl Instance {
             pid,
             jobs: 0,
         };
-        debug!(kind = %job.kind, slot, pid, program = %copy.program, "process handler started a copy");
+        debug!(kind, slot, pid, program = %copy.program, "process handler started a copy");
         match copy.read_line().await {
             Ok(Some(line)) => match protocol::hello(&line) {
                 Ok(()) => Ok(copy),
