@@ -266,6 +266,45 @@ async fn each_failure_of_the_program_says_what_happened_and_a_new_copy_runs_the_
     );
 }
 
+/// A copy that exits while it waits for a job is replaced before the next job is sent, and that job
+/// runs as if nothing happened.
+#[tokio::test]
+async fn a_copy_lost_between_jobs_is_replaced_without_failing_the_next_job() {
+    let Some(py) = python() else { return };
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let text = config(&[&py, &demo("demo.py")], &["quit_soon"], "");
+    let worker = spawn_worker(&db, &dir, &text);
+    let log = dir.join("worker.log");
+    let pids = dir.join("pids.txt");
+    let payload = serde_json::json!({"file": pids.to_str().unwrap()});
+    let first = insert(&db, "quit_soon", payload.clone(), None).await;
+    assert_eq!(settled(&db, first, &log).await.state, State::Done);
+    let pid = first_pid(&pids).unwrap();
+    wait_until(
+        "the copy exited on its own",
+        Duration::from_secs(10),
+        || async { gone(pid) },
+    )
+    .await;
+    let second = insert(&db, "quit_soon", payload, None).await;
+    let j = settled(&db, second, &log).await;
+    assert_eq!(
+        (j.state, j.attempts),
+        (State::Done, 1),
+        "{}",
+        last_error(&j)
+    );
+    let all = lines(&pids);
+    assert_eq!(all.len(), 2);
+    assert_ne!(all[0], all[1], "a new copy ran the second job");
+    let log_text = stop_worker(worker, &dir).await;
+    assert!(
+        log_text.contains("exited with status 4 while it waited for a job"),
+        "{log_text}"
+    );
+}
+
 /// A crash on start is retried only after a backoff: the program is not started again at once.
 #[tokio::test]
 async fn a_program_that_crashes_on_start_is_restarted_with_a_backoff() {

@@ -70,6 +70,16 @@ def garbage(job):
     time.sleep(60)
 
 
+@worker.handler("quit_soon")
+def quit_soon(job):
+    """Answers, then exits on its own while it waits for the next job."""
+    import threading
+
+    with open(job.payload["file"], "a") as f:
+        f.write("%d\n" % os.getpid())
+    threading.Timer(0.1, lambda: os._exit(4)).start()
+
+
 @worker.handler("finished")
 def finished(job):
     return FINISHED

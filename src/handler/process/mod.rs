@@ -273,7 +273,20 @@ impl Pool {
             slot: Some(slot),
             _permit: permit,
         };
-        let mut copy = match lease.slot().copy.take() {
+        // A copy that died or wrote something while it waited is replaced before the job is sent: the
+        // job has nothing to do with it.
+        let idle = match lease.slot().copy.take() {
+            Some(mut c) => match c.idle_trouble().await {
+                None => Some(c),
+                Some(trouble) => {
+                    lease.slot().failed();
+                    warn!(kind = %job.kind, error = %trouble, "process handler's idle copy was lost; starting another");
+                    None
+                }
+            },
+            None => None,
+        };
+        let mut copy = match idle {
             Some(c) => c,
             None => {
                 let not_before = lease.slot().not_before;
@@ -421,6 +434,30 @@ impl Instance {
             },
             Ok(None) => Err(copy.exited("before its hello line").await),
             Err(e) => Err(copy.fail(&format!("could not be read from: {e}")).await),
+        }
+    }
+
+    /// Whether an idle copy is still fit for a job: `None` when it is; else it exited or wrote a line
+    /// while no job was running (a broken program), and it is stopped.
+    async fn idle_trouble(&mut self) -> Option<Trouble> {
+        // A zero timeout still polls once: this sees only what is already there.
+        let ready = tokio::time::timeout(Duration::ZERO, self.stdout.fill_buf())
+            .await
+            .map(|r| r.map(|buf| buf.is_empty()));
+        match ready {
+            Err(_) => None,
+            Ok(Ok(true)) => Some(self.exited("while it waited for a job").await),
+            Ok(Ok(false)) => {
+                let line = self.read_line().await.ok().flatten().unwrap_or_default();
+                Some(
+                    self.fail(&format!(
+                        "wrote a line while it ran no job: {}",
+                        protocol::shown(&line)
+                    ))
+                    .await,
+                )
+            }
+            Ok(Err(e)) => Some(self.fail(&format!("could not be read from: {e}")).await),
         }
     }
 
