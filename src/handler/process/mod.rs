@@ -326,7 +326,7 @@ impl Pool {
                 let pid = copy.pid;
                 copy.stop(self.cfg.kill_grace).await;
                 return Err(JobError::retry(format!(
-                    "{} (pid {pid}) was stopped before it answered (timeout, cancel or shutdown); \
+                    "{} (process group {pid}) was stopped before it answered (timeout, cancel or shutdown); \
                      a new copy takes its place",
                     self.program()
                 )));
@@ -532,7 +532,7 @@ impl Instance {
         let how = status.map_or_else(|| "ended".to_string(), command::describe);
         let tail = self.tail().await;
         format!(
-            "{} (pid {}) {how} {when}{}{}",
+            "{} (process group {}) {how} {when}{}{}",
             self.program,
             self.pid,
             if tail.is_empty() { "" } else { ": " },
@@ -545,7 +545,7 @@ impl Instance {
         let _ = self.terminate(EXIT_GRACE).await;
         let tail = self.tail().await;
         format!(
-            "{} (pid {}) {why}; it was stopped{}{}",
+            "{} (process group {}) {why}; it was stopped{}{}",
             self.program,
             self.pid,
             if tail.is_empty() {
