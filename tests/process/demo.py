@@ -56,6 +56,16 @@ def sleep(job):
     time.sleep(job.payload["secs"])
 
 
+@worker.handler("overlap")
+def overlap(job):
+    """Marks its start and end in a shared file, so a test can count the jobs running at once."""
+    with open(job.payload["file"], "a") as f:
+        f.write("+%d\n" % os.getpid())
+    time.sleep(job.payload["secs"])
+    with open(job.payload["file"], "a") as f:
+        f.write("-%d\n" % os.getpid())
+
+
 @worker.handler("crash")
 def crash(job):
     sys.stderr.write("demo: about to crash\n")
