@@ -61,22 +61,42 @@ fn config(argv: &[&str], kinds: &[&str], extra: &str) -> String {
     text
 }
 
-/// A `jobq worker --forever` on `config_text`, its log in `dir/worker.log`.
-fn spawn_worker(db: &TestDb, dir: &Path, config_text: &str) -> Child {
+/// A `jobq worker --forever` on `config_text`, its log in `dir/worker.log`. SIGKILLed if the test
+/// fails before [`stop_worker`]: a failed test leaves no worker running (its copies die with it).
+fn spawn_worker(db: &TestDb, dir: &Path, config_text: &str) -> WorkerGuard {
     let cfg = write_config(dir, config_text);
     let log = std::fs::File::create(dir.join("worker.log")).unwrap();
-    jobq(
+    let child = jobq(
         Some(&db.url),
         &["worker", "--forever", "--config", cfg.to_str().unwrap()],
     )
     .stdout(Stdio::null())
     .stderr(log)
     .spawn()
-    .unwrap()
+    .unwrap();
+    WorkerGuard(Some(child))
+}
+
+struct WorkerGuard(Option<Child>);
+
+impl WorkerGuard {
+    fn take(mut self) -> Child {
+        self.0.take().expect("a running worker")
+    }
+}
+
+impl Drop for WorkerGuard {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }
 
 /// SIGTERM, then the worker must exit 0 within 30 s; returns its log.
-async fn stop_worker(worker: Child, dir: &Path) -> String {
+async fn stop_worker(worker: WorkerGuard, dir: &Path) -> String {
+    let worker = worker.take();
     kill(Pid::from_raw(worker.id() as i32), Signal::SIGTERM).unwrap();
     let out = tokio::task::spawn_blocking(move || wait_output(worker, Duration::from_secs(30)))
         .await
@@ -488,6 +508,7 @@ async fn a_sigkilled_workers_programs_die_with_it_and_the_reaper_hands_the_job_o
     .await;
     let pid = first_pid(&sleeps).unwrap();
     assert!(!gone(pid));
+    let worker = worker.take();
     kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
     let _ = tokio::task::spawn_blocking(move || wait_output(worker, Duration::from_secs(5))).await;
     wait_until(
