@@ -8,13 +8,20 @@ use super::HumanDuration;
 use crate::handler::{HandlerOptions, HandlerSpec};
 use crate::retry::RetryPolicy;
 
-/// `[handlers.KIND]`: exactly one of `command` or `sql`.
+/// `[handlers.KIND]`: exactly one of `command`, `sql` or `process`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HandlerConfig {
     /// Program and arguments; the payload goes to its stdin.
     pub command: Option<Vec<String>>,
-    /// Extra environment for the command.
+    /// A long-lived program handed one job at a time over protocol v1 (see
+    /// [`crate::handler::process`]).
+    pub process: Option<Vec<String>>,
+    /// Process handlers: copies of the program, each running one job at a time (default 1).
+    pub processes: Option<u32>,
+    /// Process handlers: jobs a copy runs before it is replaced (default: no limit).
+    pub max_jobs_per_process: Option<u32>,
+    /// Extra environment for the command or process.
     pub env: Option<BTreeMap<String, String>>,
     /// When set, only these variables of the worker's environment reach the command (besides `env`
     /// and the job's own `JOBQ_*` variables). Unset: all of them, except jobq's secrets (see
@@ -45,9 +52,40 @@ pub struct HandlerConfig {
 impl HandlerConfig {
     /// Checks that the entry is one complete handler and turns it into a spec.
     pub fn spec(&self) -> std::result::Result<HandlerSpec, String> {
+        let set = [
+            self.command.is_some(),
+            self.sql.is_some(),
+            self.process.is_some(),
+        ];
+        let named: Vec<&str> = ["`command`", "`sql`", "`process`"]
+            .into_iter()
+            .zip(set)
+            .filter_map(|(name, is_set)| is_set.then_some(name))
+            .collect();
+        match named.as_slice() {
+            [a, b] => return Err(format!("set either {a} or {b}, not both")),
+            [_, _, _] => {
+                return Err("set one of `command`, `sql` or `process`, not all three".into());
+            }
+            _ => {}
+        }
+        if self.process.is_none()
+            && (self.processes.is_some() || self.max_jobs_per_process.is_some())
+        {
+            return Err(
+                "`processes` and `max_jobs_per_process` belong to `process` handlers".into(),
+            );
+        }
+        if let Some(argv) = &self.process {
+            return self.process_spec(argv);
+        }
         match (&self.command, &self.sql) {
-            (Some(_), Some(_)) => Err("set either `command` or `sql`, not both".into()),
-            (None, None) => Err("set `command` (a program) or `sql` (a statement)".into()),
+            (Some(_), Some(_)) => unreachable!("refused above"),
+            (None, None) => Err(
+                "set `command` (a program per job), `sql` (a statement) or `process` (a long-lived \
+                 program)"
+                    .into(),
+            ),
             (Some(argv), None) => {
                 if self.params.is_some() {
                     return Err(
@@ -81,7 +119,9 @@ impl HandlerConfig {
             (None, Some(sql)) => {
                 if self.env.is_some() || self.inherit_env.is_some() || self.snooze.is_some() {
                     return Err(
-                        "`env`, `inherit_env` and `snooze` belong to `command` handlers".into(),
+                        "`env`, `inherit_env` and `snooze` belong to `command` handlers (`env` and \
+                         `inherit_env` to `process` handlers too)"
+                            .into(),
                     );
                 }
                 let params = self.params.clone().unwrap_or_default();
@@ -109,6 +149,47 @@ impl HandlerConfig {
 }
 
 impl HandlerConfig {
+    /// `process = [...]`: checks the keys that go with it.
+    fn process_spec(&self, argv: &[String]) -> std::result::Result<HandlerSpec, String> {
+        use crate::handler::process::{MAX_PROCESSES, ProcessConfig};
+        if self.params.is_some() || self.transactional.is_some() {
+            return Err(
+                "`params` and `transactional` belong to `sql` handlers; a process gets the payload \
+                 in its request line and can finish the job itself with jobq_finish"
+                    .into(),
+            );
+        }
+        if self.snooze.is_some() {
+            return Err(
+                "`snooze` belongs to `command` handlers; a process answers {\"snooze\": \"5m\"} itself"
+                    .into(),
+            );
+        }
+        if argv.is_empty() || argv[0].is_empty() {
+            return Err(
+                "`process` must name a program: process = [\"python3\", \"/srv/app/worker.py\"]"
+                    .into(),
+            );
+        }
+        let processes = self.processes.unwrap_or(1);
+        if !(1..=MAX_PROCESSES).contains(&processes) {
+            return Err(format!(
+                "`processes` must be from 1 to {MAX_PROCESSES} (copies of the program), not {processes}"
+            ));
+        }
+        if self.max_jobs_per_process == Some(0) {
+            return Err(
+                "`max_jobs_per_process` must be at least 1 (leave it out for no limit)".into(),
+            );
+        }
+        let mut cfg = ProcessConfig::new(argv.to_vec());
+        cfg.env = self.env.clone().unwrap_or_default();
+        cfg.inherit_env = self.inherit_env.clone();
+        cfg.processes = processes;
+        cfg.max_jobs_per_process = self.max_jobs_per_process;
+        Ok(HandlerSpec::Process(cfg))
+    }
+
     /// The per-kind settings, with `global` (the `[retry]` policy) filling in the backoff bound this
     /// entry leaves out when it sets the other.
     ///

@@ -21,6 +21,8 @@ mod schema;
 mod worker;
 // Command and SQL handlers.
 mod handlers;
+// Process handlers: long-lived programs over the line protocol, and the reference workers.
+mod process_handlers;
 // The jobq binary: commands and their error messages.
 mod cli;
 // The reaper: recovering dead claimants' jobs.
