@@ -455,3 +455,90 @@ async fn a_killed_worker_doubles_an_http_effect_unless_the_application_finishes_
         assert_eq!(effects, want, "{mode}: effect rows");
     }
 }
+
+/// The `[handlers.effect]` entry of a process handler running tests/programs/effect_worker.py (on the
+/// reference Python worker) in `mode`; `begun`: the file it notes each start in.
+fn effect_process(db: &TestDb, mode: &str, begun: Option<&std::path::Path>) -> String {
+    let program = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/programs/effect_worker.py"
+    );
+    let mut argv = vec![
+        python(),
+        program.to_string(),
+        db.url.clone(),
+        mode.to_string(),
+    ];
+    if let Some(b) = begun {
+        argv.push(b.display().to_string());
+    }
+    let argv: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "[handlers.effect]\nprocess = [{}]\nprocesses = 8\n",
+        argv.join(", ")
+    )
+}
+
+/// The drain under fire with the effect written by a long-lived Python program behind a process
+/// handler, which writes the row and calls `jobq_finish` in one transaction and answers that it
+/// finished the job. A SIGKILLed worker takes its programs down with it; their sessions are among those
+/// killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_worker_that_finishes_in_its_transaction_has_each_effect_once_under_fire() {
+    let db = TestDb::new().await;
+    db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
+        .await;
+    db.exec(&format!(
+        "INSERT INTO job_queue (kind) SELECT 'effect' FROM seq_1_to_{JOBS}"
+    ))
+    .await;
+    let dir = scratch_dir();
+    let cfg = write_config(&dir, &effect_process(&db, "transactional", None));
+    drain_under_fire(&db, &cfg, &dir).await;
+}
+
+/// One job that works for a while after writing its row, and its worker SIGKILLed meanwhile (its
+/// program dies with it). Committing the row at once (`plain`) leaves two rows once the reaper hands the
+/// job on; writing it in the transaction that finishes the job leaves one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_doubles_a_process_effect_unless_the_program_finishes_in_its_transaction() {
+    for (mode, want) in [("plain", 2), ("transactional", 1)] {
+        let db = TestDb::new().await;
+        db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
+            .await;
+        db.exec("INSERT INTO job_queue (kind, payload) VALUES ('effect', '{\"linger\": 1.5}')")
+            .await;
+        let dir = scratch_dir();
+        let begun = dir.join("begun");
+        let cfg = write_config(&dir, &effect_process(&db, mode, Some(&begun)));
+        let log = dir.join("workers.log");
+        let mut first = spawn_worker(&db, &cfg, &log);
+        let read_begun = || std::fs::read_to_string(&begun).unwrap_or_default();
+        wait_until(
+            "the first attempt begins",
+            Duration::from_secs(30),
+            || async { read_begun().lines().count() == 1 },
+        )
+        .await;
+        first.kill().unwrap();
+        first.wait().unwrap();
+        let second = spawn_worker(&db, &cfg, &log);
+        let mut reaper = jobq(Some(&db.url), &["reaper", "--interval", "200ms"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("reaper.log")).unwrap())
+            .spawn()
+            .unwrap();
+        wait_until("the job done", Duration::from_secs(60), || async {
+            db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
+                .await
+                == 1
+        })
+        .await;
+        kill(Pid::from_raw(second.id() as i32), Signal::SIGTERM).unwrap();
+        wait_output(second, Duration::from_secs(30));
+        let _ = reaper.kill();
+        let _ = reaper.wait();
+        let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
+        assert_eq!(effects, want, "{mode}: effect rows ({})", read_begun());
+    }
+}
