@@ -28,7 +28,7 @@ fi
 # The suites --quick leaves out, by test name: each needs a service of its own (a cluster, a second
 # server, a browser) or runs a drain under fire for many seconds.
 slow=(--skip galera:: --skip hosts:: --skip tls:: --skip restart:: --skip browser:: --skip web_browser::
-    --skip bench:: --skip transactional::effects_happen --skip transactional::an_http_application
+    --skip bench:: --skip transactional::effects_happen --skip _under_fire
     --skip partial_failure::)
 
 step() { printf '\n==> %s\n' "$*"; }

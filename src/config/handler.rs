@@ -10,13 +10,20 @@ use crate::handler::http::HttpSpec;
 use crate::handler::{HandlerOptions, HandlerSpec};
 use crate::retry::RetryPolicy;
 
-/// `[handlers.KIND]`: exactly one of `command`, `sql` or `url`.
+/// `[handlers.KIND]`: exactly one of `command`, `sql`, `process` or `url`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HandlerConfig {
     /// Program and arguments; the payload goes to its stdin.
     pub command: Option<Vec<String>>,
-    /// Extra environment for the command.
+    /// A long-lived program handed one job at a time over protocol v1 (see
+    /// [`crate::handler::process`]).
+    pub process: Option<Vec<String>>,
+    /// Process handlers: copies of the program, each running one job at a time (default 1).
+    pub processes: Option<u32>,
+    /// Process handlers: jobs a copy runs before it is replaced (default: no limit).
+    pub max_jobs_per_process: Option<u32>,
+    /// Extra environment for the command or process.
     pub env: Option<BTreeMap<String, String>>,
     /// When set, only these variables of the worker's environment reach the command (besides `env`
     /// and the job's own `JOBQ_*` variables). Unset: all of them, except jobq's secrets (see
@@ -70,10 +77,39 @@ impl HandlerConfig {
         if self.has_http_keys() {
             return Err(format!("{HTTP_KEYS} belong to `url` (HTTP) handlers"));
         }
+        let set = [
+            self.command.is_some(),
+            self.sql.is_some(),
+            self.process.is_some(),
+        ];
+        let named: Vec<&str> = ["`command`", "`sql`", "`process`"]
+            .into_iter()
+            .zip(set)
+            .filter_map(|(name, is_set)| is_set.then_some(name))
+            .collect();
+        match named.as_slice() {
+            [a, b] => return Err(format!("set either {a} or {b}, not both")),
+            [_, _, _] => {
+                return Err("set one of `command`, `sql` or `process`, not all three".into());
+            }
+            _ => {}
+        }
+        if self.process.is_none()
+            && (self.processes.is_some() || self.max_jobs_per_process.is_some())
+        {
+            return Err(
+                "`processes` and `max_jobs_per_process` belong to `process` handlers".into(),
+            );
+        }
+        if let Some(argv) = &self.process {
+            return self.process_spec(argv);
+        }
         match (&self.command, &self.sql) {
-            (Some(_), Some(_)) => Err("set either `command` or `sql`, not both".into()),
+            (Some(_), Some(_)) => unreachable!("refused above"),
             (None, None) => Err(
-                "set `command` (a program), `sql` (a statement) or `url` (an HTTP endpoint)".into(),
+                "set `command` (a program per job), `sql` (a statement), `process` (a long-lived \
+                 program) or `url` (an HTTP endpoint)"
+                    .into(),
             ),
             (Some(argv), None) => {
                 if self.params.is_some() {
@@ -108,7 +144,9 @@ impl HandlerConfig {
             (None, Some(sql)) => {
                 if self.env.is_some() || self.inherit_env.is_some() || self.snooze.is_some() {
                     return Err(
-                        "`env`, `inherit_env` and `snooze` belong to `command` handlers".into(),
+                        "`env`, `inherit_env` and `snooze` belong to `command` handlers (`env` and \
+                         `inherit_env` to `process` handlers too)"
+                            .into(),
                     );
                 }
                 let params = self.params.clone().unwrap_or_default();
@@ -154,6 +192,9 @@ impl HandlerConfig {
             ("env", self.env.is_some()),
             ("inherit_env", self.inherit_env.is_some()),
             ("snooze", self.snooze.is_some()),
+            ("process", self.process.is_some()),
+            ("processes", self.processes.is_some()),
+            ("max_jobs_per_process", self.max_jobs_per_process.is_some()),
         ]
         .into_iter()
         .filter_map(|(key, set)| set.then_some(key))
@@ -161,8 +202,8 @@ impl HandlerConfig {
         if !others.is_empty() {
             let named: Vec<String> = others.iter().map(|k| format!("`{k}`")).collect();
             return Err(format!(
-                "`url` (an HTTP handler) does not go with {}: those belong to command and SQL \
-                 handlers",
+                "`url` (an HTTP handler) does not go with {}: those belong to command, SQL and \
+                 process handlers",
                 named.join(", ")
             ));
         }
@@ -178,6 +219,47 @@ impl HandlerConfig {
         };
         spec.check()?;
         Ok(HandlerSpec::Http(spec))
+    }
+
+    /// `process = [...]`: checks the keys that go with it.
+    fn process_spec(&self, argv: &[String]) -> std::result::Result<HandlerSpec, String> {
+        use crate::handler::process::{MAX_PROCESSES, ProcessConfig};
+        if self.params.is_some() || self.transactional.is_some() {
+            return Err(
+                "`params` and `transactional` belong to `sql` handlers; a process gets the payload \
+                 in its request line and can finish the job itself with jobq_finish"
+                    .into(),
+            );
+        }
+        if self.snooze.is_some() {
+            return Err(
+                "`snooze` belongs to `command` handlers; a process answers {\"snooze\": \"5m\"} itself"
+                    .into(),
+            );
+        }
+        if argv.is_empty() || argv[0].is_empty() {
+            return Err(
+                "`process` must name a program: process = [\"python3\", \"/srv/app/worker.py\"]"
+                    .into(),
+            );
+        }
+        let processes = self.processes.unwrap_or(1);
+        if !(1..=MAX_PROCESSES).contains(&processes) {
+            return Err(format!(
+                "`processes` must be from 1 to {MAX_PROCESSES} (copies of the program), not {processes}"
+            ));
+        }
+        if self.max_jobs_per_process == Some(0) {
+            return Err(
+                "`max_jobs_per_process` must be at least 1 (leave it out for no limit)".into(),
+            );
+        }
+        let mut cfg = ProcessConfig::new(argv.to_vec());
+        cfg.env = self.env.clone().unwrap_or_default();
+        cfg.inherit_env = self.inherit_env.clone();
+        cfg.processes = processes;
+        cfg.max_jobs_per_process = self.max_jobs_per_process;
+        Ok(HandlerSpec::Process(cfg))
     }
 
     /// The per-kind settings, with `global` (the `[retry]` policy) filling in the backoff bound this

@@ -316,7 +316,7 @@ impl Config {
         Ok(policy)
     }
 
-    /// Checks that the program of every command handler can be started, the way the worker will start it:
+    /// Checks that the program of every command and process handler can be started, the way the worker will start it:
     /// a program given by path must exist and be executable; a bare name must be found on `PATH` (the
     /// handler's own `env.PATH` if it sets one, else the worker's). Run when a worker starts, so a typo
     /// is one clear error at start-up instead of every job of the kind failing its attempts one by one.
@@ -326,31 +326,32 @@ impl Config {
     /// [`Error::Handler`] naming the kind and the program (or the file).
     pub fn check_programs(&self) -> Result<()> {
         for (kind, spec, _) in self.handler_specs() {
-            if let HandlerSpec::Http(http) = &spec {
-                http.build().map_err(|reason| Error::Handler {
-                    kind: kind.clone(),
-                    reason,
-                })?;
-            }
-            if let HandlerSpec::Command {
-                argv,
-                env,
-                inherit_env,
-                ..
-            } = &spec
-            {
-                // The PATH the command will see: its own, else the worker's unless `inherit_env`
-                // leaves it out.
-                let inherits_path = inherit_env
-                    .as_ref()
-                    .is_none_or(|names| names.iter().any(|n| n == "PATH"));
-                let path = env
-                    .get("PATH")
-                    .map(OsString::from)
-                    .or_else(|| inherits_path.then(|| std::env::var_os("PATH")).flatten());
-                crate::handler::program::find_program(&argv[0], path.as_deref())
-                    .map_err(|reason| Error::Handler { kind, reason })?;
-            }
+            let (argv, env, inherit_env) = match &spec {
+                HandlerSpec::Command {
+                    argv,
+                    env,
+                    inherit_env,
+                    ..
+                } => (argv, env, inherit_env),
+                HandlerSpec::Process(p) => (&p.argv, &p.env, &p.inherit_env),
+                HandlerSpec::Sql { .. } => continue,
+                HandlerSpec::Http(http) => {
+                    http.build()
+                        .map_err(|reason| Error::Handler { kind, reason })?;
+                    continue;
+                }
+            };
+            // The PATH the program will see: its own, else the worker's unless `inherit_env` leaves
+            // it out.
+            let inherits_path = inherit_env
+                .as_ref()
+                .is_none_or(|names| names.iter().any(|n| n == "PATH"));
+            let path = env
+                .get("PATH")
+                .map(OsString::from)
+                .or_else(|| inherits_path.then(|| std::env::var_os("PATH")).flatten());
+            crate::handler::program::find_program(&argv[0], path.as_deref())
+                .map_err(|reason| Error::Handler { kind, reason })?;
         }
         Ok(())
     }

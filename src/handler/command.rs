@@ -34,10 +34,10 @@ use tokio::process::{Child, Command};
 use super::{BoxFuture, Handler, JobContext, JobError};
 
 /// How much of the end of stderr is kept for `last_error`.
-const STDERR_TAIL: usize = 4096;
+pub(crate) const STDERR_TAIL: usize = 4096;
 
 /// How long to keep reading stderr after the program has exited.
-const STDERR_DRAIN: Duration = Duration::from_secs(1);
+pub(crate) const STDERR_DRAIN: Duration = Duration::from_secs(1);
 
 /// The exit status that snoozes a job when the handler has a `snooze` delay: sysexits.h's
 /// `EX_TEMPFAIL`, "temporary failure; user is invited to retry", which mail transfer agents already use
@@ -136,13 +136,15 @@ pub fn kill_all_running() {
 }
 
 /// Kills the process group when dropped: if the worker drops the job's future (a hard stop), the
-/// program must not live on, and nothing the program left behind may either.
-struct GroupGuard {
+/// program must not live on, and nothing the program left behind may either. While it lives, the group
+/// is in [`RUNNING_GROUPS`], so [`kill_all_running`] takes it down before a forced exit.
+pub(crate) struct GroupGuard {
     pgid: Option<Pid>,
 }
 
 impl GroupGuard {
-    fn new(pid: Option<u32>) -> Self {
+    /// Guards the group led by `pid` (a child started with [`program_command`]).
+    pub(crate) fn new(pid: Option<u32>) -> Self {
         let pgid = pid.map(|id| Pid::from_raw(id as i32));
         if let Some(p) = pgid {
             RUNNING_GROUPS
@@ -153,7 +155,8 @@ impl GroupGuard {
         Self { pgid }
     }
 
-    fn signal(&self, sig: Signal) {
+    /// Sends `sig` to the whole group.
+    pub(crate) fn signal(&self, sig: Signal) {
         if let Some(pgid) = self.pgid {
             // ESRCH means the group is already gone, which is what we want.
             let _ = killpg(pgid, sig);
@@ -221,34 +224,10 @@ impl Inner {
         )))
     }
 
-    /// The command for `job`: through the exec shim when one is set (see [`start_through`]), in a
-    /// process group of its own, with a scrubbed environment and the job's `JOBQ_*` variables.
+    /// The command for `job`: see [`program_command`], plus the job's `JOBQ_*` variables.
     fn command(&self, job: &JobContext) -> Command {
-        let mut cmd = match SHIM.get() {
-            Some(shim) => {
-                let mut c = Command::new(&shim.program);
-                c.args(&shim.args)
-                    .arg(std::process::id().to_string())
-                    .args(&self.argv);
-                c
-            }
-            None => {
-                let mut c = Command::new(&self.argv[0]);
-                c.args(&self.argv[1..]);
-                c
-            }
-        };
-        cmd.env_clear()
-            .envs(std::env::vars_os().filter(|(k, _)| {
-                let name = k.to_string_lossy();
-                !is_secret(&name)
-                    && self
-                        .inherit_only
-                        .as_ref()
-                        .is_none_or(|only| only.iter().any(|o| *o == name))
-            }))
-            .envs(&self.env)
-            .env("JOBQ_JOB_ID", job.id.to_string())
+        let mut cmd = program_command(&self.argv, &self.env, self.inherit_only.as_deref());
+        cmd.env("JOBQ_JOB_ID", job.id.to_string())
             .env("JOBQ_KIND", &job.kind)
             .env("JOBQ_QUEUE", &job.queue)
             .env("JOBQ_ATTEMPT", job.attempt.to_string())
@@ -258,9 +237,7 @@ impl Inner {
             // stdout goes where the worker's goes (a terminal, the journal): it is the job's output, not
             // its error report. stderr is captured for last_error.
             .stdout(Stdio::inherit())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
+            .stderr(Stdio::piped());
         cmd
     }
 
@@ -288,7 +265,42 @@ impl Inner {
     }
 }
 
-fn describe(status: ExitStatus) -> String {
+/// `argv` as the worker starts a handler's program: through the exec shim when one is set (see
+/// [`start_through`]), in a process group of its own (killed if the `Child` is dropped), with the
+/// worker's environment less its secrets (only the `inherit_only` names of it, when given) plus `env`.
+/// The caller sets up stdio.
+pub(crate) fn program_command(
+    argv: &[String],
+    env: &BTreeMap<String, String>,
+    inherit_only: Option<&[String]>,
+) -> Command {
+    let mut cmd = match SHIM.get() {
+        Some(shim) => {
+            let mut c = Command::new(&shim.program);
+            c.args(&shim.args)
+                .arg(std::process::id().to_string())
+                .args(argv);
+            c
+        }
+        None => {
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..]);
+            c
+        }
+    };
+    cmd.env_clear()
+        .envs(std::env::vars_os().filter(|(k, _)| {
+            let name = k.to_string_lossy();
+            !is_secret(&name) && inherit_only.is_none_or(|only| only.iter().any(|o| *o == name))
+        }))
+        .envs(env)
+        .process_group(0)
+        .kill_on_drop(true);
+    cmd
+}
+
+/// How a program ended, as `last_error` says it: "exited with status 3", "was killed by signal 9 (SIGKILL)".
+pub(crate) fn describe(status: ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     if let Some(code) = status.code() {
         return format!("exited with status {code}");

@@ -9,6 +9,7 @@
 
 pub mod command;
 pub mod http;
+pub mod process;
 // Public only for the `jobq` binary, which checks with it that its exec shim can be started; not part
 // of the library's API.
 #[doc(hidden)]
@@ -193,6 +194,7 @@ pub struct JobError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum ErrorKind {
     Retry,
+    RetryAfter(Duration),
     Fatal,
     Snooze(Duration),
 }
@@ -203,6 +205,16 @@ impl JobError {
         Self {
             message: message.into(),
             kind: ErrorKind::Retry,
+        }
+    }
+
+    /// A failure worth retrying after `delay` (by the database clock) instead of the backoff's next
+    /// step: the program knows better (a rate limit's reset, a `Retry-After`). It counts as an attempt
+    /// like [`JobError::retry`]; at `max_attempts` the job is dead.
+    pub fn retry_after(message: impl Into<String>, delay: Duration) -> Self {
+        Self {
+            message: message.into(),
+            kind: ErrorKind::RetryAfter(delay),
         }
     }
 
@@ -236,6 +248,14 @@ impl JobError {
     /// True when the job must not be retried.
     pub fn is_fatal(&self) -> bool {
         self.kind == ErrorKind::Fatal
+    }
+
+    /// The delay a [`JobError::retry_after`] asked for; None for every other error.
+    pub fn retry_delay(&self) -> Option<Duration> {
+        match self.kind {
+            ErrorKind::RetryAfter(d) => Some(d),
+            _ => None,
+        }
     }
 
     /// The delay of a [`JobError::snooze`]; None for failures.
@@ -283,6 +303,19 @@ impl<E: std::error::Error> From<E> for JobError {
 pub trait Handler: Send + Sync + 'static {
     /// Runs one attempt.
     fn call(&self, job: JobContext) -> BoxFuture<Result<(), JobError>>;
+
+    /// Called once when a worker starts with this handler registered for `kind`, inside the worker's
+    /// runtime: a handler that keeps something alive between jobs (a process handler's programs) may
+    /// start it here, in tasks of its own (this must not block). By default, nothing.
+    fn start(&self, kind: &str) {
+        let _ = kind;
+    }
+
+    /// Called once when the worker stops, after its last job has ended: a handler that keeps something
+    /// alive between jobs (a process handler's programs) lets it go here. By default, nothing.
+    fn stop(&self) -> BoxFuture<()> {
+        Box::pin(async {})
+    }
 }
 
 impl<F, Fut> Handler for F
@@ -354,6 +387,8 @@ pub enum HandlerSpec {
         /// status is a failure like any other.
         snooze: Option<Duration>,
     },
+    /// Hand jobs to long-lived copies of a program, one at a time (see [`process`]).
+    Process(process::ProcessConfig),
     /// Run one SQL statement.
     Sql {
         /// The statement.
@@ -442,7 +477,7 @@ impl Handlers {
         Ok(self)
     }
 
-    /// Registers the command, SQL or HTTP handler `spec` describes (see
+    /// Registers the command, process, SQL or HTTP handler `spec` describes (see
     /// [`crate::config::Config::handlers`]).
     ///
     /// # Errors
@@ -467,6 +502,9 @@ impl Handlers {
                     .snooze_on_tempfail(snooze),
                 options,
             ),
+            HandlerSpec::Process(cfg) => {
+                self.register_with_options(kind, process::ProcessHandler::new(cfg), options)
+            }
             HandlerSpec::Sql {
                 sql,
                 params,
@@ -486,6 +524,22 @@ impl Handlers {
                 self.register_with_options(kind, handler, options)
             }
         }
+    }
+
+    /// Starts every handler ([`Handler::start`]).
+    pub(crate) fn start_all(&self) {
+        for (kind, e) in &self.map {
+            e.handler.start(kind);
+        }
+    }
+
+    /// Stops every handler ([`Handler::stop`]), all at once.
+    pub(crate) async fn stop_all(&self) {
+        let mut stops = tokio::task::JoinSet::new();
+        for e in self.map.values() {
+            stops.spawn(e.handler.stop());
+        }
+        while stops.join_next().await.is_some() {}
     }
 
     /// The registered kinds, sorted.

@@ -17,7 +17,7 @@ pub fn find_program(program: &str, path: Option<&OsStr>) -> std::result::Result<
         let p = PathBuf::from(program);
         return match executable(&p) {
             Ok(()) => Ok(p),
-            Err(why) => Err(format!("command {program:?} {why}")),
+            Err(why) => Err(format!("program {program:?} {why}")),
         };
     }
     let dirs = path.unwrap_or(OsStr::new(DEFAULT_PATH));
@@ -34,7 +34,7 @@ pub fn find_program(program: &str, path: Option<&OsStr>) -> std::result::Result<
         }
     }
     Err(format!(
-        "command {program:?} is not found on PATH ({}); give its full path or fix PATH",
+        "program {program:?} is not found on PATH ({}); give its full path or fix PATH",
         dirs.to_string_lossy()
     ))
 }

@@ -244,6 +244,7 @@ fn decide(
             humantime::format_duration(shared.cfg.fence_after)
         ),
     };
+    let mut asked_delay = None;
     let (message, fatal) = match ended {
         Ended::Lost => {
             warn!(job_id = job.id, kind = %job.kind, attempt, claim = %shared.token,
@@ -258,7 +259,10 @@ fn decide(
         // did not fail on its own.
         Ended::Returned(_) if shared.hard_stop.is_cancelled() => return Some(interrupted()),
         Ended::Returned(Ok(Err(e))) => match e.snoozed() {
-            None => (e.message().to_string(), e.is_fatal()),
+            None => {
+                asked_delay = e.retry_delay();
+                (e.message().to_string(), e.is_fatal())
+            }
             // Checked by the worker's clock: the database's is a statement away, and a snooze near the
             // end of the range is a handler's mistake either way.
             Some(delay) => match crate::handler::snooze_until(delay, chrono::Utc::now()) {
@@ -283,7 +287,10 @@ fn decide(
         Finish::Dead { error: message }
     } else {
         Finish::Retry {
-            delay: retry.next_delay(attempt),
+            // A delay past what run_at can hold falls back to the backoff.
+            delay: asked_delay
+                .filter(|d| crate::handler::snooze_until(*d, chrono::Utc::now()).is_ok())
+                .unwrap_or_else(|| retry.next_delay(attempt)),
             error: message,
         }
     })

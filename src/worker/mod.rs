@@ -134,6 +134,11 @@ impl Worker {
               concurrency = self.cfg.concurrency, mode = ?self.cfg.mode,
               fence_after = ?self.cfg.fence_after, "worker started");
 
+        // Handlers that keep programs between jobs start them now, beside the first claim; a draining
+        // worker (a cron tick, often with nothing to do) starts them only for a job that needs one.
+        if self.cfg.mode == Mode::Forever {
+            self.handlers.start_all();
+        }
         let running = Running::start(&self, &registration);
         let mut claim_conn = Dedicated::new(self.pool.clone());
         let result =
@@ -231,7 +236,11 @@ impl Running {
         self.watch_stop.cancel();
         // Every job task has ended, so nothing is waiting on the finisher.
         self.finisher_stop.cancel();
+        // Handlers that keep programs alive between jobs stop them now that no job runs.
+        let handlers = shared.handlers.clone();
+        let handlers_stopped = tokio::spawn(async move { handlers.stop_all().await });
         tokio::join!(
+            stop_task(handlers_stopped),
             stop_task(self.watcher),
             stop_task(self.finisher_task),
             stop_task(claim_conn_closed),

@@ -23,6 +23,8 @@ mod worker;
 mod handlers;
 // HTTP handlers against a local HTTP server: answers, signing, keep-alive, dropped requests.
 mod http_handlers;
+// Process handlers: long-lived programs over the line protocol, and the reference workers.
+mod process_handlers;
 // The jobq binary: commands and their error messages.
 mod cli;
 // The reaper: recovering dead claimants' jobs.

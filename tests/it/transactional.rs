@@ -66,8 +66,16 @@ async fn effects_happen_exactly_once_while_workers_and_sessions_are_killed() {
          params = [\"id\"]\n\
          transactional = true\n",
     );
+    drain_under_fire(&db, &cfg, &dir).await;
+}
+
+/// Drains the `JOBS` effect jobs already queued with three `jobq worker`s on `cfg` and a reaper, while
+/// every 300 ms for 8 s one worker is SIGKILLed and restarted or one session in the test's database is
+/// killed (a worker's claim, finish or heartbeat, a statement in the middle of a transaction, or the
+/// application's own). Asserts that every job ended done with exactly one row in `effects`.
+async fn drain_under_fire(db: &TestDb, cfg: &std::path::Path, dir: &std::path::Path) {
     let log = dir.join("workers.log");
-    let mut workers: Vec<Child> = (0..3).map(|_| spawn_worker(&db, &cfg, &log)).collect();
+    let mut workers: Vec<Child> = (0..3).map(|_| spawn_worker(db, cfg, &log)).collect();
     let mut reaper = jobq(Some(&db.url), &["reaper", "--interval", "200ms"])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("reaper.log")).unwrap())
@@ -83,7 +91,7 @@ async fn effects_happen_exactly_once_while_workers_and_sessions_are_killed() {
             let i = rand::random::<u32>() as usize % workers.len();
             let _ = workers[i].kill();
             let _ = workers[i].wait();
-            workers[i] = spawn_worker(&db, &cfg, &log);
+            workers[i] = spawn_worker(db, cfg, &log);
             sigkills += 1;
         } else {
             // Any session in the test's database but this one: a worker's claim, finish, heartbeat or
@@ -318,4 +326,219 @@ async fn an_application_finishes_its_job_with_the_procedure_and_the_worker_check
             .unwrap();
     assert_eq!(child_state, "done", "the dependent was released and ran");
     assert_eq!((report.done, report.retried), (2, 1), "{report:?}");
+}
+
+/// The Python interpreter with PyMySQL the suite uses (scripts/ensure-languages.sh).
+fn python() -> String {
+    std::env::var("JOBQ_PYTHON").unwrap_or_else(|_| "/usr/bin/python3".into())
+}
+
+/// An application behind an HTTP handler (tests/programs/effect_app.py, Python with PyMySQL): started
+/// on a free port; its stdout lines come through `lines`.
+struct App {
+    child: Child,
+    url: String,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl App {
+    fn start(db: &TestDb, mode: &str) -> App {
+        use std::io::BufRead;
+        let program = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/programs/effect_app.py");
+        let mut child = std::process::Command::new(python())
+            .args([program, &db.url, mode])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the Python application (scripts/ensure-languages.sh installs Python)");
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let port = lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the application prints its port");
+        App {
+            child,
+            url: format!("http://127.0.0.1:{port}/effect"),
+            lines,
+        }
+    }
+
+    /// Waits for the application to say it began a job.
+    fn began(&self) -> String {
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .expect("the application begins a job");
+            if line.starts_with("begin ") {
+                return line;
+            }
+        }
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The drain under fire of the SQL handler above, with the effect written by an application in another
+/// language behind an HTTP handler: it writes the row and calls `jobq_finish` in one transaction, and
+/// answers `{"finished": true}`. The application's own sessions are among those killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_application_that_finishes_in_its_transaction_has_each_effect_once_under_fire() {
+    let db = TestDb::new().await;
+    db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
+        .await;
+    db.exec(&format!(
+        "INSERT INTO job_queue (kind) SELECT 'effect' FROM seq_1_to_{JOBS}"
+    ))
+    .await;
+    let app = App::start(&db, "transactional");
+    let dir = scratch_dir();
+    let cfg = write_config(&dir, &format!("[handlers.effect]\nurl = \"{}\"\n", app.url));
+    drain_under_fire(&db, &cfg, &dir).await;
+}
+
+/// The same application and one job that works for a while after writing its row, whose worker is
+/// SIGKILLed meanwhile. Committing the row before answering (`plain`) leaves two rows once the reaper
+/// hands the job on; finishing in the row's transaction leaves one, whichever attempt's commit wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_doubles_an_http_effect_unless_the_application_finishes_in_its_transaction()
+{
+    for (mode, want) in [("plain", 2), ("transactional", 1)] {
+        let db = TestDb::new().await;
+        db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
+            .await;
+        db.exec("INSERT INTO job_queue (kind, payload) VALUES ('effect', '{\"linger\": 1.5}')")
+            .await;
+        let app = App::start(&db, mode);
+        let dir = scratch_dir();
+        let cfg = write_config(&dir, &format!("[handlers.effect]\nurl = \"{}\"\n", app.url));
+        let log = dir.join("workers.log");
+        let mut first = spawn_worker(&db, &cfg, &log);
+        let began = app.began();
+        assert!(began.ends_with(" 1"), "{began}");
+        first.kill().unwrap();
+        first.wait().unwrap();
+        let second = spawn_worker(&db, &cfg, &log);
+        let mut reaper = jobq(Some(&db.url), &["reaper", "--interval", "200ms"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("reaper.log")).unwrap())
+            .spawn()
+            .unwrap();
+        wait_until("the job done", Duration::from_secs(60), || async {
+            db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
+                .await
+                == 1
+        })
+        .await;
+        // The first attempt's application thread may still be lingering: let it end before counting.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        kill(Pid::from_raw(second.id() as i32), Signal::SIGTERM).unwrap();
+        wait_output(second, Duration::from_secs(30));
+        let _ = reaper.kill();
+        let _ = reaper.wait();
+        let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
+        assert_eq!(effects, want, "{mode}: effect rows");
+    }
+}
+
+/// The `[handlers.effect]` entry of a process handler running tests/programs/effect_worker.py (on the
+/// reference Python worker) in `mode`; `begun`: the file it notes each start in.
+fn effect_process(db: &TestDb, mode: &str, begun: Option<&std::path::Path>) -> String {
+    let program = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/programs/effect_worker.py"
+    );
+    let mut argv = vec![
+        python(),
+        program.to_string(),
+        db.url.clone(),
+        mode.to_string(),
+    ];
+    if let Some(b) = begun {
+        argv.push(b.display().to_string());
+    }
+    let argv: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "[handlers.effect]\nprocess = [{}]\nprocesses = 8\n",
+        argv.join(", ")
+    )
+}
+
+/// The drain under fire with the effect written by a long-lived Python program behind a process
+/// handler, which writes the row and calls `jobq_finish` in one transaction and answers that it
+/// finished the job. A SIGKILLed worker takes its programs down with it; their sessions are among those
+/// killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_worker_that_finishes_in_its_transaction_has_each_effect_once_under_fire() {
+    let db = TestDb::new().await;
+    db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
+        .await;
+    db.exec(&format!(
+        "INSERT INTO job_queue (kind) SELECT 'effect' FROM seq_1_to_{JOBS}"
+    ))
+    .await;
+    let dir = scratch_dir();
+    let cfg = write_config(&dir, &effect_process(&db, "transactional", None));
+    drain_under_fire(&db, &cfg, &dir).await;
+}
+
+/// One job that works for a while after writing its row, and its worker SIGKILLed meanwhile (its
+/// program dies with it). Committing the row at once (`plain`) leaves two rows once the reaper hands the
+/// job on; writing it in the transaction that finishes the job leaves one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_doubles_a_process_effect_unless_the_program_finishes_in_its_transaction() {
+    for (mode, want) in [("plain", 2), ("transactional", 1)] {
+        let db = TestDb::new().await;
+        db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
+            .await;
+        db.exec("INSERT INTO job_queue (kind, payload) VALUES ('effect', '{\"linger\": 1.5}')")
+            .await;
+        let dir = scratch_dir();
+        let begun = dir.join("begun");
+        let cfg = write_config(&dir, &effect_process(&db, mode, Some(&begun)));
+        let log = dir.join("workers.log");
+        let mut first = spawn_worker(&db, &cfg, &log);
+        let read_begun = || std::fs::read_to_string(&begun).unwrap_or_default();
+        wait_until(
+            "the first attempt begins",
+            Duration::from_secs(30),
+            || async { read_begun().lines().count() == 1 },
+        )
+        .await;
+        first.kill().unwrap();
+        first.wait().unwrap();
+        let second = spawn_worker(&db, &cfg, &log);
+        let mut reaper = jobq(Some(&db.url), &["reaper", "--interval", "200ms"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("reaper.log")).unwrap())
+            .spawn()
+            .unwrap();
+        wait_until("the job done", Duration::from_secs(60), || async {
+            db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
+                .await
+                == 1
+        })
+        .await;
+        kill(Pid::from_raw(second.id() as i32), Signal::SIGTERM).unwrap();
+        wait_output(second, Duration::from_secs(30));
+        let _ = reaper.kill();
+        let _ = reaper.wait();
+        let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
+        assert_eq!(effects, want, "{mode}: effect rows ({})", read_begun());
+    }
 }

@@ -1,0 +1,739 @@
+//! Process handlers: long-lived programs, in any language, handed one job at a time over a
+//! line-delimited JSON protocol ([`protocol`], `docs/process-protocol.md`).
+//!
+//! A handler keeps a pool of `processes` copies of its program. Each job checks one copy out of the
+//! pool, writes one request line to its stdin, reads one answer line from its stdout, and puts the
+//! copy back. Copies are started when the worker starts ([`Handler::start`]), and again by a job that
+//! finds its slot empty (after a copy was lost or retired), each the way a command handler's program is ([`command::program_command`]): through the exec shim, in a process group of its own,
+//! with the worker's environment less its secrets plus `env`, and with its group in
+//! `RUNNING_GROUPS`, so the self-fence's forced exit takes it down and a SIGKILLed worker's copies die
+//! with it.
+//!
+//! A copy that exits, writes a line that is not the protocol, or has to be stopped (the job timed out,
+//! was cancelled, the worker shuts down or lost the claim) is stopped whole (SIGTERM to its group, then
+//! SIGKILL) and its slot starts a new one for the next job. After a failure of the program (an exit, a
+//! bad line, a start that failed) the next start of that slot waits a backoff that doubles per failure in
+//! a row, from [`RESTART_BACKOFF_BASE`] to [`RESTART_BACKOFF_CAP`], so a program that crashes on start
+//! does not spin. A copy that has run `max_jobs_per_process` jobs is retired (EOF on its stdin; it
+//! exits) and replaced. When the worker stops ([`Handler::stop`]), every copy is retired the same way.
+//!
+//! Invariant: a copy runs at most one job at a time, and a copy whose job did not end with a valid
+//! answer never runs another one. Dropping a job's future (the worker abandons a handler that does not
+//! stop in time) drops the copy it had checked out, which SIGKILLs its group.
+
+pub mod protocol;
+
+use std::collections::BTreeMap;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use super::command::{self, GroupGuard};
+use super::{BoxFuture, Handler, JobContext, JobError};
+
+/// The first wait before a slot starts its program again after the program failed.
+pub const RESTART_BACKOFF_BASE: Duration = Duration::from_millis(500);
+/// The longest wait between restarts of a failing program.
+pub const RESTART_BACKOFF_CAP: Duration = Duration::from_secs(30);
+/// How long a retired copy (recycled, or the worker stopping) has to exit after EOF on its stdin, and
+/// then after SIGTERM, before SIGKILL.
+pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+/// How long a copy started with the worker (before any job) has to write its hello line. A copy started
+/// for a job has until the job's deadline.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Copies one handler may keep: a bound on a typo (`processes = 1000000`), far above what a worker's
+/// concurrency can keep busy.
+pub const MAX_PROCESSES: u32 = 256;
+
+/// What a process handler runs and how many copies it keeps (`[handlers.KIND]` with `process = […]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessConfig {
+    /// Program and arguments.
+    pub argv: Vec<String>,
+    /// Extra environment.
+    pub env: BTreeMap<String, String>,
+    /// The only inherited variables of the worker's environment, when set.
+    pub inherit_env: Option<Vec<String>>,
+    /// Copies of the program, each running one job at a time: 1..=[`MAX_PROCESSES`].
+    pub processes: u32,
+    /// Jobs a copy runs before it is retired and replaced; `None`: no limit.
+    pub max_jobs_per_process: Option<u32>,
+    /// Time between SIGTERM and SIGKILL when a copy is stopped in the middle of a job.
+    pub kill_grace: Duration,
+}
+
+impl ProcessConfig {
+    /// One copy of `argv`, no limit on its jobs, the command handlers' kill grace.
+    pub fn new(argv: Vec<String>) -> Self {
+        Self {
+            argv,
+            env: BTreeMap::new(),
+            inherit_env: None,
+            processes: 1,
+            max_jobs_per_process: None,
+            kill_grace: command::DEFAULT_KILL_GRACE,
+        }
+    }
+}
+
+/// Runs jobs on a pool of long-lived copies of a program (see the module docs).
+#[derive(Clone)]
+pub struct ProcessHandler {
+    pool: Arc<Pool>,
+}
+
+impl std::fmt::Debug for ProcessHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessHandler")
+            .field("config", &self.pool.cfg)
+            .finish()
+    }
+}
+
+struct Pool {
+    cfg: ProcessConfig,
+    /// One permit per slot not checked out.
+    free_slots: Arc<Semaphore>,
+    free: Mutex<Vec<Slot>>,
+}
+
+/// A place in the pool: the copy living there, if any, and its restart backoff.
+struct Slot {
+    number: u32,
+    copy: Option<Instance>,
+    /// Failures of the program in a row in this slot.
+    failures: u32,
+    /// No start before this (the backoff after a failure).
+    not_before: Option<Instant>,
+}
+
+impl Slot {
+    fn failed(&mut self) {
+        self.failures = self.failures.saturating_add(1);
+        let backoff = RESTART_BACKOFF_BASE
+            .saturating_mul(1u32 << (self.failures - 1).min(16))
+            .min(RESTART_BACKOFF_CAP);
+        self.not_before = Some(Instant::now() + backoff);
+    }
+
+    fn succeeded(&mut self) {
+        self.failures = 0;
+        self.not_before = None;
+    }
+}
+
+/// A slot checked out for one job; it goes back to the pool when dropped, whatever happened.
+struct Lease {
+    pool: Arc<Pool>,
+    slot: Option<Slot>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Lease {
+    fn slot(&mut self) -> &mut Slot {
+        self.slot
+            .as_mut()
+            .expect("a lease holds its slot until dropped")
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            lock(&self.pool.free).push(slot);
+        }
+        // The permit is released after this body, once the slot is back.
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ProcessHandler {
+    /// A handler with `cfg.processes` slots, none started yet.
+    pub fn new(cfg: ProcessConfig) -> Self {
+        let n = cfg.processes.clamp(1, MAX_PROCESSES);
+        let slots = (1..=n)
+            .rev()
+            .map(|number| Slot {
+                number,
+                copy: None,
+                failures: 0,
+                not_before: None,
+            })
+            .collect();
+        Self {
+            pool: Arc::new(Pool {
+                cfg,
+                free_slots: Arc::new(Semaphore::new(n as usize)),
+                free: Mutex::new(slots),
+            }),
+        }
+    }
+}
+
+impl Handler for ProcessHandler {
+    fn call(&self, job: JobContext) -> BoxFuture<Result<(), JobError>> {
+        let pool = self.pool.clone();
+        Box::pin(async move { pool.run(job).await })
+    }
+
+    fn start(&self, kind: &str) {
+        for _ in 0..self.pool.cfg.processes {
+            tokio::spawn(self.pool.clone().start_one(kind.to_string()));
+        }
+    }
+
+    fn stop(&self) -> BoxFuture<()> {
+        let pool = self.pool.clone();
+        Box::pin(async move {
+            // No more checkouts; the worker calls this once its jobs have ended.
+            pool.free_slots.close();
+            let copies: Vec<Instance> = lock(&pool.free)
+                .iter_mut()
+                .filter_map(|s| s.copy.take())
+                .collect();
+            let mut retiring = tokio::task::JoinSet::new();
+            for c in copies {
+                retiring.spawn(c.retire());
+            }
+            while retiring.join_next().await.is_some() {}
+        })
+    }
+}
+
+/// Why a copy cannot go on, as `last_error` says it.
+type Trouble = String;
+
+impl Pool {
+    fn program(&self) -> &str {
+        &self.cfg.argv[0]
+    }
+
+    /// Starts the copy of one free slot that has none, when the worker starts. A failure is logged and
+    /// starts the slot's backoff; the slot's next job tries again.
+    async fn start_one(self: Arc<Self>, kind: String) {
+        let Ok(permit) = self.free_slots.clone().try_acquire_owned() else {
+            return;
+        };
+        let slot = lock(&self.free).pop().expect("a permit means a free slot");
+        let mut lease = Lease {
+            pool: self.clone(),
+            slot: Some(slot),
+            _permit: permit,
+        };
+        if lease.slot().copy.is_some() {
+            return;
+        }
+        let number = lease.slot().number;
+        // Dropping the start at the time limit kills what it started.
+        match tokio::time::timeout(START_TIMEOUT, Instance::start(&self.cfg, number, &kind)).await {
+            Ok(Ok(copy)) if self.free_slots.is_closed() => {
+                tokio::spawn(copy.retire());
+            }
+            Ok(Ok(copy)) => lease.slot().copy = Some(copy),
+            Ok(Err(trouble)) => {
+                lease.slot().failed();
+                warn!(kind, error = %trouble, "process handler could not start its program");
+            }
+            Err(_) => {
+                lease.slot().failed();
+                warn!(kind, program = %self.program(), "process handler's program wrote no hello line within {}; stopped it",
+                      humantime::format_duration(START_TIMEOUT));
+            }
+        }
+    }
+
+    async fn run(self: Arc<Self>, job: JobContext) -> Result<(), JobError> {
+        // Before a copy is checked out: a payload that is not JSON must not cost a healthy copy.
+        let request = protocol::request(&job)?;
+        let permit = tokio::select! {
+            p = self.free_slots.clone().acquire_owned() => p.map_err(|_| {
+                JobError::retry("the worker is stopping; its process handler takes no more jobs")
+            })?,
+            () = job.cancelled() => {
+                return Err(JobError::retry(format!(
+                    "stopped while waiting for a free copy of {} (all {} busy)",
+                    self.program(), self.cfg.processes
+                )));
+            }
+        };
+        let slot = lock(&self.free).pop().expect("a permit means a free slot");
+        let mut lease = Lease {
+            pool: self.clone(),
+            slot: Some(slot),
+            _permit: permit,
+        };
+        // A copy that died or wrote something while it waited is replaced before the job is sent: the
+        // job has nothing to do with it.
+        let idle = match lease.slot().copy.take() {
+            Some(mut c) => match c.idle_trouble().await {
+                None => Some(c),
+                Some(trouble) => {
+                    lease.slot().failed();
+                    warn!(kind = %job.kind, error = %trouble, "process handler's idle copy was lost; starting another");
+                    None
+                }
+            },
+            None => None,
+        };
+        let mut copy = match idle {
+            Some(c) => c,
+            None => {
+                let not_before = lease.slot().not_before;
+                let started = tokio::select! {
+                    r = async {
+                        if let Some(t) = not_before {
+                            tokio::time::sleep_until(t).await;
+                        }
+                        Instance::start(&self.cfg, lease.slot().number, &job.kind).await
+                    } => Some(r),
+                    () = job.cancelled() => None,
+                };
+                match started {
+                    Some(Ok(c)) => c,
+                    Some(Err(trouble)) => {
+                        lease.slot().failed();
+                        warn!(kind = %job.kind, job_id = job.id.0, error = %trouble, "process handler could not start its program");
+                        return Err(JobError::retry(trouble));
+                    }
+                    None => {
+                        return Err(JobError::retry(format!(
+                            "stopped while starting {}",
+                            self.program()
+                        )));
+                    }
+                }
+            }
+        };
+
+        copy.attach(Some(&job));
+        let answered = tokio::select! {
+            r = copy.exchange(&request, job.id.0) => Some(r),
+            () = job.cancelled() => None,
+        };
+        let answer = match answered {
+            None => {
+                let pid = copy.pid;
+                copy.stop(self.cfg.kill_grace).await;
+                return Err(JobError::retry(format!(
+                    "{} (process group {pid}) was stopped before it answered (timeout, cancel or shutdown); \
+                     a new copy takes its place",
+                    self.program()
+                )));
+            }
+            Some(Ok(answer)) => answer,
+            Some(Err(trouble)) => {
+                lease.slot().failed();
+                warn!(kind = %job.kind, job_id = job.id.0, error = %trouble, "process handler's program failed; replacing it");
+                return Err(JobError::retry(trouble));
+            }
+        };
+        copy.attach(None);
+        copy.jobs += 1;
+        let slot = lease.slot();
+        slot.succeeded();
+        if self
+            .cfg
+            .max_jobs_per_process
+            .is_some_and(|max| copy.jobs >= max)
+        {
+            debug!(kind = %job.kind, pid = copy.pid, jobs = copy.jobs, "retiring a process handler's copy after its last job");
+            // Its exit is waited for beside the next jobs; its group stays guarded until it is gone.
+            tokio::spawn(copy.retire());
+        } else {
+            slot.copy = Some(copy);
+        }
+        answer.into_result(&job)
+    }
+}
+
+/// What the copy's stderr reader needs to know: which job its lines belong to, and the tail kept for
+/// an error message.
+#[derive(Default)]
+struct StderrState {
+    job: Option<(u64, String)>,
+    tail: Vec<u8>,
+}
+
+/// One running copy of the program.
+struct Instance {
+    program: String,
+    child: Child,
+    /// Declared after `child`: dropping a copy kills the shim, then SIGKILLs the whole group.
+    group: GroupGuard,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    stderr: Arc<Mutex<StderrState>>,
+    stderr_task: Option<JoinHandle<()>>,
+    /// The process jobq started (the exec shim when there is one), whose id is the group's.
+    pid: u32,
+    jobs: u32,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        if let Some(t) = self.stderr_task.take() {
+            t.abort();
+        }
+    }
+}
+
+impl Instance {
+    /// Starts a copy and waits for its hello line.
+    async fn start(cfg: &ProcessConfig, slot: u32, kind: &str) -> Result<Instance, Trouble> {
+        let program = cfg.argv[0].clone();
+        let mut cmd = command::program_command(&cfg.argv, &cfg.env, cfg.inherit_env.as_deref());
+        cmd.env("JOBQ_PROTOCOL", protocol::VERSION.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start {program:?}: {e}"))?;
+        let pid = child.id().unwrap_or(0);
+        let group = GroupGuard::new(child.id());
+        let stderr = Arc::new(Mutex::new(StderrState::default()));
+        let stderr_task = child
+            .stderr
+            .take()
+            .map(|pipe| tokio::spawn(log_stderr(pipe, stderr.clone(), kind.to_string(), pid)));
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(format!("cannot start {program:?}: no pipes"));
+        };
+        let mut copy = Instance {
+            program,
+            child,
+            group,
+            stdin: Some(stdin),
+            stdout: BufReader::new(stdout),
+            stderr,
+            stderr_task,
+            pid,
+            jobs: 0,
+        };
+        debug!(kind, slot, pid, program = %copy.program, "process handler started a copy");
+        match copy.read_line().await {
+            Ok(Some(line)) => match protocol::hello(&line) {
+                Ok(()) => Ok(copy),
+                Err(why) => Err(copy
+                    .fail(&format!(
+                        "did not start with a protocol v1 hello line ({why}): it wrote {}",
+                        protocol::shown(&line)
+                    ))
+                    .await),
+            },
+            Ok(None) => Err(copy.exited("before its hello line").await),
+            Err(e) => Err(copy.fail(&format!("could not be read from: {e}")).await),
+        }
+    }
+
+    /// Whether an idle copy is still fit for a job: `None` when it is; else it exited or wrote a line
+    /// while no job was running (a broken program), and it is stopped.
+    async fn idle_trouble(&mut self) -> Option<Trouble> {
+        // A zero timeout still polls once: this sees only what is already there.
+        let ready = tokio::time::timeout(Duration::ZERO, self.stdout.fill_buf())
+            .await
+            .map(|r| r.map(|buf| buf.is_empty()));
+        match ready {
+            Err(_) => None,
+            Ok(Ok(true)) => Some(self.exited("while it waited for a job").await),
+            Ok(Ok(false)) => {
+                let line = self.read_line().await.ok().flatten().unwrap_or_default();
+                Some(
+                    self.fail(&format!(
+                        "wrote a line while it ran no job: {}",
+                        protocol::shown(&line)
+                    ))
+                    .await,
+                )
+            }
+            Ok(Err(e)) => Some(self.fail(&format!("could not be read from: {e}")).await),
+        }
+    }
+
+    /// Says which job the copy's stderr lines belong to from now on (none between jobs), and starts
+    /// the tail afresh for it.
+    fn attach(&self, job: Option<&JobContext>) {
+        let mut s = lock(&self.stderr);
+        s.job = job.map(|j| (j.id.0, j.kind.clone()));
+        if job.is_some() {
+            s.tail.clear();
+        }
+    }
+
+    /// Sends one request and reads its answer. Any error leaves the copy stopped.
+    async fn exchange(&mut self, request: &[u8], id: u64) -> Result<protocol::Answer, Trouble> {
+        let written = match self.stdin.as_mut() {
+            Some(stdin) => async {
+                stdin.write_all(request).await?;
+                stdin.flush().await
+            }
+            .await
+            .map_err(|e| e.to_string()),
+            None => Err("its stdin is closed".into()),
+        };
+        // A program that exited before reading its job makes the write fail (EPIPE): say how it ended.
+        if written.is_err() {
+            return Err(self.exited(&format!("before it read job {id}")).await);
+        }
+        match self.read_line().await {
+            Ok(Some(line)) => match protocol::answer(&line, id) {
+                Ok(a) => Ok(a),
+                Err(why) => Err(self
+                    .fail(&format!(
+                        "wrote a line that is not a protocol v1 answer ({why}): {}",
+                        protocol::shown(&line)
+                    ))
+                    .await),
+            },
+            Ok(None) => Err(self.exited(&format!("before it answered job {id}")).await),
+            Err(e) => Err(self.fail(&format!("could not be read from: {e}")).await),
+        }
+    }
+
+    /// One line of stdout, newline included if there was one; `None` at EOF.
+    async fn read_line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
+        let mut line = Vec::new();
+        let limit = protocol::MAX_LINE as u64 + 2;
+        let n = (&mut self.stdout)
+            .take(limit)
+            .read_until(b'\n', &mut line)
+            .await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if line.len() > protocol::MAX_LINE + 1 {
+            return Err(std::io::Error::other(format!(
+                "it wrote a line longer than {} bytes: {}",
+                protocol::MAX_LINE,
+                protocol::shown(&line)
+            )));
+        }
+        Ok(Some(line))
+    }
+
+    /// The copy ended (EOF on its stdout or stdin): waits for its exit (stopping it if it lingers) and
+    /// says how it ended, with its stderr's tail.
+    async fn exited(&mut self, when: &str) -> Trouble {
+        let status = match tokio::time::timeout(EXIT_GRACE, self.child.wait()).await {
+            Ok(s) => s.ok(),
+            Err(_) => self.terminate(EXIT_GRACE).await,
+        };
+        let how = status.map_or_else(|| "ended".to_string(), command::describe);
+        let tail = self.tail().await;
+        format!(
+            "{} (process group {}) {how} {when}{}{}",
+            self.program,
+            self.pid,
+            if tail.is_empty() { "" } else { ": " },
+            tail
+        )
+    }
+
+    /// The copy broke the protocol: stops it and says why.
+    async fn fail(&mut self, why: &str) -> Trouble {
+        let _ = self.terminate(EXIT_GRACE).await;
+        let tail = self.tail().await;
+        format!(
+            "{} (process group {}) {why}; it was stopped{}{}",
+            self.program,
+            self.pid,
+            if tail.is_empty() {
+                ""
+            } else {
+                ". Its stderr: "
+            },
+            tail
+        )
+    }
+
+    /// Stops a copy in the middle of a job: SIGTERM to its group, SIGKILL after `grace`.
+    async fn stop(&mut self, grace: Duration) {
+        let _ = self.terminate(grace).await;
+    }
+
+    /// Retires an idle copy: EOF on its stdin, then SIGTERM, then SIGKILL, [`EXIT_GRACE`] apart.
+    async fn retire(mut self) {
+        drop(self.stdin.take());
+        if tokio::time::timeout(EXIT_GRACE, self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.terminate(EXIT_GRACE).await;
+        }
+        // Whatever the program left behind in its group goes with it.
+        self.group.signal(Signal::SIGKILL);
+    }
+
+    async fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
+        drop(self.stdin.take());
+        self.group.signal(Signal::SIGTERM);
+        let status = match tokio::time::timeout(grace, self.child.wait()).await {
+            Ok(s) => s.ok(),
+            Err(_) => {
+                self.group.signal(Signal::SIGKILL);
+                self.child.wait().await.ok()
+            }
+        };
+        self.group.signal(Signal::SIGKILL);
+        status
+    }
+
+    /// The tail of stderr, once the reader has seen its end (or after a moment).
+    async fn tail(&mut self) -> String {
+        if let Some(task) = self.stderr_task.take() {
+            let _ = tokio::time::timeout(command::STDERR_DRAIN, task).await;
+        }
+        let s = lock(&self.stderr);
+        String::from_utf8_lossy(&s.tail).trim_end().to_string()
+    }
+}
+
+/// Logs each stderr line of a copy, under the job it is running, and keeps a tail.
+async fn log_stderr(
+    pipe: tokio::process::ChildStderr,
+    state: Arc<Mutex<StderrState>>,
+    kind: String,
+    pid: u32,
+) {
+    let mut lines = BufReader::new(pipe);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut lines)
+            .take(command::STDERR_TAIL as u64)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let job = {
+            let mut s = lock(&state);
+            s.tail.extend_from_slice(&line);
+            if s.tail.len() > command::STDERR_TAIL {
+                let cut = s.tail.len() - command::STDERR_TAIL;
+                s.tail.drain(..cut);
+            }
+            s.job.clone()
+        };
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end();
+        match job {
+            Some((job_id, kind)) => info!(job_id, kind = %kind, pid, "{text}"),
+            None => info!(kind = %kind, pid, "{text}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A zombie counts as gone: it has exited and waits only to be reaped.
+    fn gone(pid: u32) -> bool {
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Err(_) => true,
+            Ok(stat) => matches!(
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().next()),
+                Some("Z" | "X")
+            ),
+        }
+    }
+
+    /// A handler whose program is the shell script `script`, with `$DIR` a scratch directory.
+    fn handler(script: &str) -> (ProcessHandler, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("jobq-process-{}", rand::random::<u64>()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cfg = ProcessConfig::new(vec!["/bin/sh".into(), "-c".into(), script.into()]);
+        cfg.env
+            .insert("DIR".into(), dir.to_string_lossy().into_owned());
+        (ProcessHandler::new(cfg), dir)
+    }
+
+    async fn pid_in(file: std::path::PathBuf) -> u32 {
+        for _ in 0..500 {
+            if let Ok(text) = std::fs::read_to_string(&file)
+                && let Ok(pid) = text.trim().parse()
+            {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("no pid in {}", file.display());
+    }
+
+    async fn wait_gone(pid: u32) {
+        for _ in 0..500 {
+            if gone(pid) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("process {pid} still runs");
+    }
+
+    #[tokio::test]
+    async fn dropping_a_jobs_future_kills_the_copy_running_it() {
+        let (h, dir) =
+            handler(r#"echo '{"jobq":1,"ready":true}'; read line; echo $$ > "$DIR/pid"; sleep 30"#);
+        let task = tokio::spawn(h.call(JobContext::for_test("k", "{}")));
+        let pid = pid_in(dir.join("pid")).await;
+        assert!(!gone(pid));
+        task.abort();
+        let _ = task.await;
+        wait_gone(pid).await;
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[tokio::test]
+    async fn stopping_the_handler_retires_its_idle_copies() {
+        let (h, dir) = handler(
+            r#"echo $$ > "$DIR/pid"; echo '{"jobq":1,"ready":true}'
+               while read line; do echo '{"id":1,"ok":true}'; done"#,
+        );
+        h.call(JobContext::for_test("k", "{}")).await.unwrap();
+        let pid = pid_in(dir.join("pid")).await;
+        assert!(!gone(pid), "an idle copy stays for the next job");
+        let started = std::time::Instant::now();
+        h.stop().await;
+        wait_gone(pid).await;
+        assert!(started.elapsed() < EXIT_GRACE, "EOF on stdin ends it");
+        let e = h.call(JobContext::for_test("k", "{}")).await.unwrap_err();
+        assert!(e.message().contains("stopping"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn restarts_back_off_and_a_good_answer_resets_them() {
+        let mut slot = Slot {
+            number: 1,
+            copy: None,
+            failures: 0,
+            not_before: None,
+        };
+        let now = Instant::now();
+        let waits: Vec<Duration> = (0..9)
+            .map(|_| {
+                slot.failed();
+                slot.not_before.unwrap().duration_since(now)
+            })
+            .collect();
+        assert!(waits[0] >= RESTART_BACKOFF_BASE && waits[0] < RESTART_BACKOFF_BASE * 2);
+        assert!(waits[1] >= RESTART_BACKOFF_BASE * 2);
+        assert!(waits[8] <= RESTART_BACKOFF_CAP + Duration::from_millis(100));
+        slot.succeeded();
+        assert_eq!((slot.failures, slot.not_before), (0, None));
+    }
+}
