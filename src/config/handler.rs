@@ -1,14 +1,16 @@
-//! `[handlers.KIND]`: a command or SQL handler as the file spells it, checked into a [`HandlerSpec`].
+//! `[handlers.KIND]`: a command, SQL or HTTP handler as the file spells it, checked into a
+//! [`HandlerSpec`].
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
 use super::HumanDuration;
+use crate::handler::http::HttpSpec;
 use crate::handler::{HandlerOptions, HandlerSpec};
 use crate::retry::RetryPolicy;
 
-/// `[handlers.KIND]`: exactly one of `command`, `sql` or `process`.
+/// `[handlers.KIND]`: exactly one of `command`, `sql`, `process` or `url`.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HandlerConfig {
@@ -47,11 +49,34 @@ pub struct HandlerConfig {
     /// Command handlers: exit status 75 (`EX_TEMPFAIL`) snoozes the job for this long instead of
     /// failing it (see [`crate::JobError::snooze`]). Unset: 75 is a failure like any other status.
     pub snooze: Option<HumanDuration>,
+    /// HTTP handlers: the endpoint each job is POSTed to (see [`crate::handler::http`]).
+    pub url: Option<String>,
+    /// HTTP handlers: headers sent with every request.
+    pub headers: Option<BTreeMap<String, String>>,
+    /// HTTP handlers: a file holding the secret that signs each request (`Jobq-Signature`).
+    pub secret_file: Option<std::path::PathBuf>,
+    /// HTTP handlers: a PEM file of the CAs to trust instead of the public ones.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// HTTP handlers: requests in flight at most (and idle connections kept); default
+    /// [`crate::handler::http::DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: Option<usize>,
+    /// HTTP handlers: 4xx statuses that are retried instead of killing the job.
+    pub retry_statuses: Option<Vec<u16>>,
 }
+
+/// The keys only HTTP handlers take, as the file spells them.
+const HTTP_KEYS: &str =
+    "`headers`, `secret_file`, `ca_file`, `max_connections` and `retry_statuses`";
 
 impl HandlerConfig {
     /// Checks that the entry is one complete handler and turns it into a spec.
     pub fn spec(&self) -> std::result::Result<HandlerSpec, String> {
+        if let Some(url) = &self.url {
+            return self.http_spec(url);
+        }
+        if self.has_http_keys() {
+            return Err(format!("{HTTP_KEYS} belong to `url` (HTTP) handlers"));
+        }
         let set = [
             self.command.is_some(),
             self.sql.is_some(),
@@ -82,8 +107,8 @@ impl HandlerConfig {
         match (&self.command, &self.sql) {
             (Some(_), Some(_)) => unreachable!("refused above"),
             (None, None) => Err(
-                "set `command` (a program per job), `sql` (a statement) or `process` (a long-lived \
-                 program)"
+                "set `command` (a program per job), `sql` (a statement), `process` (a long-lived \
+                 program) or `url` (an HTTP endpoint)"
                     .into(),
             ),
             (Some(argv), None) => {
@@ -149,6 +174,53 @@ impl HandlerConfig {
 }
 
 impl HandlerConfig {
+    fn has_http_keys(&self) -> bool {
+        self.headers.is_some()
+            || self.secret_file.is_some()
+            || self.ca_file.is_some()
+            || self.max_connections.is_some()
+            || self.retry_statuses.is_some()
+    }
+
+    /// `url = …`: an HTTP handler. The keys of the other kinds are refused by name.
+    fn http_spec(&self, url: &str) -> std::result::Result<HandlerSpec, String> {
+        let others: Vec<&str> = [
+            ("command", self.command.is_some()),
+            ("sql", self.sql.is_some()),
+            ("params", self.params.is_some()),
+            ("transactional", self.transactional.is_some()),
+            ("env", self.env.is_some()),
+            ("inherit_env", self.inherit_env.is_some()),
+            ("snooze", self.snooze.is_some()),
+            ("process", self.process.is_some()),
+            ("processes", self.processes.is_some()),
+            ("max_jobs_per_process", self.max_jobs_per_process.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(key, set)| set.then_some(key))
+        .collect();
+        if !others.is_empty() {
+            let named: Vec<String> = others.iter().map(|k| format!("`{k}`")).collect();
+            return Err(format!(
+                "`url` (an HTTP handler) does not go with {}: those belong to command, SQL and \
+                 process handlers",
+                named.join(", ")
+            ));
+        }
+        let spec = HttpSpec {
+            url: url.to_string(),
+            headers: self.headers.clone().unwrap_or_default(),
+            secret_file: self.secret_file.clone(),
+            ca_file: self.ca_file.clone(),
+            max_connections: self
+                .max_connections
+                .unwrap_or(crate::handler::http::DEFAULT_MAX_CONNECTIONS),
+            retry_statuses: self.retry_statuses.clone().unwrap_or_default(),
+        };
+        spec.check()?;
+        Ok(HandlerSpec::Http(spec))
+    }
+
     /// `process = [...]`: checks the keys that go with it.
     fn process_spec(&self, argv: &[String]) -> std::result::Result<HandlerSpec, String> {
         use crate::handler::process::{MAX_PROCESSES, ProcessConfig};

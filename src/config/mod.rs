@@ -320,9 +320,10 @@ impl Config {
     /// a program given by path must exist and be executable; a bare name must be found on `PATH` (the
     /// handler's own `env.PATH` if it sets one, else the worker's). Run when a worker starts, so a typo
     /// is one clear error at start-up instead of every job of the kind failing its attempts one by one.
+    /// Every HTTP handler is built the same way: its secret and CA files must be there and readable.
     ///
     /// # Errors
-    /// [`Error::Handler`] naming the kind and the program.
+    /// [`Error::Handler`] naming the kind and the program (or the file).
     pub fn check_programs(&self) -> Result<()> {
         for (kind, spec, _) in self.handler_specs() {
             let (argv, env, inherit_env) = match &spec {
@@ -334,6 +335,11 @@ impl Config {
                 } => (argv, env, inherit_env),
                 HandlerSpec::Process(p) => (&p.argv, &p.env, &p.inherit_env),
                 HandlerSpec::Sql { .. } => continue,
+                HandlerSpec::Http(http) => {
+                    http.build()
+                        .map_err(|reason| Error::Handler { kind, reason })?;
+                    continue;
+                }
             };
             // The PATH the program will see: its own, else the worker's unless `inherit_env` leaves
             // it out.
@@ -350,8 +356,9 @@ impl Config {
         Ok(())
     }
 
-    /// The command and SQL handlers of `[handlers.KIND]`. Rows never carry code: the program or statement
-    /// comes from this file only, and a row's payload is passed as data. SQL handlers run on `pool`.
+    /// The command, SQL and HTTP handlers of `[handlers.KIND]`. Rows never carry code: the program,
+    /// statement or URL comes from this file only, and a row's payload is passed as data. SQL handlers
+    /// run on `pool`.
     ///
     /// # Errors
     /// When a command handler's program cannot be found or is not executable (see

@@ -1,13 +1,14 @@
 //! Handlers: what runs a job of a given kind.
 //!
 //! A handler gets a [`JobContext`] and returns `Ok(())` (the job is done) or a [`JobError`] (it failed and
-//! is retried with backoff, or is dead at once if the error is fatal). The stock binary builds command and
-//! SQL handlers from `jobq.toml`; library users register async functions by kind.
+//! is retried with backoff, or is dead at once if the error is fatal). The stock binary builds command,
+//! SQL and HTTP handlers from `jobq.toml`; library users register async functions by kind.
 //!
 //! The context carries the claim token and attempt number: a handler whose side effects must not be
 //! applied twice can fence them with the same pair the worker uses to finish the job.
 
 pub mod command;
+pub mod http;
 pub mod process;
 // Public only for the `jobq` binary, which checks with it that its exec shim can be started; not part
 // of the library's API.
@@ -398,6 +399,8 @@ pub enum HandlerSpec {
         /// [`JobContext::finish_in`]): effects in the same database then happen exactly once.
         transactional: bool,
     },
+    /// POST each job to an HTTP endpoint.
+    Http(http::HttpSpec),
 }
 
 /// Handlers by kind. A worker claims only the kinds registered here; jobs of other kinds wait for a worker
@@ -474,7 +477,11 @@ impl Handlers {
         Ok(self)
     }
 
-    /// Registers the command, process or SQL handler `spec` describes (see [`crate::config::Config::handlers`]).
+    /// Registers the command, process, SQL or HTTP handler `spec` describes (see
+    /// [`crate::config::Config::handlers`]).
+    ///
+    /// # Errors
+    /// An invalid kind or option; for an HTTP handler, a secret or CA file that cannot be read.
     pub(crate) fn register_spec(
         self,
         kind: &str,
@@ -507,6 +514,15 @@ impl Handlers {
                 sql::SqlHandler::new(pool.clone(), sql, params).transactional(transactional),
                 options,
             ),
+            HandlerSpec::Http(spec) => {
+                let handler = spec
+                    .build()
+                    .map_err(|reason| crate::error::Error::Handler {
+                        kind: kind.to_string(),
+                        reason,
+                    })?;
+                self.register_with_options(kind, handler, options)
+            }
         }
     }
 

@@ -21,6 +21,8 @@ mod schema;
 mod worker;
 // Command and SQL handlers.
 mod handlers;
+// HTTP handlers against a local HTTP server: answers, signing, keep-alive, dropped requests.
+mod http_handlers;
 // Process handlers: long-lived programs over the line protocol, and the reference workers.
 mod process_handlers;
 // The jobq binary: commands and their error messages.
