@@ -21,7 +21,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Sections to run (comma-separated): raw,drain,steady,big,idle,footprint,enqueue,web,cluster,backlog.
+    /// Sections to run (comma-separated): raw,drain,steady,big,idle,footprint,enqueue,web,cluster,backlog,
+    /// languages.
     /// Default all (cluster only with --cluster).
     #[arg(long, value_delimiter = ',')]
     pub sections: Vec<String>,

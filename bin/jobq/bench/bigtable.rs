@@ -113,7 +113,7 @@ async fn drain_once(ctx: &Ctx, s: Settings) -> BResult<DrainRun> {
         Section::Big,
         s,
         KIND,
-        HandlerKind::Noop,
+        &HandlerKind::Noop,
         jobs,
     )
     .await?;

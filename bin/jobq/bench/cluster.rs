@@ -201,7 +201,7 @@ async fn run_workers(
                 settings,
                 Mode::Drain,
                 work,
-                HandlerKind::Noop,
+                &HandlerKind::Noop,
                 &calls,
                 None,
                 &shutdown,

@@ -33,11 +33,13 @@ pub enum Section {
     Cluster,
     /// A deep, wide backlog: claim cost at a million due rows; a high-priority job behind it.
     Backlog,
+    /// HTTP and process handlers beside the Rust no-op and a command, at the same settings.
+    Languages,
 }
 
 impl Section {
     /// Every section, in run order.
-    pub const ALL: [Section; 10] = [
+    pub const ALL: [Section; 11] = [
         Section::Raw,
         Section::Drain,
         Section::Steady,
@@ -48,6 +50,7 @@ impl Section {
         Section::Web,
         Section::Cluster,
         Section::Backlog,
+        Section::Languages,
     ];
 
     /// The name used by `--sections`.
@@ -63,6 +66,7 @@ impl Section {
             Section::Web => "web",
             Section::Cluster => "cluster",
             Section::Backlog => "backlog",
+            Section::Languages => "languages",
         }
     }
 }

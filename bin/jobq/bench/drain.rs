@@ -38,7 +38,7 @@ pub(crate) fn pool_size(s: Settings) -> u32 {
 }
 
 /// Which handler the drained jobs get.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) enum HandlerKind {
     /// An async Rust function that counts its calls.
     Noop,
@@ -46,6 +46,40 @@ pub(crate) enum HandlerKind {
     Command,
     /// An SQL handler running `DO 0`.
     Sql,
+    /// Any handler `jobq.toml` can configure (HTTP, process, a command of the caller's choice).
+    Configured(Box<HandlerConfig>),
+}
+
+impl HandlerKind {
+    fn is_noop(&self) -> bool {
+        matches!(self, HandlerKind::Noop)
+    }
+
+    /// The handler's entry of a `jobq.toml`, for every kind but the in-process no-op.
+    fn config(&self) -> Option<HandlerConfig> {
+        match self {
+            HandlerKind::Noop => None,
+            HandlerKind::Command => Some(HandlerConfig {
+                command: Some(vec!["true".into()]),
+                ..Default::default()
+            }),
+            HandlerKind::Sql => Some(HandlerConfig {
+                sql: Some("DO 0".into()),
+                ..Default::default()
+            }),
+            HandlerKind::Configured(c) => Some((**c).clone()),
+        }
+    }
+
+    /// A short name for checks and progress lines.
+    fn label(&self) -> &'static str {
+        match self {
+            HandlerKind::Noop => "Noop",
+            HandlerKind::Command => "Command",
+            HandlerKind::Sql => "Sql",
+            HandlerKind::Configured(_) => "Configured",
+        }
+    }
 }
 
 /// Workers started by [`start_workers`].
@@ -105,7 +139,7 @@ pub(crate) async fn start_workers(
     s: Settings,
     mode: Mode,
     work: Work<'_>,
-    handler: HandlerKind,
+    handler: &HandlerKind,
     calls: &Arc<AtomicU64>,
     on_start: Option<Arc<dyn Fn(u64) + Send + Sync>>,
     shutdown: &CancellationToken,
@@ -115,8 +149,8 @@ pub(crate) async fn start_workers(
     let mut pools = Vec::new();
     for _ in 0..s.workers {
         let pool = jobq::connect(&ConnectConfig::new(url).max_connections(pool_size(s))).await?;
-        let handlers = match handler {
-            HandlerKind::Noop => {
+        let handlers = match handler.config() {
+            None => {
                 let (calls, on_start) = (calls.clone(), on_start.clone());
                 Handlers::new().register(kind, move |job: JobContext| {
                     let (calls, on_start) = (calls.clone(), on_start.clone());
@@ -129,18 +163,7 @@ pub(crate) async fn start_workers(
                     }
                 })?
             }
-            HandlerKind::Command | HandlerKind::Sql => {
-                let h = if handler == HandlerKind::Command {
-                    HandlerConfig {
-                        command: Some(vec!["true".into()]),
-                        ..Default::default()
-                    }
-                } else {
-                    HandlerConfig {
-                        sql: Some("DO 0".into()),
-                        ..Default::default()
-                    }
-                };
+            Some(h) => {
                 let config = Config {
                     handlers: BTreeMap::from([(kind.to_string(), h)]),
                     ..Default::default()
@@ -170,7 +193,7 @@ pub(crate) async fn drain_with(
     section: Section,
     s: Settings,
     kind: &str,
-    handler: HandlerKind,
+    handler: &HandlerKind,
     jobs: u64,
 ) -> BResult<DrainRun> {
     let calls = Arc::new(AtomicU64::new(0));
@@ -191,7 +214,7 @@ pub(crate) async fn drain_with(
     let (report, err) = running.join().await;
     let secs = t0.elapsed().as_secs_f64();
     let cpu = meter.finish(jobs);
-    let what = format!("drain {s} {handler:?} {jobs} jobs");
+    let what = format!("drain {s} {} {jobs} jobs", handler.label());
     let counted_ok = err.is_none() && report.done == jobs && report.lost == 0;
     ctx.check(
         section,
@@ -205,7 +228,7 @@ pub(crate) async fn drain_with(
             ),
         },
     );
-    let calls = (handler == HandlerKind::Noop).then(|| calls.load(Ordering::Relaxed));
+    let calls = handler.is_noop().then(|| calls.load(Ordering::Relaxed));
     let db_ok = ctx
         .verify_once(section, &format!("{what}: rows"), kind, jobs, calls)
         .await?;
@@ -253,7 +276,7 @@ pub(crate) async fn run(ctx: &Ctx, raw: Option<&RawReport>) -> BResult<DrainRepo
 /// one. Returns the defaults' run, the sweep, the best settings and the winner's run.
 async fn sweep(ctx: &Ctx) -> BResult<(DrainRun, Vec<DrainRun>, Settings, DrainRun)> {
     let cfg = &ctx.cfg;
-    let (url, noop) = (ctx.url.as_str(), HandlerKind::Noop);
+    let (url, noop) = (ctx.url.as_str(), &HandlerKind::Noop);
     ctx.fill(KIND, cfg.jobs).await?;
     let defaults = drain_with(
         ctx,
@@ -306,7 +329,7 @@ async fn handler_costs(ctx: &Ctx) -> BResult<Vec<HandlerCost>> {
         let jobs = ctx.cfg.handler_jobs;
         ctx.fill(KIND, jobs).await?;
         let s = Settings::DEFAULTS;
-        let r = drain_with(ctx, &ctx.url, Section::Drain, s, KIND, h, jobs).await?;
+        let r = drain_with(ctx, &ctx.url, Section::Drain, s, KIND, &h, jobs).await?;
         let base = *noop_rate.get_or_insert(r.jobs_per_sec);
         ctx.progress(format!("handler {label}: {:.0} jobs/s", r.jobs_per_sec));
         handlers.push(HandlerCost {
@@ -348,7 +371,7 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
             Section::Drain,
             best,
             KIND,
-            HandlerKind::Noop,
+            &HandlerKind::Noop,
             jobs,
         )
         .await?;
@@ -387,7 +410,7 @@ async fn wire_profile(ctx: &Ctx, s: Settings) -> BResult<Option<WireProfile>> {
         Section::Drain,
         s,
         KIND,
-        HandlerKind::Noop,
+        &HandlerKind::Noop,
         jobs,
     )
     .await?;

@@ -39,7 +39,7 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<IdleReport> {
         Settings::DEFAULTS,
         Mode::Forever,
         Work::kind(KIND),
-        HandlerKind::Noop,
+        &HandlerKind::Noop,
         &calls,
         Some(on_start),
         &shutdown,

@@ -52,6 +52,7 @@ mod drain;
 mod enqueue;
 mod footprint;
 mod idle;
+mod languages;
 mod lean;
 mod procs;
 mod raw;
@@ -508,6 +509,10 @@ async fn run_sections(mut ctx: Ctx, name: &str) -> BResult<BenchReport> {
     if ctx.cfg.runs(Section::Backlog) {
         let s = ctx.cfg.settings_override.unwrap_or(Settings::DEFAULTS);
         report.backlog = Some(backlog::run(&ctx, s).await?);
+    }
+    if ctx.cfg.runs(Section::Languages) {
+        let s = ctx.cfg.settings_override.unwrap_or(Settings::DEFAULTS);
+        report.languages = Some(languages::run(&ctx, s).await?);
     }
     if ctx.cfg.runs(Section::Cluster) && !ctx.cfg.cluster_urls.is_empty() {
         let urls = ctx.cfg.cluster_urls.clone();

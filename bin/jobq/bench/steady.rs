@@ -173,7 +173,7 @@ async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult
         s,
         Mode::Forever,
         Work::kind(KIND),
-        HandlerKind::Noop,
+        &HandlerKind::Noop,
         &calls,
         Some(record),
         &shutdown,

@@ -65,6 +65,8 @@ pub struct BenchReport {
     pub cluster: Option<ClusterReport>,
     /// The deep, wide backlog.
     pub backlog: Option<crate::bench::backlog::BacklogReport>,
+    /// HTTP and process handlers beside the Rust no-op and a command.
+    pub languages: Option<crate::bench::languages::LanguagesReport>,
     /// Targets next to the measured values.
     pub targets: Vec<Target>,
     /// Correctness checks; a run is good only if all pass.
@@ -432,6 +434,7 @@ impl BenchReport {
             web: None,
             cluster: None,
             backlog: None,
+            languages: None,
             targets: Vec::new(),
             checks: Vec::new(),
         }

@@ -34,6 +34,7 @@ impl BenchReport {
         self.cost_targets(&mut t);
         self.web_targets(&mut t);
         self.backlog_targets(&mut t);
+        self.languages_targets(&mut t);
         t
     }
 
@@ -77,6 +78,55 @@ impl BenchReport {
                 ),
                 per_job(&w.jobq) <= 0.5,
             );
+        }
+    }
+
+    /// HTTP and process handlers against the Rust no-op, and the process handler against a command
+    /// that starts the same Python program for every job.
+    fn languages_targets(&self, t: &mut Vec<Target>) {
+        use crate::bench::languages::{COMMAND, HTTP, PROCESS, RUST};
+        let Some(l) = &self.languages else { return };
+        let Some(rust) = l.row(RUST) else { return };
+        let vs = |of: &crate::bench::languages::LanguageRow| {
+            format!(
+                "{:.0}% ({:.0} vs {:.0} jobs/s of the Rust no-op)",
+                100.0 * of.jobs_per_sec / rust.jobs_per_sec.max(f64::MIN_POSITIVE),
+                of.jobs_per_sec,
+                rust.jobs_per_sec,
+            )
+        };
+        if let Some(http) = l.row(HTTP) {
+            let share = http.jobs_per_sec / rust.jobs_per_sec.max(f64::MIN_POSITIVE);
+            add(
+                t,
+                "HTTP handler vs the no-op Rust handler",
+                ">= 50%",
+                vs(http),
+                share >= 0.5,
+            );
+        }
+        if let Some(process) = l.row(PROCESS) {
+            let share = process.jobs_per_sec / rust.jobs_per_sec.max(f64::MIN_POSITIVE);
+            add(
+                t,
+                "process handler (Python) vs the no-op Rust handler",
+                ">= 30%",
+                vs(process),
+                share >= 0.3,
+            );
+            if let Some(command) = l.row(COMMAND) {
+                let times = process.jobs_per_sec / command.jobs_per_sec.max(f64::MIN_POSITIVE);
+                add(
+                    t,
+                    "process handler vs a command running the same Python program",
+                    ">= 10x",
+                    format!(
+                        "{times:.1}x ({:.0} vs {:.0} jobs/s)",
+                        process.jobs_per_sec, command.jobs_per_sec
+                    ),
+                    times >= 10.0,
+                );
+            }
         }
     }
 

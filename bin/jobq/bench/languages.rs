@@ -1,0 +1,283 @@
+//! Jobs in other languages: what an HTTP handler (posting to a local keep-alive server that does
+//! nothing) and a process handler (a no-op Python program speaking the line protocol, started once)
+//! cost next to the no-op Rust handler and a command handler that starts the same Python program once
+//! per job, all at the same settings in one run. Each is measured twice: a drain of jobs that are all
+//! due (jobs/s), and jobs inserted at a fixed rate that every handler keeps up with, each job's latency
+//! from its `run_at` to its `finished_at` (both by the server's clock, so no clock is translated).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::drain::{HandlerKind, Work, drain_with, start_workers};
+use super::{BResult, Ctx, Section, Settings, insert_plain, quantile};
+use jobq::Mode;
+use jobq::config::HandlerConfig;
+
+const KIND: &str = "bench.lang";
+
+/// The protocol side of the Python program: the reference implementation users copy.
+const PY_WORKER: &str = include_str!("../../../clients/python/jobq_worker.py");
+
+/// The no-op program: as a process handler it serves jobs over the protocol; as a command (one run
+/// per job, `JOBQ_JOB_ID` set) it loads the same module and exits.
+const PY_NOOP: &str = r#"import os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import jobq_worker
+if os.environ.get("JOBQ_JOB_ID"):
+    sys.exit(0)
+worker = jobq_worker.Worker()
+worker.handler("bench.lang")(lambda job: None)
+worker.run()
+"#;
+
+/// Jobs per second inserted for the latency measurement: well below what the slowest handler (a
+/// Python start per job) drains on a 2-core machine, so that latency is a handler's, not a queue's.
+const LATENCY_RATE: f64 = 50.0;
+
+/// One handler's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct LanguageRow {
+    /// What ran the jobs.
+    pub handler: String,
+    /// Jobs drained.
+    pub jobs: u64,
+    /// Drain throughput.
+    pub jobs_per_sec: f64,
+    /// Jobs measured at [`LATENCY_RATE`].
+    pub latency_jobs: u64,
+    /// run_at → finished_at, median.
+    pub p50_ms: f64,
+    /// run_at → finished_at, 99th percentile.
+    pub p99_ms: f64,
+}
+
+/// The section's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct LanguagesReport {
+    /// Worker settings for every handler (a process handler runs as many copies as the concurrency).
+    pub settings: Settings,
+    /// The Python interpreter, or why the Python rows are missing.
+    pub python: Result<String, String>,
+    /// Rust no-op, HTTP, process (Python), command (the same Python program).
+    pub rows: Vec<LanguageRow>,
+}
+
+impl LanguagesReport {
+    /// The row of `handler`, when it ran.
+    pub fn row(&self, handler: &str) -> Option<&LanguageRow> {
+        self.rows.iter().find(|r| r.handler == handler)
+    }
+}
+
+/// Row names, also used by the targets.
+pub const RUST: &str = "no-op Rust fn";
+pub const HTTP: &str = "HTTP, keep-alive no-op server";
+pub const PROCESS: &str = "process, no-op Python worker";
+pub const COMMAND: &str = "command, the same Python program";
+
+pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<LanguagesReport> {
+    let server = NoopServer::start().await?;
+    let python = python();
+    let dir = std::env::temp_dir().join(format!("jobq-bench-lang-{}", std::process::id()));
+    let mut handlers: Vec<(&str, HandlerKind)> = vec![
+        (RUST, HandlerKind::Noop),
+        (
+            HTTP,
+            configured(HandlerConfig {
+                url: Some(server.url.clone()),
+                ..Default::default()
+            }),
+        ),
+    ];
+    let python = match python {
+        Ok(py) => match write_program(&dir) {
+            Ok(program) => {
+                let argv = vec![py.clone(), program.display().to_string()];
+                handlers.push((
+                    PROCESS,
+                    configured(HandlerConfig {
+                        process: Some(argv.clone()),
+                        processes: Some(s.concurrency),
+                        ..Default::default()
+                    }),
+                ));
+                handlers.push((
+                    COMMAND,
+                    configured(HandlerConfig {
+                        command: Some(argv),
+                        ..Default::default()
+                    }),
+                ));
+                Ok(py)
+            }
+            Err(e) => Err(format!("cannot write the Python program: {e}")),
+        },
+        Err(e) => Err(e),
+    };
+    let mut rows = Vec::new();
+    for (label, h) in &handlers {
+        let jobs = ctx.cfg.handler_jobs;
+        ctx.fill(KIND, jobs).await?;
+        let r = drain_with(ctx, &ctx.url, Section::Languages, s, KIND, h, jobs).await?;
+        let (latency_jobs, lat) = latencies(ctx, s, h).await?;
+        let ms = |q: f64| quantile(&lat, q) as f64 / 1e3;
+        ctx.progress(format!(
+            "handler {label}: {:.0} jobs/s; run_at to done p50 {:.1} ms, p99 {:.1} ms",
+            r.jobs_per_sec,
+            ms(0.5),
+            ms(0.99)
+        ));
+        rows.push(LanguageRow {
+            handler: label.to_string(),
+            jobs: r.jobs,
+            jobs_per_sec: r.jobs_per_sec,
+            latency_jobs,
+            p50_ms: ms(0.5),
+            p99_ms: ms(0.99),
+        });
+    }
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(LanguagesReport {
+        settings: s,
+        python,
+        rows,
+    })
+}
+
+fn configured(c: HandlerConfig) -> HandlerKind {
+    HandlerKind::Configured(Box::new(c))
+}
+
+/// `JOBQ_PYTHON`, else `python3` on PATH; an error says why there is none.
+fn python() -> Result<String, String> {
+    let py = std::env::var("JOBQ_PYTHON").unwrap_or_else(|_| "python3".into());
+    match std::process::Command::new(&py).arg("--version").output() {
+        Ok(o) if o.status.success() => Ok(py),
+        Ok(o) => Err(format!("{py} --version exited with {}", o.status)),
+        Err(e) => Err(format!(
+            "no Python ({py}: {e}); set JOBQ_PYTHON to run the Python rows"
+        )),
+    }
+}
+
+/// Writes the reference worker module and the no-op program into `dir`; returns the program's path.
+fn write_program(dir: &Path) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("jobq_worker.py"), PY_WORKER)?;
+    let program = dir.join("bench_noop.py");
+    std::fs::write(&program, PY_NOOP)?;
+    Ok(program)
+}
+
+/// Jobs inserted at [`LATENCY_RATE`] for two seconds (at least 20) under a forever worker with handler
+/// `h`; returns how many and their run_at → finished_at latencies in µs, sorted.
+async fn latencies(ctx: &Ctx, s: Settings, h: &HandlerKind) -> BResult<(u64, Vec<i64>)> {
+    ctx.truncate().await?;
+    let shutdown = ctx.stop.child_token();
+    let calls = Arc::new(AtomicU64::new(0));
+    let running = start_workers(
+        &ctx.url,
+        s,
+        Mode::Forever,
+        Work::kind(KIND),
+        h,
+        &calls,
+        None,
+        &shutdown,
+    )
+    .await?;
+    // The handler's warm-up (a process handler's copies, an HTTP connection) is not latency.
+    insert_plain(&ctx.pool, KIND, 1).await?;
+    wait_done(ctx, 1, Duration::from_secs(30)).await?;
+    ctx.truncate().await?;
+    let span = Duration::from_secs(2);
+    let t0 = Instant::now();
+    let mut inserted = 0u64;
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    while t0.elapsed() < span {
+        tick.tick().await;
+        let due = (LATENCY_RATE * t0.elapsed().as_secs_f64()) as u64;
+        if due > inserted {
+            insert_plain(&ctx.pool, KIND, due - inserted).await?;
+            inserted = due;
+        }
+    }
+    let all_done = wait_done(ctx, inserted, Duration::from_secs(30)).await?;
+    shutdown.cancel();
+    let (_, err) = running.join().await;
+    ctx.check(
+        Section::Languages,
+        format!("latency at {LATENCY_RATE:.0} jobs/s: every job done"),
+        all_done && err.is_none(),
+        match err {
+            Some(e) => format!("a worker failed: {e}"),
+            None => format!("{inserted} jobs inserted"),
+        },
+    );
+    let mut lat: Vec<i64> = sqlx::query_scalar(
+        "SELECT CAST(TIMESTAMPDIFF(MICROSECOND, run_at, finished_at) AS SIGNED) FROM job_queue \
+         WHERE kind = ? AND state = 'done'",
+    )
+    .bind(KIND)
+    .fetch_all(&ctx.pool)
+    .await?;
+    lat.sort_unstable();
+    Ok((inserted, lat))
+}
+
+/// Waits until `n` jobs are done; false when `limit` passed first.
+async fn wait_done(ctx: &Ctx, n: u64, limit: Duration) -> BResult<bool> {
+    let until = Instant::now() + limit;
+    loop {
+        let done: i64 =
+            sqlx::query_scalar("SELECT COUNT(*) FROM job_queue WHERE kind = ? AND state = 'done'")
+                .bind(KIND)
+                .fetch_one(&ctx.pool)
+                .await?;
+        if done as u64 >= n {
+            return Ok(true);
+        }
+        if Instant::now() >= until || ctx.stop.is_cancelled() {
+            return Ok(false);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A local HTTP/1.1 server whose every answer is an empty 200, kept alive: what an application's
+/// endpoint costs when it does nothing.
+struct NoopServer {
+    url: String,
+    stop: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl NoopServer {
+    async fn start() -> BResult<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let app = axum::Router::new().route("/noop", axum::routing::post(|| async { "" }));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let until = stop.clone();
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { until.cancelled().await })
+                .await;
+        });
+        Ok(Self {
+            url: format!("http://{addr}/noop"),
+            stop,
+            task,
+        })
+    }
+
+    async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.task.await;
+    }
+}
