@@ -1,9 +1,11 @@
 //! Jobs in other languages: what an HTTP handler (posting to a local keep-alive server that does
 //! nothing) and a process handler (a no-op Python program speaking the line protocol, started once)
 //! cost next to the no-op Rust handler and a command handler that starts the same Python program once
-//! per job, all at the same settings in one run. Each is measured twice: a drain of jobs that are all
-//! due (jobs/s), and jobs inserted at a fixed rate that every handler keeps up with, each job's latency
-//! from its `run_at` to its `finished_at` (both by the server's clock, so no clock is translated).
+//! per job, all at the same settings in one run, each under forever workers that have run a job already
+//! (the handler's start-up is not measured). Each is measured twice: jobs that are all due at once
+//! (jobs/s until the last is done), and jobs inserted at a fixed rate that every handler keeps up with,
+//! each job's latency from its `run_at` to its `finished_at` (both by the server's clock, so no clock is
+//! translated).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::drain::{HandlerKind, Work, drain_with, start_workers};
+use super::drain::{HandlerKind, Work, start_workers};
 use super::{BResult, Ctx, Section, Settings, insert_plain, quantile};
 use jobq::Mode;
 use jobq::config::HandlerConfig;
@@ -120,25 +122,12 @@ pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<LanguagesReport> {
     };
     let mut rows = Vec::new();
     for (label, h) in &handlers {
-        let jobs = ctx.cfg.handler_jobs;
-        ctx.fill(KIND, jobs).await?;
-        let r = drain_with(ctx, &ctx.url, Section::Languages, s, KIND, h, jobs).await?;
-        let (latency_jobs, lat) = latencies(ctx, s, h).await?;
-        let ms = |q: f64| quantile(&lat, q) as f64 / 1e3;
+        let row = measure(ctx, s, label, h).await?;
         ctx.progress(format!(
             "handler {label}: {:.0} jobs/s; run_at to done p50 {:.1} ms, p99 {:.1} ms",
-            r.jobs_per_sec,
-            ms(0.5),
-            ms(0.99)
+            row.jobs_per_sec, row.p50_ms, row.p99_ms
         ));
-        rows.push(LanguageRow {
-            handler: label.to_string(),
-            jobs: r.jobs,
-            jobs_per_sec: r.jobs_per_sec,
-            latency_jobs,
-            p50_ms: ms(0.5),
-            p99_ms: ms(0.99),
-        });
+        rows.push(row);
     }
     server.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
@@ -174,9 +163,11 @@ fn write_program(dir: &Path) -> std::io::Result<PathBuf> {
     Ok(program)
 }
 
-/// Jobs inserted at [`LATENCY_RATE`] for two seconds (at least 20) under a forever worker with handler
-/// `h`; returns how many and their run_at → finished_at latencies in µs, sorted.
-async fn latencies(ctx: &Ctx, s: Settings, h: &HandlerKind) -> BResult<(u64, Vec<i64>)> {
+/// One handler under forever workers that have run a job already (a process handler's copies are
+/// started, an HTTP connection is open: start-up is not what is measured): `handler_jobs` jobs inserted
+/// at once and timed until the last is done, then jobs inserted at [`LATENCY_RATE`] for two seconds and
+/// each one's run_at → finished_at.
+async fn measure(ctx: &Ctx, s: Settings, label: &str, h: &HandlerKind) -> BResult<LanguageRow> {
     ctx.truncate().await?;
     let shutdown = ctx.stop.child_token();
     let calls = Arc::new(AtomicU64::new(0));
@@ -191,9 +182,25 @@ async fn latencies(ctx: &Ctx, s: Settings, h: &HandlerKind) -> BResult<(u64, Vec
         &shutdown,
     )
     .await?;
-    // The handler's warm-up (a process handler's copies, an HTTP connection) is not latency.
     insert_plain(&ctx.pool, KIND, 1).await?;
-    wait_done(ctx, 1, Duration::from_secs(30)).await?;
+    let warm = wait_done(ctx, 1, Duration::from_secs(60)).await?;
+
+    ctx.truncate().await?;
+    let jobs = ctx.cfg.handler_jobs;
+    let t0 = Instant::now();
+    insert_plain(&ctx.pool, KIND, jobs).await?;
+    let drained = wait_done(ctx, jobs, Duration::from_secs(300)).await?;
+    let secs = t0.elapsed().as_secs_f64();
+    let once = ctx
+        .verify_once(
+            Section::Languages,
+            &format!("{label}: {jobs} jobs"),
+            KIND,
+            jobs,
+            None,
+        )
+        .await?;
+
     ctx.truncate().await?;
     let span = Duration::from_secs(2);
     let t0 = Instant::now();
@@ -207,16 +214,16 @@ async fn latencies(ctx: &Ctx, s: Settings, h: &HandlerKind) -> BResult<(u64, Vec
             inserted = due;
         }
     }
-    let all_done = wait_done(ctx, inserted, Duration::from_secs(30)).await?;
+    let kept_up = wait_done(ctx, inserted, Duration::from_secs(60)).await?;
     shutdown.cancel();
     let (_, err) = running.join().await;
     ctx.check(
         Section::Languages,
-        format!("latency at {LATENCY_RATE:.0} jobs/s: every job done"),
-        all_done && err.is_none(),
+        format!("{label}: warm-up, drain and {LATENCY_RATE:.0} jobs/s all done"),
+        warm && drained && once && kept_up && err.is_none(),
         match err {
             Some(e) => format!("a worker failed: {e}"),
-            None => format!("{inserted} jobs inserted"),
+            None => format!("warm-up {warm}, drain {drained}, at the rate {kept_up}"),
         },
     );
     let mut lat: Vec<i64> = sqlx::query_scalar(
@@ -227,7 +234,15 @@ async fn latencies(ctx: &Ctx, s: Settings, h: &HandlerKind) -> BResult<(u64, Vec
     .fetch_all(&ctx.pool)
     .await?;
     lat.sort_unstable();
-    Ok((inserted, lat))
+    let ms = |q: f64| quantile(&lat, q) as f64 / 1e3;
+    Ok(LanguageRow {
+        handler: label.to_string(),
+        jobs,
+        jobs_per_sec: jobs as f64 / secs,
+        latency_jobs: inserted,
+        p50_ms: ms(0.5),
+        p99_ms: ms(0.99),
+    })
 }
 
 /// Waits until `n` jobs are done; false when `limit` passed first.
@@ -259,8 +274,13 @@ struct NoopServer {
 
 impl NoopServer {
     async fn start() -> BResult<Self> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
+        let setup = |e: std::io::Error| {
+            super::BenchError::Setup(format!("the no-op HTTP server cannot listen: {e}"))
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(setup)?;
+        let addr = listener.local_addr().map_err(setup)?;
         let app = axum::Router::new().route("/noop", axum::routing::post(|| async { "" }));
         let stop = tokio_util::sync::CancellationToken::new();
         let until = stop.clone();
