@@ -2,7 +2,7 @@
 //!
 //! The request is one JSON document (the job's id, kind, queue, attempt, claim, payload, run_at and
 //! deadline) with the same facts in `Jobq-*` headers, signed with `Jobq-Signature` when the handler has
-//! a secret ([`sign`]). The answer decides the outcome ([`answer`]'s table): 2xx is done, 429/503 with
+//! a secret ([`sign`]). The answer decides the outcome (the `answer` module's table): 2xx is done, 429/503 with
 //! `Retry-After` snooze, 408/5xx and connection errors retry, other 4xx are dead at once.
 //!
 //! **One client per handler**, pooled (hyper-util's client: keep-alive, HTTP/1.1, and HTTP/2 where a TLS

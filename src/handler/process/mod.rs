@@ -4,7 +4,7 @@
 //! A handler keeps a pool of `processes` copies of its program. Each job checks one copy out of the
 //! pool, writes one request line to its stdin, reads one answer line from its stdout, and puts the
 //! copy back. Copies are started when the worker starts ([`Handler::start`]), and again by a job that
-//! finds its slot empty (after a copy was lost or retired), each the way a command handler's program is ([`command::program_command`]): through the exec shim, in a process group of its own,
+//! finds its slot empty (after a copy was lost or retired), each the way a command handler's program is (`command::program_command`): through the exec shim, in a process group of its own,
 //! with the worker's environment less its secrets plus `env`, and with its group in
 //! `RUNNING_GROUPS`, so the self-fence's forced exit takes it down and a SIGKILLed worker's copies die
 //! with it.
