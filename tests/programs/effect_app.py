@@ -8,7 +8,7 @@ answers `{"finished": true}` when the claim held (500 and a rollback when it did
 commits the row at once and answers an empty 200, leaving the finish to jobq: a job whose worker dies
 after the commit runs again and writes a second row. Either way, a payload's `linger` (seconds) is how
 long the job works after its row is written (default 0.02). The app prints its port, then `begin ID
-ATTEMPT` as each job starts. Standard library and PyMySQL only.
+ATTEMPT` once a job's row is written (committed in `plain` mode, not yet in `transactional`). Standard library and PyMySQL only.
 """
 import json
 import sys
@@ -48,14 +48,15 @@ def connection():
 def run(job):
     conn = connection()
     linger = float(job["payload"].get("linger", 0.02))
-    say(f"begin {job['id']} {job['attempt']}")
     with conn.cursor() as cur:
         if MODE == "plain":
             cur.execute("INSERT INTO effects (job_id) VALUES (%s)", (job["id"],))
+            say(f"begin {job['id']} {job['attempt']}")
             time.sleep(linger)
             return 200, {}
         conn.begin()
         cur.execute("INSERT INTO effects (job_id) VALUES (%s)", (job["id"],))
+        say(f"begin {job['id']} {job['attempt']}")
         time.sleep(linger)
         cur.execute("CALL jobq_finish(%s, %s, %s)", (job["id"], job["claim"], job["attempt"]))
         (finished,) = cur.fetchone()

@@ -7,7 +7,7 @@ Built on the reference worker (clients/python/jobq_worker.py). MODE `transaction
 calls `jobq_finish(id, claim, attempt)` in one transaction and answers that it finished the job; a claim
 that no longer holds rolls back and fails the attempt. MODE `plain` commits the row at once and leaves
 the finish to jobq. A payload's `linger` (seconds, default 0.02) is how long the job works after its
-row is written. With BEGUN_FILE, a line `ID ATTEMPT` is appended to it as each job starts.
+row is written. With BEGUN_FILE, a line `ID ATTEMPT` is appended to it once a job's row is written.
 """
 import os
 import sys
@@ -38,6 +38,13 @@ def connection():
     return conn
 
 
+def begun(job):
+    """Notes that the job's row is written (committed in `plain` mode, not yet in `transactional`)."""
+    if BEGUN:
+        with open(BEGUN, "a") as f:
+            f.write("%s %s\n" % (job.id, job.attempt))
+
+
 worker = Worker()
 
 
@@ -45,18 +52,17 @@ worker = Worker()
 def effect(job):
     global conn
     linger = float((job.payload or {}).get("linger", 0.02))
-    if BEGUN:
-        with open(BEGUN, "a") as f:
-            f.write("%s %s\n" % (job.id, job.attempt))
     try:
         c = connection()
         with c.cursor() as cur:
             if MODE == "plain":
                 cur.execute("INSERT INTO effects (job_id) VALUES (%s)", (job.id,))
+                begun(job)
                 time.sleep(linger)
                 return None
             c.begin()
             cur.execute("INSERT INTO effects (job_id) VALUES (%s)", (job.id,))
+            begun(job)
             time.sleep(linger)
             cur.execute("CALL jobq_finish(%s, %s, %s)", (job.id, job.claim, job.attempt))
             (finished,) = cur.fetchone()
