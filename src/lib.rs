@@ -96,6 +96,7 @@ mod service;
 mod session;
 pub mod statements;
 mod supervisor;
+mod sync;
 mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;

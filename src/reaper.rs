@@ -275,7 +275,7 @@ impl Reaper {
         report.released_waiting = swept.released;
         report.cancelled_waiting = swept.cancelled;
         let prune_due = {
-            let mut last = self.last_prune.lock().unwrap_or_else(|e| e.into_inner());
+            let mut last = crate::sync::lock(&self.last_prune);
             let due = self.cfg.retention.is_some()
                 && last.is_none_or(|t| t.elapsed() >= self.cfg.prune_every);
             if due {
@@ -288,7 +288,7 @@ impl Reaper {
             crate::telemetry::pruned(report.pruned);
         }
         let survey_due = {
-            let mut last = self.last_survey.lock().unwrap_or_else(|e| e.into_inner());
+            let mut last = crate::sync::lock(&self.last_survey);
             let due = last.is_none_or(|t| t.elapsed() >= self.cfg.prune_every);
             if due {
                 *last = Some(Instant::now());
@@ -311,7 +311,7 @@ impl Reaper {
 
     /// True every [`GAUGES_EVERY`].
     fn gauges_due(&self) -> bool {
-        let mut last = self.last_gauges.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = crate::sync::lock(&self.last_gauges);
         let due = last.is_none_or(|t| t.elapsed() >= GAUGES_EVERY);
         if due {
             *last = Some(Instant::now());

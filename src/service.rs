@@ -217,7 +217,7 @@ impl Drop for Listed {
 }
 
 fn lock_listed() -> std::sync::MutexGuard<'static, Vec<(u64, Role, Fence)>> {
-    LISTED.lock().unwrap_or_else(|e| e.into_inner())
+    crate::sync::lock(&LISTED)
 }
 
 /// One registered service of this process, as a readiness probe sees it.

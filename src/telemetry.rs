@@ -37,7 +37,7 @@ impl Bounded {
     }
 
     fn label(&self, value: &str) -> String {
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let mut seen = crate::sync::lock(&self.seen);
         if seen.contains(value) {
             return value.to_string();
         }
@@ -393,10 +393,7 @@ type LabelledGauge = (&'static str, Vec<(&'static str, String)>);
 /// Sets the gauges read from the database.
 pub(crate) fn db_gauges(g: &DbGauges) {
     static SEEN: OnceLock<Mutex<HashSet<LabelledGauge>>> = OnceLock::new();
-    let mut seen = SEEN
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
+    let mut seen = crate::sync::lock(SEEN.get_or_init(Mutex::default));
     for (name, labels) in seen.iter() {
         gauge!(*name, labels).set(0.0);
     }

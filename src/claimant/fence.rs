@@ -140,7 +140,7 @@ impl Fence {
     }
 
     fn lock_token(&self) -> std::sync::MutexGuard<'_, CancellationToken> {
-        self.inner.token.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.inner.token)
     }
 
     /// Counts a job as running under this fence until the guard is dropped.

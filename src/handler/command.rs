@@ -129,7 +129,7 @@ static RUNNING_GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
 /// Sends SIGKILL to every command this process is running. Called before a forced exit.
 pub fn kill_all_running() {
-    let groups = RUNNING_GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+    let groups = crate::sync::lock(&RUNNING_GROUPS);
     for &pgid in groups.iter() {
         let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
     }
@@ -147,10 +147,7 @@ impl GroupGuard {
     pub(crate) fn new(pid: Option<u32>) -> Self {
         let pgid = pid.map(|id| Pid::from_raw(id as i32));
         if let Some(p) = pgid {
-            RUNNING_GROUPS
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(p.as_raw());
+            crate::sync::lock(&RUNNING_GROUPS).insert(p.as_raw());
         }
         Self { pgid }
     }
@@ -168,10 +165,7 @@ impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.signal(Signal::SIGKILL);
         if let Some(p) = self.pgid {
-            RUNNING_GROUPS
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&p.as_raw());
+            crate::sync::lock(&RUNNING_GROUPS).remove(&p.as_raw());
         }
     }
 }

@@ -41,17 +41,17 @@ impl ManualClock {
 
     /// The time it shows.
     pub fn now(&self) -> DateTime<Utc> {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner())
+        *crate::sync::lock(&self.0)
     }
 
     /// Sets the time.
     pub fn set(&self, t: DateTime<Utc>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = t;
+        *crate::sync::lock(&self.0) = t;
     }
 
     /// Moves the time on by `d`.
     pub fn advance(&self, d: Duration) {
-        let mut t = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut t = crate::sync::lock(&self.0);
         *t += TimeDelta::from_std(d).unwrap_or(TimeDelta::MAX);
     }
 }

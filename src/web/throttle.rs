@@ -52,7 +52,7 @@ pub(super) struct LoginThrottle {
 impl LoginThrottle {
     /// How much longer `ip` is refused, if it is.
     pub(super) fn locked(&self, ip: IpAddr, now: Instant) -> Option<Duration> {
-        let map = self.by_address.lock().unwrap_or_else(|p| p.into_inner());
+        let map = crate::sync::lock(&self.by_address);
         map.get(&key(ip))
             .and_then(|f| f.locked_until)
             .and_then(|until| until.checked_duration_since(now))
@@ -61,7 +61,7 @@ impl LoginThrottle {
 
     /// Counts a failed login from `ip`: the address's failures in a row, and the lockout it starts.
     pub(super) fn failed(&self, ip: IpAddr, now: Instant) -> (u32, Option<Duration>) {
-        let mut map = self.by_address.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = crate::sync::lock(&self.by_address);
         let k = key(ip);
         if !map.contains_key(&k) && map.len() >= MAX_TRACKED {
             map.retain(|_, f| now.saturating_duration_since(f.last) < FORGET_AFTER);
@@ -88,7 +88,7 @@ impl LoginThrottle {
 
     /// A login from `ip` succeeded: its failures are forgotten.
     pub(super) fn succeeded(&self, ip: IpAddr) {
-        let mut map = self.by_address.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = crate::sync::lock(&self.by_address);
         if !map.is_empty() {
             map.remove(&key(ip));
         }

@@ -71,7 +71,7 @@ struct Queue {
 
 impl Queue {
     fn lock(&self) -> MutexGuard<'_, Vec<Request>> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.pending)
     }
 
     fn take(&self) -> Vec<Request> {

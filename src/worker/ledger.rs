@@ -62,7 +62,7 @@ pub(crate) struct Ledger {
 
 impl Ledger {
     fn lock(&self) -> MutexGuard<'_, HashMap<u64, Vec<(u16, Entry)>>> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.entries)
     }
 
     /// Enters a claimed attempt. Returns its entry and, when an older attempt of the same job is still
@@ -194,10 +194,7 @@ impl Ledger {
 
     /// Keeps the outcome of an attempt that ran but could not be recorded, and asks for a reconcile.
     pub(crate) fn unrecorded(&self, id: u64, attempt: u16, outcome: Finish) {
-        self.unrecorded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert((id, attempt), outcome);
+        crate::sync::lock(&self.unrecorded).insert((id, attempt), outcome);
         self.uncertain.store(true, Ordering::SeqCst);
     }
 
@@ -205,9 +202,7 @@ impl Ledger {
     /// kept by [`Ledger::unrecorded`] if the attempt ran here, else [`Finish::Release`] (a claim whose
     /// reply was lost: it never started). Taken, so it is applied once.
     pub(crate) fn outcome_for_held(&self, id: u64, attempt: u16) -> Finish {
-        self.unrecorded
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        crate::sync::lock(&self.unrecorded)
             .remove(&(id, attempt))
             .unwrap_or(Finish::Release)
     }

@@ -36,6 +36,8 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
+use crate::sync::lock;
+
 use super::command::{self, GroupGuard};
 use super::{BoxFuture, Handler, JobContext, JobError};
 
@@ -152,10 +154,6 @@ impl Drop for Lease {
         }
         // The permit is released after this body, once the slot is back.
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl ProcessHandler {
