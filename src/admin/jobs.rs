@@ -240,6 +240,19 @@ impl Jobs {
         admin::processes(&self.pool).await
     }
 
+    /// Per claimant token, its running jobs and how long ago it made its latest claim: what the
+    /// dashboard shows beside each process.
+    pub(crate) async fn running_by_claimant(
+        &self,
+    ) -> Result<Vec<(String, i64, std::time::Duration)>> {
+        crate::db::reap::running_claims(&self.pool).await
+    }
+
+    /// The latest `limit` entries of the audit log (`jobq_audit`), newest first.
+    pub(crate) async fn audit(&self, limit: u32) -> Result<Vec<crate::db::audit::AuditEntry>> {
+        crate::db::audit::recent(&self.pool, limit).await
+    }
+
     /// Counts per queue and state, due jobs and their wait, the registered processes, and the jobs
     /// that have waited for others longer than [`Jobs::DEFAULT_LONG_WAIT`].
     pub async fn stats(&self) -> Result<Stats> {

@@ -84,7 +84,7 @@ pub(super) async fn apply_queue(
     action: &str,
     name: &str,
 ) -> Result<String> {
-    let queues = crate::Queues::new(app.pool.clone());
+    let queues = &app.queues;
     Ok(match action {
         "pause" => {
             let p = queues.pause(name, &actor.name, None).await?;

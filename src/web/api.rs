@@ -13,7 +13,6 @@ use super::actions::{self, ScheduleAction};
 use super::guard::Actor;
 use super::pages::{JobsQuery, PAGE_SIZE, status_of};
 use crate::admin::jobs::JobAction;
-use crate::db::admin;
 use crate::error::Error;
 use crate::job::JobId;
 
@@ -285,10 +284,8 @@ pub(super) async fn queue_action(
 
 pub(super) async fn processes(State(app): State<App>) -> Response {
     ok(async {
-        let (procs, running) = tokio::try_join!(
-            admin::processes(&app.pool),
-            crate::db::reap::running_claims(&app.pool)
-        )?;
+        let (procs, running) =
+            tokio::try_join!(app.jobs.processes(), app.jobs.running_by_claimant())?;
         let rows: Vec<_> = procs
             .into_iter()
             .map(|p| {
@@ -305,5 +302,5 @@ pub(super) async fn processes(State(app): State<App>) -> Response {
 }
 
 pub(super) async fn audit(State(app): State<App>) -> Response {
-    ok(crate::db::audit::recent(&app.pool, 200).await)
+    ok(app.jobs.audit(200).await)
 }

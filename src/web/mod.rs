@@ -139,6 +139,8 @@ pub fn check_prefix(prefix: &str) -> crate::Result<()> {
 struct App {
     pool: MySqlPool,
     jobs: Jobs,
+    queues: crate::Queues,
+    limits: crate::JobLimits,
     schedules: Schedules,
     cfg: Arc<WebConfig>,
     minutes: minutes::MinuteCache,
@@ -169,6 +171,8 @@ pub fn router(pool: MySqlPool, cfg: WebConfig) -> crate::Result<Router> {
     cfg.validate()?;
     let app = App {
         jobs: Jobs::new(pool.clone()),
+        queues: crate::Queues::new(pool.clone()),
+        limits: crate::JobLimits::new(pool.clone()),
         schedules: Schedules::new(pool.clone()).by("jobq web"),
         pool,
         cfg: Arc::new(cfg),

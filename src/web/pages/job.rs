@@ -8,7 +8,6 @@ use axum::response::Response;
 
 use super::{Notice, failure};
 use crate::claimant::token::ClaimToken;
-use crate::db::admin;
 use crate::job::{JobRecord, State as JobState};
 use crate::web::App;
 use crate::web::guard::CsrfToken;
@@ -147,7 +146,9 @@ async fn claimant(app: &App, claim: Option<&str>) -> String {
     let Some(token) = claim else {
         return "-".into();
     };
-    let registered = admin::processes(&app.pool)
+    let registered = app
+        .jobs
+        .processes()
         .await
         .ok()
         .and_then(|ps| ps.into_iter().find(|p| p.token == token));

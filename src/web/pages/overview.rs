@@ -51,13 +51,13 @@ pub(in crate::web) async fn gather(app: &App) -> crate::Result<Overview> {
         gauges::queue_state_counts(&app.pool),
         app.minutes.last_hour(&app.pool),
         admin::due_by_kind(&app.pool),
-        admin::processes(&app.pool),
-        crate::db::queues::paused(&app.pool),
+        app.jobs.processes(),
+        app.queues.paused(),
         app.jobs.long_waiting(crate::Jobs::DEFAULT_LONG_WAIT),
     )?;
     let (pins, limits, running) = tokio::try_join!(
-        crate::db::queues::pins(&app.pool),
-        crate::db::limits::all(&app.pool),
+        app.queues.pins(),
+        app.limits.list(),
         admin::running_counts(&app.pool),
     )?;
     let held = admin::held(&admin::HoldFacts {

@@ -7,18 +7,15 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::failure;
-use crate::db::admin;
 use crate::web::App;
 use crate::web::html::{esc, page, when};
 
 pub(in crate::web) async fn processes(State(app): State<App>) -> Response {
-    let (procs, running) = match tokio::try_join!(
-        admin::processes(&app.pool),
-        crate::db::reap::running_claims(&app.pool)
-    ) {
-        Ok(x) => x,
-        Err(e) => return failure(&app, &e),
-    };
+    let (procs, running) =
+        match tokio::try_join!(app.jobs.processes(), app.jobs.running_by_claimant()) {
+            Ok(x) => x,
+            Err(e) => return failure(&app, &e),
+        };
     let mut b = String::from(
         "<table id=\"processes\"><thead><tr><th>role</th><th>host</th><th class=\"num\">pid</th>\
          <th class=\"num\">connection</th><th>version</th><th>queues</th><th>started</th>\
@@ -52,7 +49,7 @@ pub(in crate::web) async fn processes(State(app): State<App>) -> Response {
 }
 
 pub(in crate::web) async fn audit(State(app): State<App>) -> Response {
-    let entries = match crate::db::audit::recent(&app.pool, 200).await {
+    let entries = match app.jobs.audit(200).await {
         Ok(e) => e,
         Err(e) => return failure(&app, &e),
     };
