@@ -13,6 +13,31 @@ pub use crate::id::JobId;
 /// that keeps failing is retried for about 7 hours before it is dead.
 pub const DEFAULT_MAX_ATTEMPTS: u16 = 20;
 
+/// One attempt of one job: what every finish is fenced by, with the claim token. A row changes only
+/// while it carries this attempt's number (`attempts`) and the claimant's token, so an outcome of an
+/// attempt whose row was reset and claimed again is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, sqlx::FromRow)]
+pub(crate) struct AttemptKey {
+    /// The job's row id.
+    pub(crate) id: u64,
+    /// The attempt's number, as the row's `attempts` counts it.
+    #[sqlx(rename = "attempts")]
+    pub(crate) attempt: u16,
+}
+
+/// `(id, attempt)` pairs as keys, for tests that write them out.
+#[cfg(test)]
+pub(crate) fn keys(pairs: &[(u64, u16)]) -> Vec<AttemptKey> {
+    pairs.iter().copied().map(AttemptKey::from).collect()
+}
+
+impl From<(u64, u16)> for AttemptKey {
+    /// From `(id, attempts)` as a row reads.
+    fn from((id, attempt): (u64, u16)) -> Self {
+        Self { id, attempt }
+    }
+}
+
 /// The bound as SQL applies it where no handler is known (a reaper's reset, an interrupted attempt):
 /// the row's `max_attempts`, else [`DEFAULT_MAX_ATTEMPTS`]. A macro so that it can be spliced into
 /// statements' literal text.

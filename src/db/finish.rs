@@ -17,6 +17,7 @@ use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder};
 
 use crate::db::dedicated::Dedicated;
 use crate::db::deps::settle_dependents_of;
+use crate::job::AttemptKey;
 use crate::job::row_max_attempts;
 use crate::statements::{FINISH_DONE, FINISH_DONE_BATCH, HAS_DEPENDENTS, MIN_PAIRS, NO_DEPENDENTS};
 
@@ -445,9 +446,9 @@ impl Statement {
 pub(crate) async fn finish_done_batch(
     conn: &mut Dedicated,
     token: &str,
-    items: &[(u64, u16)],
+    items: &[AttemptKey],
 ) -> Result<Vec<bool>> {
-    if let [(id, attempt)] = items {
+    if let [AttemptKey { id, attempt }] = items {
         let (id, attempt) = (*id, *attempt);
         let stmt = &Statement::of(&Finish::Done, None);
         let done = conn
@@ -467,15 +468,15 @@ pub(crate) async fn finish_done_batch(
     if items.is_empty() {
         return Ok(Vec::new());
     }
-    let ids: &[u64] = &items.iter().map(|(id, _)| *id).collect::<Vec<_>>();
-    let wanted: &HashSet<(u64, u16)> = &items.iter().copied().collect();
+    let ids: &[u64] = &items.iter().map(|k| k.id).collect::<Vec<_>>();
+    let wanted: &HashSet<AttemptKey> = &items.iter().copied().collect();
     let held = conn
         .run("finish batch", TRIES, |mut c| async move {
             let r = finish_fenced(&mut c, token, ids, wanted).await;
             (c, r)
         })
         .await?;
-    let held: HashSet<(u64, u16)> = held.into_iter().collect();
+    let held: HashSet<AttemptKey> = held.into_iter().collect();
     Ok(items.iter().map(|item| held.contains(item)).collect())
 }
 
@@ -485,7 +486,7 @@ pub(crate) async fn finish_done_batch(
 pub(crate) async fn done_batch_in(
     conn: &mut MySqlConnection,
     token: &str,
-    items: &[(u64, u16)],
+    items: &[AttemptKey],
 ) -> Result<bool, sqlx::Error> {
     if items.is_empty() {
         return Ok(true);
@@ -500,14 +501,14 @@ pub(crate) async fn done_batch_in(
 
 /// [`FINISH_DONE_BATCH`] with its parameters bound; the pairs are padded to a power of two by repeating
 /// the last (as [`crate::db::push_id_list`] pads ids, for the same reason).
-fn done_batch<'a>(token: &'a str, pairs: &[(u64, u16)]) -> QueryBuilder<'a, MySql> {
+fn done_batch<'a>(token: &'a str, pairs: &[AttemptKey]) -> QueryBuilder<'a, MySql> {
     done_batch_text(token, pairs, NO_DEPENDENTS)
 }
 
 /// [`done_batch`] with `clause` in place of its [`NO_DEPENDENTS`].
 fn done_batch_text<'a>(
     token: &'a str,
-    pairs: &[(u64, u16)],
+    pairs: &[AttemptKey],
     clause: &str,
 ) -> QueryBuilder<'a, MySql> {
     let [head, pairs_at, tail] = FINISH_DONE_BATCH.parts() else {
@@ -528,13 +529,13 @@ fn done_batch_text<'a>(
 /// Binds (id, attempt) pairs for an `(id, attempts) IN (…)` list, padded to a power of two by
 /// repeating the last (as [`crate::db::push_id_list`] pads ids, for the same reason), and never fewer
 /// than [`MIN_PAIRS`] (one pair alone makes MariaDB scan the whole table).
-pub(crate) fn push_pair_list(q: &mut QueryBuilder<'_, MySql>, pairs: &[(u64, u16)]) {
+pub(crate) fn push_pair_list(q: &mut QueryBuilder<'_, MySql>, pairs: &[AttemptKey]) {
     if pairs.is_empty() {
         return;
     }
     let mut list = q.separated(", ");
     for i in 0..pairs.len().next_power_of_two().max(MIN_PAIRS) {
-        let (id, attempt) = pairs[i.min(pairs.len() - 1)];
+        let AttemptKey { id, attempt } = pairs[i.min(pairs.len() - 1)];
         list.push("(");
         list.push_bind_unseparated(id);
         list.push_unseparated(", ");
@@ -579,9 +580,9 @@ async fn finish_fenced(
     conn: &mut MySqlConnection,
     token: &str,
     ids: &[u64],
-    wanted: &HashSet<(u64, u16)>,
-) -> Result<Vec<(u64, u16)>, sqlx::Error> {
-    let pairs: Vec<(u64, u16)> = wanted.iter().copied().collect();
+    wanted: &HashSet<AttemptKey>,
+) -> Result<Vec<AttemptKey>, sqlx::Error> {
+    let pairs: Vec<AttemptKey> = wanted.iter().copied().collect();
     let mut u = done_batch(token, &pairs);
     let changed = u.build().execute(&mut *conn).await?.rows_affected();
     if changed == pairs.len() as u64 {
@@ -604,7 +605,7 @@ async fn finish_fenced(
     );
     crate::db::push_id_list(&mut q, ids);
     q.push(") AND state = 'done' AND claim IS NULL");
-    let rows: Vec<(u64, u16)> = q.build_query_as().fetch_all(&mut *conn).await?;
+    let rows: Vec<AttemptKey> = q.build_query_as().fetch_all(&mut *conn).await?;
     Ok(rows
         .into_iter()
         .filter(|row| wanted.contains(row))
@@ -636,12 +637,12 @@ mod tests {
     #[test]
     fn the_batched_finish_runs_the_published_statement() {
         assert_eq!(
-            done_batch("t", &[(1, 1), (2, 1), (3, 2)]).sql(),
+            done_batch("t", &crate::job::keys(&[(1, 1), (2, 1), (3, 2)])).sql(),
             FINISH_DONE_BATCH.sql(&["?", &pair_placeholders(4)])
         );
         // One pair alone would make MariaDB scan the whole table (see MIN_PAIRS).
         assert_eq!(
-            done_batch("t", &[(1, 1)]).sql(),
+            done_batch("t", &crate::job::keys(&[(1, 1)])).sql(),
             FINISH_DONE_BATCH.sql(&["?", &pair_placeholders(MIN_PAIRS)])
         );
     }

@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::db::dedicated::Dedicated;
 use crate::db::finish::finish_done_batch;
 use crate::error::{Error, Result};
+use crate::job::AttemptKey;
 
 /// Most rows finished by one transaction: at least a whole claim of the largest batch size the bench
 /// sweeps, so that a claim's jobs, which end together, are finished together.
@@ -120,8 +121,14 @@ impl Drop for Carried {
 
 impl Carried {
     /// The (id, attempt) pairs to finish.
-    pub(crate) fn items(&self) -> Vec<(u64, u16)> {
-        self.requests.iter().map(|r| (r.id, r.attempt)).collect()
+    pub(crate) fn items(&self) -> Vec<AttemptKey> {
+        self.requests
+            .iter()
+            .map(|r| AttemptKey {
+                id: r.id,
+                attempt: r.attempt,
+            })
+            .collect()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -223,7 +230,13 @@ async fn run_on(
             // A claim carried them.
             continue;
         }
-        let items: Vec<(u64, u16)> = batch.iter().map(|r| (r.id, r.attempt)).collect();
+        let items: Vec<AttemptKey> = batch
+            .iter()
+            .map(|r| AttemptKey {
+                id: r.id,
+                attempt: r.attempt,
+            })
+            .collect();
         let result = patiently(conn, token, &items, hard_stop)
             .await
             .map_err(Arc::new);
@@ -262,7 +275,7 @@ async fn wait_for_more(queue: &Queue, in_flight: &AtomicUsize) {
 async fn patiently(
     conn: &mut Dedicated,
     token: &str,
-    items: &[(u64, u16)],
+    items: &[AttemptKey],
     hard_stop: &CancellationToken,
 ) -> Result<Vec<bool>> {
     let mut patience = super::Patience::new(hard_stop);
@@ -312,7 +325,7 @@ mod tests {
         let (b, _rb) = request(2);
         queue.lock().push(a);
         let carried = f.take_for_claim();
-        assert_eq!(carried.items(), vec![(1, 1)]);
+        assert_eq!(carried.items(), crate::job::keys(&[(1, 1)]));
         queue.lock().push(b);
         f.give_back(carried);
         let ids: Vec<u64> = queue.lock().iter().map(|r| r.id).collect();

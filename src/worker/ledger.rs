@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::finish::Finish;
+use crate::job::AttemptKey;
 
 /// The tokens one running attempt watches.
 #[derive(Debug, Clone)]
@@ -57,7 +58,7 @@ pub(crate) struct Ledger {
     held_us: AtomicU64,
     /// Attempts that ran here but whose outcome could not be recorded, with that outcome: a reconcile
     /// records it later instead of handing the row back as if it had never run.
-    unrecorded: Mutex<HashMap<(u64, u16), Finish>>,
+    unrecorded: Mutex<HashMap<AttemptKey, Finish>>,
 }
 
 impl Ledger {
@@ -138,12 +139,12 @@ impl Ledger {
     }
 
     /// The attempts running now whose handler has not returned yet.
-    pub(crate) fn snapshot(&self) -> Vec<(u64, u16)> {
+    pub(crate) fn snapshot(&self) -> Vec<AttemptKey> {
         self.lock()
             .iter()
             .flat_map(|(id, copies)| copies.iter().map(move |(a, e)| (*id, *a, e)))
             .filter(|(_, _, e)| !e.recording.load(Ordering::SeqCst))
-            .map(|(id, a, _)| (id, a))
+            .map(|(id, attempt, _)| AttemptKey { id, attempt })
             .collect()
     }
 
@@ -194,7 +195,7 @@ impl Ledger {
 
     /// Keeps the outcome of an attempt that ran but could not be recorded, and asks for a reconcile.
     pub(crate) fn unrecorded(&self, id: u64, attempt: u16, outcome: Finish) {
-        crate::sync::lock(&self.unrecorded).insert((id, attempt), outcome);
+        crate::sync::lock(&self.unrecorded).insert(AttemptKey { id, attempt }, outcome);
         self.uncertain.store(true, Ordering::SeqCst);
     }
 
@@ -203,7 +204,7 @@ impl Ledger {
     /// reply was lost: it never started). Taken, so it is applied once.
     pub(crate) fn outcome_for_held(&self, id: u64, attempt: u16) -> Finish {
         crate::sync::lock(&self.unrecorded)
-            .remove(&(id, attempt))
+            .remove(&AttemptKey { id, attempt })
             .unwrap_or(Finish::Release)
     }
 }

@@ -8,6 +8,7 @@ use tracing::{debug, info, warn};
 
 use super::Shared;
 use crate::db::claim;
+use crate::job::AttemptKey;
 use crate::service::sleep_or_stop;
 
 /// Once a second while the worker runs jobs: reads which of its rows still carry its token, stops at
@@ -30,7 +31,7 @@ pub(super) async fn watch_claims(shared: Arc<Shared>, stop: CancellationToken) {
         }
         match claim::held_rows(&shared.pool, &shared.token).await {
             Ok(held) => {
-                for &(id, attempt) in &running {
+                for &AttemptKey { id, attempt } in &running {
                     let still_ours = held.iter().any(|h| h.id == id && h.attempt == attempt);
                     if !still_ours && shared.ledger.mark_lost(id, attempt) {
                         warn!(job_id = id, attempt, claim = %shared.token,
@@ -66,12 +67,15 @@ async fn reconcile(shared: &Shared) {
             return;
         }
     };
-    let unknown: Vec<(u64, u16)> = held
+    let unknown: Vec<AttemptKey> = held
         .into_iter()
         .filter(|h| !shared.ledger.runs(h.id))
-        .map(|h| (h.id, h.attempt))
+        .map(|h| AttemptKey {
+            id: h.id,
+            attempt: h.attempt,
+        })
         .collect();
-    for (id, attempt) in unknown {
+    for AttemptKey { id, attempt } in unknown {
         let outcome = shared.ledger.outcome_for_held(id, attempt);
         let ran = outcome != crate::db::finish::Finish::Release;
         match crate::db::finish::finish(&shared.pool, id, &shared.token, attempt, &outcome).await {

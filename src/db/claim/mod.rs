@@ -43,6 +43,7 @@ use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 use crate::db::dedicated::Dedicated;
 use crate::db::row::text;
 use crate::error::Result;
+use crate::job::AttemptKey;
 pub(crate) use stamp::this_host;
 use stamp::{claim_select, claim_select_past_locked, claim_stamp, claim_stamp_carrying};
 
@@ -129,7 +130,7 @@ pub(crate) struct ClaimArgs<'a> {
     pub(crate) queue: &'a str,
     pub(crate) kinds: &'a [String],
     pub(crate) limit: u32,
-    pub(crate) carry: &'a [(u64, u16)],
+    pub(crate) carry: &'a [AttemptKey],
     pub(crate) reach: Reach,
 }
 
@@ -172,6 +173,11 @@ pub async fn claim_batch_carrying(
     limit: u32,
     carry: &[(u64, u16)],
 ) -> Result<(Vec<ClaimedJob>, bool)> {
+    let carry: &[AttemptKey] = &carry
+        .iter()
+        .copied()
+        .map(AttemptKey::from)
+        .collect::<Vec<_>>();
     // As a worker claims: the pick, then the walk when the pick locked nothing.
     let mut carried = carry.is_empty();
     for reach in [Reach::Picked, Reach::PastHeld] {
@@ -407,7 +413,7 @@ pub async fn stamp_selected(
     read.push(" AND id IN (");
     crate::db::push_id_list(&mut read, &ids);
     read.push(")");
-    let held: Vec<(u64, u16)> = read.build_query_as().fetch_all(&mut *conn).await?;
+    let held: Vec<AttemptKey> = read.build_query_as().fetch_all(&mut *conn).await?;
     let kept = keep_stamped(jobs, &held);
     tracing::warn!(
         selected = ids.len(),
@@ -421,9 +427,14 @@ pub async fn stamp_selected(
 
 /// The selected jobs that `held` (rows under our token, with their attempts) shows this claim stamped:
 /// same id, and attempts one above what the SELECT read.
-fn keep_stamped(jobs: Vec<ClaimedJob>, held: &[(u64, u16)]) -> Vec<ClaimedJob> {
+fn keep_stamped(jobs: Vec<ClaimedJob>, held: &[AttemptKey]) -> Vec<ClaimedJob> {
     jobs.into_iter()
-        .filter(|j| held.contains(&(j.id, j.attempt())))
+        .filter(|j| {
+            held.contains(&AttemptKey {
+                id: j.id,
+                attempt: j.attempt(),
+            })
+        })
         .collect()
 }
 
@@ -448,7 +459,7 @@ mod tests {
     fn only_rows_stamped_by_this_claim_are_kept() {
         let jobs = vec![job(1, 0), job(2, 3), job(3, 0)];
         // Row 2 carries our token but at another attempt (not this claim's stamp); row 3 is not ours.
-        let kept = keep_stamped(jobs, &[(1, 1), (2, 2)]);
+        let kept = keep_stamped(jobs, &crate::job::keys(&[(1, 1), (2, 2)]));
         assert_eq!(kept.iter().map(|j| j.id).collect::<Vec<_>>(), vec![1]);
         assert!(keep_stamped(vec![job(4, 0)], &[]).is_empty());
     }

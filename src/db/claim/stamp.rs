@@ -3,6 +3,7 @@
 
 use sqlx::{MySql, QueryBuilder};
 
+use crate::job::AttemptKey;
 use crate::statements::{
     CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
 };
@@ -99,7 +100,7 @@ pub(super) fn claim_stamp<'a>(token: &'a str, ids: &[u64]) -> QueryBuilder<'a, M
 /// pairs) and the locked `ids`, both lists padded to a power of two (see [`crate::db::push_id_list`]).
 pub(super) fn claim_stamp_carrying<'a>(
     token: &'a str,
-    carry: &[(u64, u16)],
+    carry: &[AttemptKey],
     ids: &[u64],
 ) -> QueryBuilder<'a, MySql> {
     let [head, fence_at, pairs_at, ids_at, tail] = CLAIM_STAMP_CARRYING.parts() else {
@@ -145,7 +146,7 @@ mod tests {
             CLAIM_STAMP.sql(&["?", &placeholders(4)])
         );
         assert_eq!(
-            claim_stamp_carrying("t", &[(1, 1), (2, 1), (3, 2)], &[7, 8]).sql(),
+            claim_stamp_carrying("t", &crate::job::keys(&[(1, 1), (2, 1), (3, 2)]), &[7, 8]).sql(),
             CLAIM_STAMP_CARRYING.sql(&[
                 "?",
                 "?",
@@ -154,7 +155,7 @@ mod tests {
             ])
         );
         assert_eq!(
-            claim_stamp_carrying("t", &[(1, 1)], &[7]).sql(),
+            claim_stamp_carrying("t", &crate::job::keys(&[(1, 1)]), &[7]).sql(),
             CLAIM_STAMP_CARRYING.sql(&[
                 "?",
                 "?",
