@@ -70,6 +70,28 @@ async fn job(db: &TestDb, id: u64) -> JobRecord {
 // Reaching the database
 // ---------------------------------------------------------------------------------------------------
 
+/// With no database named anywhere jobq does not guess one (it once took root's `test` database): a
+/// worker there would run, or prune, jobs nobody meant it to.
+#[test]
+fn a_command_with_no_database_named_says_where_to_name_one() {
+    let out = run_jobq(None, &["stats"]);
+    assert_fails(
+        &out,
+        &[
+            "no database named",
+            "--database-url",
+            "JOBQ_DATABASE_URL",
+            "DATABASE_URL",
+            "./jobq.toml",
+        ],
+    );
+    let dir = scratch_dir();
+    let cfg = write_config(&dir, "[worker]\nconcurrency = 2\n");
+    let out = run_jobq(None, &["worker", "--config", cfg.to_str().unwrap()]);
+    assert_fails(&out, &["no database named", cfg.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 #[test]
 fn a_malformed_database_url_is_named() {
     let out = run_jobq(None, &["stats", "--database-url", "foo"]);
@@ -249,7 +271,7 @@ fn every_subcommand_has_help() {
     let text = assert_ok(&run_jobq(None, &["--help"]));
     assert!(text.contains("Usage:"), "{text}");
     assert!(text.contains("JOBQ_DATABASE_URL"), "{text}");
-    assert!(text.contains("mysql://root@127.0.0.1:3306/test"), "{text}");
+    assert!(text.contains("finds none named says so"), "{text}");
 }
 
 // ---------------------------------------------------------------------------------------------------

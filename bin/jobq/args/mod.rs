@@ -27,9 +27,6 @@ pub(crate) fn human(d: Duration) -> String {
     humantime::format_duration(d).to_string()
 }
 
-/// The database jobq uses when nothing else names one.
-pub const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/test";
-
 #[derive(Debug, Parser)]
 #[command(
     name = "jobq",
@@ -39,7 +36,7 @@ pub const DEFAULT_DATABASE_URL: &str = "mysql://root@127.0.0.1:3306/test";
         Applications enqueue with plain SQL (INSERT INTO job_queue (kind, payload) VALUES ('resize', '{\"id\":7}')); \
         `jobq worker` claims due jobs and runs them with the handlers configured in jobq.toml.",
     after_help = "Database: --database-url, else $JOBQ_DATABASE_URL, else $DATABASE_URL, else `database_url` in the \
-        config file, else mysql://root@127.0.0.1:3306/test. With --database NAME, the database_url of the config's \
+        config file; a command that needs a database and finds none named says so. With --database NAME, the database_url of the config's \
         [databases.NAME] section, and nothing else.\n\
         TLS: $JOBQ_DATABASE_SSL_MODE, else `database_ssl_mode`, else the URL's ?ssl-mode=, else preferred \
         (use verify_identity with a CA file, $JOBQ_DATABASE_SSL_CA or `database_ssl_ca`, in production).\n\

@@ -25,7 +25,7 @@ use jobq::config::Config;
 use jobq::{ConnectConfig, SslMode};
 use sqlx::MySqlPool;
 
-use crate::args::{Cli, Command, DEFAULT_DATABASE_URL};
+use crate::args::{Cli, Command};
 
 /// Pool size of a command that runs its statements one after another and exits (enqueue, jobs,
 /// stats): one connection is all it uses.
@@ -83,7 +83,16 @@ impl Env {
                     target: None,
                 });
             }
-            None => DEFAULT_DATABASE_URL.to_string(),
+            // No guess: a worker pointed at a database nobody named would run, or prune, someone
+            // else's jobs.
+            None => bail!(
+                "no database named: give --database-url, set JOBQ_DATABASE_URL or DATABASE_URL, or \
+                 set database_url in the config file ({})",
+                config_path.as_deref().map_or_else(
+                    || "none found: --config, $JOBQ_CONFIG or ./jobq.toml".to_string(),
+                    |p| p.display().to_string()
+                )
+            ),
         };
         let target = Target::new(&config, config_path.as_deref(), url)?;
         Ok(Env {
