@@ -86,7 +86,7 @@ fn a_command_with_no_database_named_says_where_to_name_one() {
         ],
     );
     let dir = scratch_dir();
-    let cfg = write_config(&dir, "[worker]\nconcurrency = 2\n");
+    let cfg = write_config(&dir, "[handlers.k]\ncommand = [\"true\"]\n");
     let out = run_jobq(None, &["worker", "--config", cfg.to_str().unwrap()]);
     assert_fails(&out, &["no database named", cfg.to_str().unwrap()]);
     std::fs::remove_dir_all(&dir).ok();

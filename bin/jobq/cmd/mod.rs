@@ -44,7 +44,8 @@ pub struct Env {
     pub config_path: Option<PathBuf>,
     /// The `[databases.NAME]` section this command works on, from `--database`.
     pub database: Option<String>,
-    /// Where to connect, or `None` when the file serves several databases and none was picked.
+    /// Where to connect, or `None` when the file serves several databases and none was picked, or no
+    /// database is named anywhere.
     target: Option<Target>,
 }
 
@@ -74,8 +75,11 @@ impl Env {
             .or_else(|| std::env::var("DATABASE_URL").ok().filter(|s| !s.is_empty()));
         let url = match given.or_else(|| config.database_url.clone()) {
             Some(url) => url,
-            // Several databases and none picked: `supervise` serves them all, other commands ask which.
-            None if !config.databases.is_empty() => {
+            // Several databases and none picked: `supervise` serves them all, other commands ask
+            // which. None named at all: no guess (a worker pointed at a database nobody named would
+            // run, or prune, someone else's jobs); a command that needs one says so (see `target`),
+            // and one that does not (`schedule next --spec`) runs.
+            None => {
                 return Ok(Env {
                     config,
                     config_path,
@@ -83,16 +87,6 @@ impl Env {
                     target: None,
                 });
             }
-            // No guess: a worker pointed at a database nobody named would run, or prune, someone
-            // else's jobs.
-            None => bail!(
-                "no database named: give --database-url, set JOBQ_DATABASE_URL or DATABASE_URL, or \
-                 set database_url in the config file ({})",
-                config_path.as_deref().map_or_else(
-                    || "none found: --config, $JOBQ_CONFIG or ./jobq.toml".to_string(),
-                    |p| p.display().to_string()
-                )
-            ),
         };
         let target = Target::new(&config, config_path.as_deref(), url)?;
         Ok(Env {
@@ -123,11 +117,21 @@ impl Env {
     /// Whether the file serves several databases and no one of them was picked (`supervise` serves
     /// them all).
     pub fn serves_many(&self) -> bool {
-        self.target.is_none()
+        self.target.is_none() && !self.config.databases.is_empty()
     }
 
     fn target(&self) -> Result<&Target> {
         self.target.as_ref().with_context(|| {
+            if self.config.databases.is_empty() {
+                return format!(
+                    "no database named: give --database-url, set JOBQ_DATABASE_URL or DATABASE_URL, \
+                     or set database_url in the config file ({})",
+                    self.config_path.as_deref().map_or_else(
+                        || "none found: --config, $JOBQ_CONFIG or ./jobq.toml".to_string(),
+                        |p| p.display().to_string()
+                    )
+                );
+            }
             let names: Vec<&str> = self.config.databases.keys().map(String::as_str).collect();
             format!(
                 "the config serves several databases ({}): pass --database NAME (or set JOBQ_DATABASE)",

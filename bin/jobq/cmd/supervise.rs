@@ -209,7 +209,7 @@ pub(super) fn check_reload(
     };
     if config.handlers.is_empty() {
         bail!(
-            "the config defines no handlers; add a [handlers.KIND] section with `command`, `sql` or `url`"
+            "the config defines no handlers; add a [handlers.KIND] section with `command`, `sql`, `url` or `process`"
         );
     }
     config.check_programs()?;

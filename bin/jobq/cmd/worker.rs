@@ -22,7 +22,7 @@ pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
     if env.config.handlers.is_empty() {
         match &env.config_path {
             Some(p) => bail!(
-                "{} defines no handlers; add a [handlers.KIND] section with `command`, `sql` or `url`",
+                "{} defines no handlers; add a [handlers.KIND] section with `command`, `sql`, `url` or `process`",
                 p.display()
             ),
             None => bail!(
