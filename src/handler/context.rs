@@ -1,0 +1,158 @@
+//! What a handler knows about the job it runs ([`JobContext`]), and who made the job's done finish.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use super::JobError;
+
+/// What a handler knows about the job it runs.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    /// Row id.
+    pub id: crate::job::JobId,
+    /// Job kind.
+    pub kind: String,
+    /// Queue it came from.
+    pub queue: String,
+    /// This attempt, starting at 1.
+    pub attempt: u16,
+    /// Attempts allowed: the job's own `max_attempts`, else its handler's, else 20.
+    pub max_attempts: u16,
+    /// The claim token on the row while this attempt runs. Together with `attempt` it fences side
+    /// effects: `UPDATE … WHERE id = ? AND claim = ? AND attempts = ?` in the handler's own transaction
+    /// changes nothing if the claim has been lost.
+    pub claim: String,
+    pub(crate) payload: String,
+    pub(crate) cancel: CancellationToken,
+    /// When the attempt must have ended: its start plus the job's timeout, by the worker's clock.
+    pub(crate) deadline: chrono::DateTime<chrono::Utc>,
+    /// When the job was due: the claim's time less how long the row had been due then.
+    pub(crate) run_at: chrono::DateTime<chrono::Utc>,
+    /// Who made the job's done finish, when not the worker (see [`Finished`]).
+    pub(crate) finished: Arc<AtomicU8>,
+}
+
+/// Who made a job's done finish when its handler returned `Ok(())`, as a [`JobContext`] records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Finished {
+    /// Nobody yet: the worker finishes the job.
+    ByWorker = 0,
+    /// [`JobContext::finish_in`] changed the row in the handler's transaction.
+    InTransaction = 1,
+    /// The application said it did ([`JobContext::finished_by_application`]); the worker checks.
+    ByApplication = 2,
+}
+
+impl Finished {
+    pub(crate) fn of(cell: &AtomicU8) -> Self {
+        match cell.load(Ordering::SeqCst) {
+            1 => Self::InTransaction,
+            2 => Self::ByApplication,
+            _ => Self::ByWorker,
+        }
+    }
+}
+
+impl JobContext {
+    /// The payload as JSON text, exactly as stored.
+    pub fn payload_str(&self) -> &str {
+        &self.payload
+    }
+
+    /// The payload decoded into `T`. A payload of the wrong shape fails the job for good (retrying
+    /// cannot change it).
+    pub fn payload<T: DeserializeOwned>(&self) -> Result<T, JobError> {
+        serde_json::from_str(&self.payload).map_err(|e| {
+            JobError::fatal(format!(
+                "payload does not fit {}: {e}",
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+
+    /// Ends this job `done` inside the caller's own transaction on `conn`, fenced by the claim token
+    /// and attempt: transactional completion. Commit it with the job's effects and they happen exactly
+    /// once, however the worker dies or loses its claim: a copy whose claim was taken away gets `false`
+    /// here and must roll back, and a worker killed before the commit leaves neither the effects nor the
+    /// finish. Then the worker does not finish the job itself.
+    ///
+    /// On `Ok(true)`, commit and return `Ok(())` (if the commit fails, return the error: the worker's
+    /// own fenced finish then records the failure, or does nothing if the commit went through after
+    /// all). On `Ok(false)`, roll back and return an error: the job belongs to another attempt now.
+    ///
+    /// # Errors
+    /// The driver's error; roll back and return it.
+    pub async fn finish_in(
+        &self,
+        conn: &mut sqlx::MySqlConnection,
+    ) -> std::result::Result<bool, sqlx::Error> {
+        let done = crate::db::finish::done_in(conn, self.id.0, &self.claim, self.attempt).await?;
+        if done {
+            self.finished
+                .store(Finished::InTransaction as u8, Ordering::SeqCst);
+        }
+        Ok(done)
+    }
+
+    /// Says that the application finished this job itself, in its own transaction next to its own
+    /// writes, with `CALL jobq_finish(id, claim, attempt)` (schema 21): what an HTTP or process handler
+    /// calls when the application answers so. Return `Ok(())` after it. The worker then does not finish
+    /// the job but reads the row: a row that no longer carries this claim was finished (its dependents
+    /// are released then); a row that still does was not (the application's transaction rolled back, or
+    /// it never called the procedure), and the attempt fails with an error that says so, so that its
+    /// effects are not taken as done.
+    pub fn finished_by_application(&self) {
+        self.finished
+            .store(Finished::ByApplication as u8, Ordering::SeqCst);
+    }
+
+    /// When this attempt must have ended: its start plus the job's timeout (the row's `timeout_secs`,
+    /// else its handler's, else the worker's default), by the worker's clock. The worker cancels the
+    /// attempt then ([`JobContext::cancelled`]); a handler that calls elsewhere passes it on.
+    pub fn deadline(&self) -> chrono::DateTime<chrono::Utc> {
+        self.deadline
+    }
+
+    /// When the job was due: the time of its claim less how long the row had been due then (measured by
+    /// the database's clock), to the microsecond.
+    pub fn run_at(&self) -> chrono::DateTime<chrono::Utc> {
+        self.run_at
+    }
+
+    /// Resolves when the job should stop: its timeout passed, the worker is shutting down for good, or an
+    /// operator cancelled it. Long handlers should select on it and return promptly.
+    pub async fn cancelled(&self) {
+        self.cancel.cancelled().await;
+    }
+
+    /// True once [`JobContext::cancelled`] has resolved.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancel.is_cancelled()
+    }
+
+    /// The cancellation token itself, to hand to code that takes one.
+    pub fn cancellation_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// A context for tests and examples that call a handler directly.
+    pub fn for_test(kind: &str, payload: &str) -> Self {
+        Self {
+            id: crate::job::JobId(1),
+            kind: kind.into(),
+            queue: "default".into(),
+            attempt: 1,
+            max_attempts: 1,
+            claim: "test".into(),
+            payload: payload.into(),
+            cancel: CancellationToken::new(),
+            deadline: chrono::Utc::now() + chrono::Duration::minutes(30),
+            run_at: chrono::Utc::now(),
+            finished: Arc::default(),
+        }
+    }
+}
