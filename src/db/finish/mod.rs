@@ -9,20 +9,20 @@
 //! just ended are queued, or cancelled, with the finish. A lost claim falls short of both, and costs
 //! one statement more to tell apart.
 
-use std::collections::HashSet;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder};
+use sqlx::{Connection, MySql, MySqlConnection, MySqlPool};
 
-use crate::db::dedicated::Dedicated;
 use crate::db::deps::settle_dependents_of;
-use crate::job::AttemptKey;
 use crate::job::row_max_attempts;
-use crate::statements::{FINISH_DONE, FINISH_DONE_BATCH, HAS_DEPENDENTS, MIN_PAIRS, NO_DEPENDENTS};
+use crate::statements::{FINISH_DONE, HAS_DEPENDENTS, NO_DEPENDENTS};
 
 use crate::db::retry_transient;
+
+mod batch;
 use crate::error::Result;
+pub(crate) use batch::{done_batch_in, finish_done_batch, push_pair_list};
 
 /// The longest `last_error` kept, in bytes. The column is TEXT (64 KiB); the tail of a long error is the
 /// part worth keeping, and the head names what failed, so both ends are kept.
@@ -71,7 +71,7 @@ pub enum Finish {
 /// Finishes tries this many times in all on deadlocks and lost connections (about half a minute), so a
 /// short database outage does not lose an outcome. If it still fails, the row stays `running` under
 /// our token and is recovered like any dead claimant's.
-const TRIES: u32 = 14;
+pub(super) const TRIES: u32 = 14;
 
 /// The done finish of job `id` on the caller's connection, inside the caller's transaction: the
 /// fenced [`crate::statements::FINISH_DONE`] (the row must still carry `token` and `attempt` and be
@@ -241,7 +241,7 @@ fn attempt_note(finish: &Finish) -> Option<String> {
 
 /// Which rows a finish's fence lets through (see [`NO_DEPENDENTS`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fence {
+pub(super) enum Fence {
     /// Jobs nothing waits for: the one statement of the common finish.
     NoDependents,
     /// Jobs with dependents, which the transaction then settles.
@@ -249,7 +249,7 @@ enum Fence {
 }
 
 /// One fenced finish: the UPDATE (without its dependents clause) and what it binds before the fence.
-struct Statement {
+pub(super) struct Statement {
     sql: &'static str,
     /// The done finish, whose text is [`FINISH_DONE`].
     done: bool,
@@ -265,7 +265,7 @@ fn micros(delay: Duration) -> i64 {
 }
 
 impl Statement {
-    fn of(finish: &Finish, max_attempts: Option<u16>) -> Self {
+    pub(super) fn of(finish: &Finish, max_attempts: Option<u16>) -> Self {
         let (sql, delay_us, text): (&str, Option<i64>, Option<String>) = match finish {
             // The published text, which has its dependents clause already (see `text`).
             Finish::Done => ("", None, None),
@@ -406,7 +406,7 @@ impl Statement {
     }
 
     /// Runs the UPDATE once; true when the row changed.
-    async fn run<'e, E>(
+    pub(super) async fn run<'e, E>(
         &self,
         exec: E,
         id: u64,
@@ -433,117 +433,6 @@ impl Statement {
     }
 }
 
-/// Finishes many jobs as done at once: one statement and one commit instead of one per job. Each item
-/// is fenced like [`finish`] (token, attempt, still running). Returns, per item, whether it was finished.
-///
-/// One autocommit UPDATE fences every row at once (`(id, attempts) IN ((…), …)`, a range on the primary
-/// key in MariaDB and MySQL alike), one round trip. When it changes fewer rows than there are items (a
-/// claim was lost, which is rare), the rows it changed are read back (see `finish_fenced`). A
-/// transaction around the UPDATE (BEGIN, UPDATE, COMMIT) would let a short batch be rolled back, at
-/// three round trips a batch instead of one: in `jobq bench`'s raw grid at 1,000-row claims that form
-/// drained at 49–57 % of the lean schema, a token-fenced autocommit UPDATE at 61–83 %; reading every
-/// batch `FOR UPDATE` first drained 13–27 % slower still.
-pub(crate) async fn finish_done_batch(
-    conn: &mut Dedicated,
-    token: &str,
-    items: &[AttemptKey],
-) -> Result<Vec<bool>> {
-    if let [AttemptKey { id, attempt }] = items {
-        let (id, attempt) = (*id, *attempt);
-        let stmt = &Statement::of(&Finish::Done, None);
-        let done = conn
-            .run("finish", TRIES, |mut c| async move {
-                let r = match stmt
-                    .run(&mut c, id, token, attempt, Fence::NoDependents)
-                    .await
-                {
-                    Ok(false) => finish_parent(&mut c, stmt, id, token, attempt).await,
-                    r => r,
-                };
-                (c, r)
-            })
-            .await?;
-        return Ok(vec![done]);
-    }
-    if items.is_empty() {
-        return Ok(Vec::new());
-    }
-    let ids: &[u64] = &items.iter().map(|k| k.id).collect::<Vec<_>>();
-    let wanted: &HashSet<AttemptKey> = &items.iter().copied().collect();
-    let held = conn
-        .run("finish batch", TRIES, |mut c| async move {
-            let r = finish_fenced(&mut c, token, ids, wanted).await;
-            (c, r)
-        })
-        .await?;
-    let held: HashSet<AttemptKey> = held.into_iter().collect();
-    Ok(items.iter().map(|item| held.contains(item)).collect())
-}
-
-/// The done finishes a claim carries, in the claim's transaction (see `db::claim`): the fenced
-/// [`FINISH_DONE_BATCH`] over `items` (distinct (id, attempt) pairs). True when it changed every row;
-/// when it changed fewer, the caller rolls back and the finisher redoes them exactly.
-pub(crate) async fn done_batch_in(
-    conn: &mut MySqlConnection,
-    token: &str,
-    items: &[AttemptKey],
-) -> Result<bool, sqlx::Error> {
-    if items.is_empty() {
-        return Ok(true);
-    }
-    let changed = done_batch(token, items)
-        .build()
-        .execute(conn)
-        .await?
-        .rows_affected();
-    Ok(changed == items.len() as u64)
-}
-
-/// [`FINISH_DONE_BATCH`] with its parameters bound; the pairs are padded to a power of two by repeating
-/// the last (as [`crate::db::push_id_list`] pads ids, for the same reason).
-fn done_batch<'a>(token: &'a str, pairs: &[AttemptKey]) -> QueryBuilder<'a, MySql> {
-    done_batch_text(token, pairs, NO_DEPENDENTS)
-}
-
-/// [`done_batch`] with `clause` in place of its [`NO_DEPENDENTS`].
-fn done_batch_text<'a>(
-    token: &'a str,
-    pairs: &[AttemptKey],
-    clause: &str,
-) -> QueryBuilder<'a, MySql> {
-    let [head, pairs_at, tail] = FINISH_DONE_BATCH.parts() else {
-        unreachable!("FINISH_DONE_BATCH has two parameters")
-    };
-    let mut u = QueryBuilder::<MySql>::new(*head);
-    u.push_bind(token);
-    if clause == NO_DEPENDENTS {
-        u.push(*pairs_at);
-    } else {
-        u.push(pairs_at.replace(NO_DEPENDENTS, clause));
-    }
-    push_pair_list(&mut u, pairs);
-    u.push(*tail);
-    u
-}
-
-/// Binds (id, attempt) pairs for an `(id, attempts) IN (…)` list, padded to a power of two by
-/// repeating the last (as [`crate::db::push_id_list`] pads ids, for the same reason), and never fewer
-/// than [`MIN_PAIRS`] (one pair alone makes MariaDB scan the whole table).
-pub(crate) fn push_pair_list(q: &mut QueryBuilder<'_, MySql>, pairs: &[AttemptKey]) {
-    if pairs.is_empty() {
-        return;
-    }
-    let mut list = q.separated(", ");
-    for i in 0..pairs.len().next_power_of_two().max(MIN_PAIRS) {
-        let AttemptKey { id, attempt } = pairs[i.min(pairs.len() - 1)];
-        list.push("(");
-        list.push_bind_unseparated(id);
-        list.push_unseparated(", ");
-        list.push_bind_unseparated(attempt);
-        list.push_unseparated(")");
-    }
-}
-
 /// [`FINISH_DONE`] as the finish of one job binds it.
 static FINISH_DONE_SQL: LazyLock<String> = LazyLock::new(|| FINISH_DONE.sql(&["?", "?", "?"]));
 
@@ -553,7 +442,7 @@ static FINISH_DONE_PARENT_SQL: LazyLock<String> =
 
 /// The finish of one job with dependents, in a transaction of its own on `conn` with the settling of
 /// its dependents, which must commit with it.
-async fn finish_parent(
+pub(super) async fn finish_parent(
     conn: &mut MySqlConnection,
     stmt: &Statement,
     id: u64,
@@ -566,50 +455,6 @@ async fn finish_parent(
         .await?;
     tx.commit().await?;
     Ok(done)
-}
-
-/// One try of [`finish_done_batch`]: the rows of `ids` that still carry `token` and the attempt in
-/// `wanted` are finished; returns those rows. `wanted` holds the distinct items, `ids` their ids.
-///
-/// One autocommit UPDATE, one round trip: the fence makes it change only rows that are still ours.
-/// When it changes fewer rows than it names, the rows it changed are read back: they are `done` at the
-/// attempt we claimed them with. A row whose claim was lost is not: the reaper's reset keeps its
-/// attempt count but not its state, and the next claim counts another attempt. The same read-back makes
-/// a retry exact after a lost reply, when the first try committed and the retry changes nothing.
-async fn finish_fenced(
-    conn: &mut MySqlConnection,
-    token: &str,
-    ids: &[u64],
-    wanted: &HashSet<AttemptKey>,
-) -> Result<Vec<AttemptKey>, sqlx::Error> {
-    let pairs: Vec<AttemptKey> = wanted.iter().copied().collect();
-    let mut u = done_batch(token, &pairs);
-    let changed = u.build().execute(&mut *conn).await?.rows_affected();
-    if changed == pairs.len() as u64 {
-        return Ok(pairs);
-    }
-    // Fewer: a claim was lost, or some of the jobs have dependents. Those are finished now, with their
-    // dependents settled, in one transaction.
-    let mut tx = conn.begin().await?;
-    let parents = done_batch_text(token, &pairs, HAS_DEPENDENTS)
-        .build()
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-    if parents > 0 {
-        settle_dependents_of(&mut tx, ids).await?;
-    }
-    tx.commit().await?;
-    let mut q = QueryBuilder::<MySql>::new(
-        "SELECT id, attempts FROM job_queue FORCE INDEX (PRIMARY) WHERE id IN (",
-    );
-    crate::db::push_id_list(&mut q, ids);
-    q.push(") AND state = 'done' AND claim IS NULL");
-    let rows: Vec<AttemptKey> = q.build_query_as().fetch_all(&mut *conn).await?;
-    Ok(rows
-        .into_iter()
-        .filter(|row| wanted.contains(row))
-        .collect())
 }
 
 /// Keeps the head and the tail of a long error message, cut on character boundaries.
@@ -632,20 +477,6 @@ pub(crate) fn truncate_error(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::statements::pair_placeholders;
-
-    #[test]
-    fn the_batched_finish_runs_the_published_statement() {
-        assert_eq!(
-            done_batch("t", &crate::job::keys(&[(1, 1), (2, 1), (3, 2)])).sql(),
-            FINISH_DONE_BATCH.sql(&["?", &pair_placeholders(4)])
-        );
-        // One pair alone would make MariaDB scan the whole table (see MIN_PAIRS).
-        assert_eq!(
-            done_batch("t", &crate::job::keys(&[(1, 1)])).sql(),
-            FINISH_DONE_BATCH.sql(&["?", &pair_placeholders(MIN_PAIRS)])
-        );
-    }
 
     #[test]
     fn long_errors_keep_both_ends() {
