@@ -177,9 +177,10 @@ impl crate::service::PassReport for ReapReport {
 pub struct Reaper {
     pool: MySqlPool,
     cfg: ReaperConfig,
-    last_prune: std::sync::Mutex<Option<Instant>>,
-    last_survey: std::sync::Mutex<Option<Instant>>,
-    last_gauges: std::sync::Mutex<Option<Instant>>,
+    /// The chores a pass does less often than it runs: pruning, the unserved-work survey, the gauges.
+    prune: Every,
+    survey: Every,
+    gauges: Every,
 }
 
 /// How often a reaper reads the queue gauges (`jobq_queue_*`, `jobq_processes`) from the database.
@@ -217,9 +218,9 @@ impl Reaper {
         Ok(Self {
             pool,
             cfg,
-            last_prune: std::sync::Mutex::new(None),
-            last_survey: std::sync::Mutex::new(None),
-            last_gauges: std::sync::Mutex::new(None),
+            prune: Every::default(),
+            survey: Every::default(),
+            gauges: Every::default(),
         })
     }
 
@@ -274,49 +275,23 @@ impl Reaper {
         let swept = crate::db::deps::sweep(&self.pool).await?;
         report.released_waiting = swept.released;
         report.cancelled_waiting = swept.cancelled;
-        let prune_due = {
-            let mut last = crate::sync::lock(&self.last_prune);
-            let due = self.cfg.retention.is_some()
-                && last.is_none_or(|t| t.elapsed() >= self.cfg.prune_every);
-            if due {
-                *last = Some(Instant::now());
-            }
-            due
-        };
+        let prune_due = self.cfg.retention.is_some() && self.prune.due(self.cfg.prune_every);
         if let Some(retention) = self.cfg.retention.filter(|_| prune_due) {
             report.pruned = crate::db::prune::prune_finished(&self.pool, retention).await?;
             crate::telemetry::pruned(report.pruned);
         }
-        let survey_due = {
-            let mut last = crate::sync::lock(&self.last_survey);
-            let due = last.is_none_or(|t| t.elapsed() >= self.cfg.prune_every);
-            if due {
-                *last = Some(Instant::now());
-            }
-            due
-        };
-        if survey_due {
+        if self.survey.due(self.cfg.prune_every) {
             report.unserved = self.warn_unserved().await?;
         }
         // The gauges are figures for a dashboard: failing to read them must not hold up the releases
         // and pruning above, nor be reported as a failed pass.
         if self.cfg.database_gauges
-            && self.gauges_due()
+            && self.gauges.due(GAUGES_EVERY)
             && let Err(e) = self.read_gauges().await
         {
             warn!(error = %e, retry_in = ?GAUGES_EVERY, "could not read the database gauges");
         }
         Ok(report)
-    }
-
-    /// True every [`GAUGES_EVERY`].
-    fn gauges_due(&self) -> bool {
-        let mut last = crate::sync::lock(&self.last_gauges);
-        let due = last.is_none_or(|t| t.elapsed() >= GAUGES_EVERY);
-        if due {
-            *last = Some(Instant::now());
-        }
-        due
     }
 
     /// Reads the queue gauges every process would otherwise read for itself: due jobs and the oldest
@@ -528,5 +503,38 @@ impl Reaper {
             out.insert(token.clone(), liveness::judge(&facts, &thresholds));
         }
         Ok(out)
+    }
+}
+
+/// A chore done at most once per period, on the passes that find it due: the first pass does it.
+#[derive(Debug, Default)]
+struct Every {
+    last: std::sync::Mutex<Option<Instant>>,
+}
+
+impl Every {
+    /// True when `period` has passed since the last time this said true (or it never did), and
+    /// then counts from now.
+    fn due(&self, period: Duration) -> bool {
+        let mut last = crate::sync::lock(&self.last);
+        let due = last.is_none_or(|t| t.elapsed() >= period);
+        if due {
+            *last = Some(Instant::now());
+        }
+        due
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chore_is_due_on_the_first_pass_then_once_per_period() {
+        let hourly = Every::default();
+        assert!(hourly.due(Duration::from_secs(3600)));
+        assert!(!hourly.due(Duration::from_secs(3600)));
+        let always = Every::default();
+        assert!(always.due(Duration::ZERO) && always.due(Duration::ZERO));
     }
 }
