@@ -427,33 +427,51 @@ async fn a_killed_worker_doubles_an_http_effect_unless_the_application_finishes_
         let app = App::start(&db, mode);
         let dir = scratch_dir();
         let cfg = write_config(&dir, &format!("[handlers.effect]\nurl = \"{}\"\n", app.url));
-        let log = dir.join("workers.log");
-        let mut first = spawn_worker(&db, &cfg, &log);
-        let began = app.began();
-        assert!(began.ends_with(" 1"), "{began}");
-        first.kill().unwrap();
-        first.wait().unwrap();
-        let second = spawn_worker(&db, &cfg, &log);
-        let mut reaper = jobq(Some(&db.url), &["reaper", "--interval", "200ms"])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("reaper.log")).unwrap())
-            .spawn()
-            .unwrap();
-        wait_until("the job done", Duration::from_secs(60), || async {
-            db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
-                .await
-                == 1
+        let effects = kill_the_first_worker_mid_job(&db, &cfg, &dir, || async {
+            let began = app.began();
+            assert!(began.ends_with(" 1"), "{began}");
         })
         .await;
-        // The first attempt's application thread may still be lingering: let it end before counting.
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        kill(Pid::from_raw(second.id() as i32), Signal::SIGTERM).unwrap();
-        wait_output(second, Duration::from_secs(30));
-        let _ = reaper.kill();
-        let _ = reaper.wait();
-        let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
         assert_eq!(effects, want, "{mode}: effect rows");
     }
+}
+
+/// Runs the one job of `db` under a `jobq worker` on `cfg`, SIGKILLs that worker once `started` says
+/// the job's effect row is written, and lets a second worker and a reaper see the job done. Returns
+/// the effect rows then. (A first attempt still running in the application can only roll back: the
+/// row it wrote before `started` was committed or was not, and nothing else of it can commit.)
+async fn kill_the_first_worker_mid_job<F, Fut>(
+    db: &TestDb,
+    cfg: &std::path::Path,
+    dir: &std::path::Path,
+    started: F,
+) -> i64
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let log = dir.join("workers.log");
+    let mut first = spawn_worker(db, cfg, &log);
+    started().await;
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let second = spawn_worker(db, cfg, &log);
+    let mut reaper = jobq(Some(&db.url), &["reaper", "--interval", "200ms"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("reaper.log")).unwrap())
+        .spawn()
+        .unwrap();
+    wait_until("the job done", Duration::from_secs(60), || async {
+        db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
+            .await
+            == 1
+    })
+    .await;
+    kill(Pid::from_raw(second.id() as i32), Signal::SIGTERM).unwrap();
+    wait_output(second, Duration::from_secs(30));
+    let _ = reaper.kill();
+    let _ = reaper.wait();
+    db.scalar("SELECT COUNT(*) FROM effects").await
 }
 
 /// The `[handlers.effect]` entry of a process handler running tests/programs/effect_worker.py (on the
@@ -511,34 +529,15 @@ async fn a_killed_worker_doubles_a_process_effect_unless_the_program_finishes_in
         let dir = scratch_dir();
         let begun = dir.join("begun");
         let cfg = write_config(&dir, &effect_process(&db, mode, Some(&begun)));
-        let log = dir.join("workers.log");
-        let mut first = spawn_worker(&db, &cfg, &log);
         let read_begun = || std::fs::read_to_string(&begun).unwrap_or_default();
-        wait_until(
-            "the first attempt begins",
-            Duration::from_secs(30),
-            || async { read_begun().lines().count() == 1 },
-        )
-        .await;
-        first.kill().unwrap();
-        first.wait().unwrap();
-        let second = spawn_worker(&db, &cfg, &log);
-        let mut reaper = jobq(Some(&db.url), &["reaper", "--interval", "200ms"])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("reaper.log")).unwrap())
-            .spawn()
-            .unwrap();
-        wait_until("the job done", Duration::from_secs(60), || async {
-            db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
-                .await
-                == 1
+        let effects = kill_the_first_worker_mid_job(&db, &cfg, &dir, || {
+            wait_until(
+                "the first attempt begins",
+                Duration::from_secs(30),
+                || async { read_begun().lines().count() == 1 },
+            )
         })
         .await;
-        kill(Pid::from_raw(second.id() as i32), Signal::SIGTERM).unwrap();
-        wait_output(second, Duration::from_secs(30));
-        let _ = reaper.kill();
-        let _ = reaper.wait();
-        let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
         assert_eq!(effects, want, "{mode}: effect rows ({})", read_begun());
     }
 }
