@@ -328,6 +328,20 @@ async fn an_application_finishes_its_job_with_the_procedure_and_the_worker_check
     assert_eq!((report.done, report.retried), (2, 1), "{report:?}");
 }
 
+/// A fresh database with an `effects` table (one row per effect a job writes) and the jobs `jobs`
+/// inserts.
+async fn effect_db(jobs: &str) -> TestDb {
+    let db = TestDb::new().await;
+    db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
+        .await;
+    db.exec(jobs).await;
+    db
+}
+
+/// One effect job that works for 1.5 s after writing its row.
+const LINGERING_JOB: &str =
+    "INSERT INTO job_queue (kind, payload) VALUES ('effect', '{\"linger\": 1.5}')";
+
 /// The Python interpreter with PyMySQL the suite uses (scripts/ensure-languages.sh).
 fn python() -> String {
     std::env::var("JOBQ_PYTHON").unwrap_or_else(|_| "/usr/bin/python3".into())
@@ -399,10 +413,7 @@ impl Drop for App {
 /// answers `{"finished": true}`. The application's own sessions are among those killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http_application_that_finishes_in_its_transaction_has_each_effect_once_under_fire() {
-    let db = TestDb::new().await;
-    db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
-        .await;
-    db.exec(&format!(
+    let db = effect_db(&format!(
         "INSERT INTO job_queue (kind) SELECT 'effect' FROM seq_1_to_{JOBS}"
     ))
     .await;
@@ -419,11 +430,7 @@ async fn an_http_application_that_finishes_in_its_transaction_has_each_effect_on
 async fn a_killed_worker_doubles_an_http_effect_unless_the_application_finishes_in_its_transaction()
 {
     for (mode, want) in [("plain", 2), ("transactional", 1)] {
-        let db = TestDb::new().await;
-        db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
-            .await;
-        db.exec("INSERT INTO job_queue (kind, payload) VALUES ('effect', '{\"linger\": 1.5}')")
-            .await;
+        let db = effect_db(LINGERING_JOB).await;
         let app = App::start(&db, mode);
         let dir = scratch_dir();
         let cfg = write_config(&dir, &format!("[handlers.effect]\nurl = \"{}\"\n", app.url));
@@ -503,10 +510,7 @@ fn effect_process(db: &TestDb, mode: &str, begun: Option<&std::path::Path>) -> S
 /// killed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_worker_that_finishes_in_its_transaction_has_each_effect_once_under_fire() {
-    let db = TestDb::new().await;
-    db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
-        .await;
-    db.exec(&format!(
+    let db = effect_db(&format!(
         "INSERT INTO job_queue (kind) SELECT 'effect' FROM seq_1_to_{JOBS}"
     ))
     .await;
@@ -521,11 +525,7 @@ async fn a_process_worker_that_finishes_in_its_transaction_has_each_effect_once_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_worker_doubles_a_process_effect_unless_the_program_finishes_in_its_transaction() {
     for (mode, want) in [("plain", 2), ("transactional", 1)] {
-        let db = TestDb::new().await;
-        db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
-            .await;
-        db.exec("INSERT INTO job_queue (kind, payload) VALUES ('effect', '{\"linger\": 1.5}')")
-            .await;
+        let db = effect_db(LINGERING_JOB).await;
         let dir = scratch_dir();
         let begun = dir.join("begun");
         let cfg = write_config(&dir, &effect_process(&db, mode, Some(&begun)));

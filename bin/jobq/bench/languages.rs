@@ -202,18 +202,8 @@ async fn measure(ctx: &Ctx, s: Settings, label: &str, h: &HandlerKind) -> BResul
         .await?;
 
     ctx.truncate().await?;
-    let span = Duration::from_secs(2);
-    let t0 = Instant::now();
-    let mut inserted = 0u64;
-    let mut tick = tokio::time::interval(Duration::from_millis(10));
-    while t0.elapsed() < span {
-        tick.tick().await;
-        let due = (LATENCY_RATE * t0.elapsed().as_secs_f64()) as u64;
-        if due > inserted {
-            insert_plain(&ctx.pool, KIND, due - inserted).await?;
-            inserted = due;
-        }
-    }
+    let (inserted, _) =
+        super::steady::produce(ctx, KIND, LATENCY_RATE, Duration::from_secs(2)).await?;
     let kept_up = wait_done(ctx, inserted, Duration::from_secs(60)).await?;
     shutdown.cancel();
     let (_, err) = running.join().await;

@@ -110,8 +110,14 @@ fn keeps_up(p: &RatePoint) -> bool {
     p.left_over == 0 && p.insert_rate >= 0.95 * p.rate && p.p99_ms < 1000.0
 }
 
-/// Inserts jobs at `rate` for `span`, a few at a time every 10 ms. Returns how many, and over how long.
-async fn produce(ctx: &Ctx, rate: f64, span: Duration) -> BResult<(u64, f64)> {
+/// Inserts jobs of `kind` at `rate` for `span`, a few at a time every 10 ms. Returns how many, and over
+/// how long.
+pub(crate) async fn produce(
+    ctx: &Ctx,
+    kind: &str,
+    rate: f64,
+    span: Duration,
+) -> BResult<(u64, f64)> {
     let t0 = Instant::now();
     let mut inserted = 0u64;
     let mut tick = tokio::time::interval(Duration::from_millis(10));
@@ -124,7 +130,7 @@ async fn produce(ctx: &Ctx, rate: f64, span: Duration) -> BResult<(u64, f64)> {
         }
         let due = (rate * elapsed.as_secs_f64()) as u64;
         if due > inserted {
-            insert_plain(&ctx.pool, KIND, due - inserted).await?;
+            insert_plain(&ctx.pool, kind, due - inserted).await?;
             inserted = due;
         }
     }
@@ -181,7 +187,7 @@ async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult
     .await?;
 
     let counted_from = now_us() + WARMUP.as_micros() as i64 + ctx.clock_offset_us;
-    let (inserted, produced_secs) = produce(ctx, rate, WARMUP + window).await?;
+    let (inserted, produced_secs) = produce(ctx, KIND, rate, WARMUP + window).await?;
     let settle_by = Instant::now() + SETTLE;
     while calls.load(Ordering::Relaxed) < inserted && Instant::now() < settle_by {
         tokio::time::sleep(Duration::from_millis(10)).await;
