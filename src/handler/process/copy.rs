@@ -126,14 +126,13 @@ impl Instance {
         }
     }
 
-    /// Says which job the copy's stderr lines belong to from now on (none between jobs), and starts
-    /// the tail afresh for it.
-    pub(super) fn attach(&self, job: Option<&JobContext>) {
+    /// Says which job the copy's stderr lines belong to from now on, and starts the tail afresh for
+    /// it. The job stays named after its answer: stderr and stdout are separate pipes, so a line the
+    /// program wrote before answering can reach the reader after the answer, and it is that job's.
+    pub(super) fn attach(&self, job: &JobContext) {
         let mut s = lock(&self.stderr);
-        s.job = job.map(|j| (j.id.0, j.kind.clone()));
-        if job.is_some() {
-            s.tail.clear();
-        }
+        s.job = Some((job.id.0, job.kind.clone()));
+        s.tail.clear();
     }
 
     /// Sends one request and reads its answer. Any error leaves the copy stopped.

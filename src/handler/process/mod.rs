@@ -311,7 +311,7 @@ impl Pool {
             }
         };
 
-        copy.attach(Some(&job));
+        copy.attach(&job);
         let answered = tokio::select! {
             r = copy.exchange(&request, job.id.0) => Some(r),
             () = job.cancelled() => None,
@@ -333,7 +333,6 @@ impl Pool {
                 return Err(JobError::retry(trouble));
             }
         };
-        copy.attach(None);
         copy.jobs += 1;
         let slot = lease.slot();
         slot.succeeded();
