@@ -42,8 +42,9 @@
 //!   retries, cancels ([`CancelOutcome`]), deletes and prunes jobs, and reads [`Stats`] ([`QueueCount`],
 //!   [`QueueLag`], [`KindLag`], [`ProcessRow`], [`Unserved`]) or the cheap figures the dashboard shows
 //!   ([`StateCount`], [`QueueSummary`], [`MinuteCount`]), and a job's attempts ([`AttemptRecord`]);
-//!   [`JobAction`] names what can be done to one job ([`Jobs::apply`]), and [`human_age`] spells a wait
-//!   the way `jobq` and the dashboard show it.
+//!   [`JobAction`] names what can be done to one job ([`Jobs::apply`]; to many, [`BulkOutcome`]),
+//!   and [`human_age`] spells a wait the way `jobq` and the dashboard show it. Named with `by(actor)`,
+//!   each facade records its changes in the audit trail.
 //! * **Queue control**: [`Queues`] pauses and resumes queues for every worker at once ([`Paused`],
 //!   [`PausedQueue`]); [`JobLimits`] caps how many jobs of a kind or queue run at once, or start per
 //!   period, across every worker ([`Limit`], [`LimitScope`]).
@@ -131,7 +132,7 @@ pub use supervisor::{
     keep_alive,
 };
 // Looking at the queue.
-pub use admin::jobs::{JobAction, Jobs};
+pub use admin::jobs::{BulkOutcome, JobAction, Jobs};
 pub use admin::limits::{JobLimits, Limit, LimitScope};
 pub use admin::queues::{Paused, PausedQueue, QueuePin, Queues};
 pub use db::admin::{

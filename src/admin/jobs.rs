@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use sqlx::MySqlPool;
 
+use super::audit::Auditor;
+use super::minutes::MinuteCache;
 use crate::db::admin::{self, CancelOutcome, JobFilter, Stats};
 use crate::error::Result;
 use crate::job::{JobId, JobRecord};
@@ -70,6 +72,22 @@ impl std::str::FromStr for JobAction {
 #[derive(Debug, Clone)]
 pub struct Jobs {
     pool: MySqlPool,
+    auditor: Auditor,
+    minutes: MinuteCache,
+}
+
+/// What [`Jobs::apply_each`] or [`Jobs::apply_matching`] did.
+#[derive(Debug)]
+pub struct BulkOutcome {
+    /// The jobs it was to act on.
+    pub matched: usize,
+    /// The jobs it changed.
+    pub done: u64,
+    /// Why each refused job was refused (its state did not allow the action, say), in order.
+    pub refused: Vec<String>,
+    /// The database error that stopped it before the end, if one did: the jobs after it were not
+    /// tried (a lost connection would fail each of them anyway).
+    pub stopped: Option<crate::Error>,
 }
 
 impl Jobs {
@@ -86,7 +104,31 @@ impl Jobs {
 
     /// Jobs on `pool`'s database.
     pub fn new(pool: MySqlPool) -> Self {
-        Self { pool }
+        Self {
+            pool,
+            auditor: Auditor::default(),
+            minutes: MinuteCache::default(),
+        }
+    }
+
+    /// Changes made through the returned value are recorded in the audit trail (`jobq_audit`, shown
+    /// on the dashboard's audit page) as made by `actor`, as `jobq jobs` and the dashboard record
+    /// theirs. Without it, changes leave no entry.
+    pub fn by(mut self, actor: impl Into<String>) -> Self {
+        self.auditor = Auditor::new(actor);
+        self
+    }
+
+    /// Leaves `action`'s entry for one job.
+    async fn audit_one(&self, action: JobAction, id: JobId) {
+        self.auditor
+            .record(
+                &self.pool,
+                &format!("job.{}", action.as_str()),
+                &id.to_string(),
+                1,
+            )
+            .await;
     }
 
     /// One job by id.
@@ -159,7 +201,10 @@ impl Jobs {
     /// # Errors
     /// [`crate::Error::JobNotFound`], or [`crate::Error::JobState`] for a queued or running job.
     pub async fn retry(&self, id: impl Into<JobId>) -> Result<()> {
-        admin::retry_job(&self.pool, id.into()).await
+        let id = id.into();
+        admin::retry_job(&self.pool, id).await?;
+        self.audit_one(JobAction::Retry, id).await;
+        Ok(())
     }
 
     /// Makes a queued job, or one waiting for its retry, due now; its attempts are unchanged. False when
@@ -168,7 +213,12 @@ impl Jobs {
     /// # Errors
     /// [`crate::Error::JobNotFound`], or [`crate::Error::JobState`] for a running or finished job.
     pub async fn run_now(&self, id: impl Into<JobId>) -> Result<bool> {
-        admin::run_job_now(&self.pool, id.into()).await
+        let id = id.into();
+        let moved = admin::run_job_now(&self.pool, id).await?;
+        if moved {
+            self.audit_one(JobAction::RunNow, id).await;
+        }
+        Ok(moved)
     }
 
     /// Cancels a job: at once if it has not started (queued, retry or waiting); a running job's worker
@@ -177,7 +227,10 @@ impl Jobs {
     /// # Errors
     /// [`crate::Error::JobNotFound`], or [`crate::Error::JobState`] for a finished job.
     pub async fn cancel(&self, id: impl Into<JobId>) -> Result<CancelOutcome> {
-        admin::cancel_job(&self.pool, id.into()).await
+        let id = id.into();
+        let outcome = admin::cancel_job(&self.pool, id).await?;
+        self.audit_one(JobAction::Cancel, id).await;
+        Ok(outcome)
     }
 
     /// Deletes a job that is not running.
@@ -185,12 +238,17 @@ impl Jobs {
     /// # Errors
     /// [`crate::Error::JobNotFound`], or [`crate::Error::JobState`] for a running job (cancel it first).
     pub async fn delete(&self, id: impl Into<JobId>) -> Result<()> {
-        admin::delete_job(&self.pool, id.into()).await
+        let id = id.into();
+        admin::delete_job(&self.pool, id).await?;
+        self.audit_one(JobAction::Delete, id).await;
+        Ok(())
     }
 
-    /// Done and dead jobs per minute over the last hour, oldest minute first.
+    /// Done and dead jobs per minute over the last hour, oldest minute first, every minute present.
+    /// The counts of minutes that have passed are kept (in this value and its clones), so that asking
+    /// again counts only the last two minutes.
     pub async fn last_hour(&self) -> Result<Vec<crate::db::admin::MinuteCount>> {
-        admin::last_hour(&self.pool).await
+        self.minutes.last_hour(&self.pool).await
     }
 
     /// Jobs per state, each counted up to 100,000 (`capped` past it): cheap however long the history.
@@ -234,6 +292,81 @@ impl Jobs {
         })
     }
 
+    /// Does `action` to each of `ids`, one by one (the same statement, checks and outcome as
+    /// [`Jobs::apply`]), calling `progress(done_or_refused_so_far, total)` after each; one audit entry
+    /// names them all.
+    pub async fn apply_each(
+        &self,
+        action: JobAction,
+        ids: &[JobId],
+        progress: impl FnMut(usize, usize),
+    ) -> BulkOutcome {
+        let target = ids
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        self.apply_listed(action, ids, &target, progress).await
+    }
+
+    /// Does `action` to every job matching `filter` when called (the rules of [`Jobs::bulk_ids`]),
+    /// as [`Jobs::apply_each`] does; the audit entry names the filter.
+    ///
+    /// # Errors
+    /// Those of [`Jobs::bulk_ids`]: nothing is changed then.
+    pub async fn apply_matching(
+        &self,
+        action: JobAction,
+        filter: &JobFilter,
+        all: bool,
+        progress: impl FnMut(usize, usize),
+    ) -> Result<BulkOutcome> {
+        let ids = self.bulk_ids(filter, all).await?;
+        let target = if filter.is_unfiltered() {
+            "all jobs".to_string()
+        } else {
+            format!("filter {}", filter.describe())
+        };
+        Ok(self.apply_listed(action, &ids, &target, progress).await)
+    }
+
+    async fn apply_listed(
+        &self,
+        action: JobAction,
+        ids: &[JobId],
+        target: &str,
+        mut progress: impl FnMut(usize, usize),
+    ) -> BulkOutcome {
+        // Each job's own entry would bury the one that says what the operator asked for.
+        let quiet = Self::new(self.pool.clone());
+        let mut out = BulkOutcome {
+            matched: ids.len(),
+            done: 0,
+            refused: Vec::new(),
+            stopped: None,
+        };
+        for (n, id) in ids.iter().enumerate() {
+            match quiet.apply(action, *id).await {
+                Ok(_) => out.done += 1,
+                Err(e @ crate::Error::Db(_)) => {
+                    out.stopped = Some(e);
+                    break;
+                }
+                Err(e) => out.refused.push(e.to_string()),
+            }
+            progress(n + 1, ids.len());
+        }
+        self.auditor
+            .record(
+                &self.pool,
+                &format!("jobs.{}", action.as_str()),
+                target,
+                out.done,
+            )
+            .await;
+        out
+    }
+
     /// The registered processes (workers, reapers, supervisors, schedulers), by role then age: which
     /// hosts run jobq now, and which queues and kinds their workers serve.
     pub async fn processes(&self) -> Result<Vec<crate::ProcessRow>> {
@@ -267,7 +400,9 @@ impl Jobs {
     /// Deletes done, dead and cancelled jobs (and schedule runs) that ended more than `retention` ago,
     /// in small batches. Returns how many jobs were deleted.
     pub async fn prune(&self, retention: Duration) -> Result<u64> {
-        crate::db::prune::prune_finished(&self.pool, retention).await
+        let deleted = crate::db::prune::prune_finished(&self.pool, retention).await?;
+        self.audit_prune(retention, deleted).await;
+        Ok(deleted)
     }
 
     /// [`Jobs::prune`], adding the jobs deleted to `deleted` batch by batch as they go, so that another
@@ -277,7 +412,19 @@ impl Jobs {
         retention: Duration,
         deleted: &std::sync::atomic::AtomicU64,
     ) -> Result<u64> {
-        crate::db::prune::prune_counting(&self.pool, retention, deleted).await
+        let n = crate::db::prune::prune_counting(&self.pool, retention, deleted).await?;
+        self.audit_prune(retention, n).await;
+        Ok(n)
+    }
+
+    async fn audit_prune(&self, retention: Duration, deleted: u64) {
+        let target = format!(
+            "ended over {} ago",
+            crate::duration::human_age(retention.as_secs_f64())
+        );
+        self.auditor
+            .record(&self.pool, "jobs.prune", &target, deleted)
+            .await;
     }
 }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use sqlx::MySqlPool;
 
+use super::audit::Auditor;
 use crate::db::limits::{self, LimitKey};
 pub use crate::db::limits::{Limit, LimitScope};
 use crate::error::{Error, Result};
@@ -17,6 +18,7 @@ use crate::name::Name;
 #[derive(Debug, Clone)]
 pub struct JobLimits {
     pool: MySqlPool,
+    auditor: Auditor,
 }
 
 impl JobLimits {
@@ -27,7 +29,17 @@ impl JobLimits {
 
     /// Limits stored in `pool`'s database.
     pub fn new(pool: MySqlPool) -> Self {
-        Self { pool }
+        Self {
+            pool,
+            auditor: Auditor::default(),
+        }
+    }
+
+    /// Changes made through the returned value are recorded in the audit trail (`jobq_audit`) as made
+    /// by `actor`, as the CLI and the dashboard record theirs. Without it, changes leave no entry.
+    pub fn by(mut self, actor: impl Into<String>) -> Self {
+        self.auditor = Auditor::new(actor);
+        self
     }
 
     /// At most `max_jobs` jobs of `name` (a kind or a queue, as `scope` says) run at once from now on
@@ -67,7 +79,12 @@ impl JobLimits {
             ));
         }
         let by: String = by.chars().take(255).collect();
-        limits::set(&self.pool, key, max_jobs, &by).await
+        limits::set(&self.pool, key, max_jobs, &by).await?;
+        let target = format!("{} to {max_jobs}", described(key));
+        self.auditor
+            .record(&self.pool, "limit.set", &target, 1)
+            .await;
+        Ok(())
     }
 
     /// Removes the limit on `name` (the rate limit over `per`, or with `None` the limit at once);
@@ -81,7 +98,17 @@ impl JobLimits {
         name: &str,
         per: Option<Duration>,
     ) -> Result<bool> {
-        limits::remove(&self.pool, &key(scope, name, per)?).await
+        let key = key(scope, name, per)?;
+        let removed = limits::remove(&self.pool, &key).await?;
+        self.auditor
+            .record(
+                &self.pool,
+                "limit.remove",
+                &described(&key),
+                u64::from(removed),
+            )
+            .await;
+        Ok(removed)
     }
 
     /// Every limit, kinds first.
@@ -117,4 +144,12 @@ fn key(scope: LimitScope, name: &str, per: Option<Duration>) -> Result<LimitKey>
         name: name.to_string(),
         per_secs,
     })
+}
+
+/// A limit as the audit trail names it: `kind resize`, `queue mail per 60s`.
+fn described(key: &LimitKey) -> String {
+    match key.per_secs {
+        0 => format!("{} {}", key.scope.as_str(), key.name),
+        per => format!("{} {} per {per}s", key.scope.as_str(), key.name),
+    }
 }

@@ -2,6 +2,7 @@
 
 use sqlx::MySqlPool;
 
+use super::audit::Auditor;
 use crate::db::queues;
 pub use crate::db::queues::{PausedQueue, QueuePin};
 use crate::error::{Error, Result};
@@ -13,6 +14,7 @@ use crate::name::Name;
 #[derive(Debug, Clone)]
 pub struct Queues {
     pool: MySqlPool,
+    auditor: Auditor,
 }
 
 /// What [`Queues::pause`] did.
@@ -28,7 +30,17 @@ pub struct Paused {
 impl Queues {
     /// Operations on `pool`'s queues.
     pub fn new(pool: MySqlPool) -> Self {
-        Self { pool }
+        Self {
+            pool,
+            auditor: Auditor::default(),
+        }
+    }
+
+    /// Changes made through the returned value are recorded in the audit trail (`jobq_audit`) as made
+    /// by `actor`, as the CLI and the dashboard record theirs. Without it, changes leave no entry.
+    pub fn by(mut self, actor: impl Into<String>) -> Self {
+        self.auditor = Auditor::new(actor);
+        self
     }
 
     /// Pauses `queue`, recording `by` (who) and `reason` (why, if given).
@@ -50,6 +62,9 @@ impl Queues {
         }
         let had_waiting_jobs = queues::has_waiting(&self.pool, queue).await?;
         let newly = queues::pause(&self.pool, queue, by, reason).await?;
+        self.auditor
+            .record(&self.pool, "queue.pause", queue, u64::from(newly))
+            .await;
         Ok(Paused {
             newly,
             had_waiting_jobs,
@@ -62,7 +77,11 @@ impl Queues {
     /// [`Error::Invalid`] for a queue name the schema cannot hold; a database error.
     pub async fn resume(&self, queue: &str) -> Result<bool> {
         Name::Queue.check(queue)?;
-        queues::resume(&self.pool, queue).await
+        let resumed = queues::resume(&self.pool, queue).await?;
+        self.auditor
+            .record(&self.pool, "queue.resume", queue, u64::from(resumed))
+            .await;
+        Ok(resumed)
     }
 
     /// Pins `queue` to `hosts`: from now on (within a second) only workers on these hosts, and any
@@ -83,6 +102,10 @@ impl Queues {
         for h in hosts {
             queues::pin(&self.pool, queue, h, by).await?;
         }
+        let target = format!("{queue} to {}", hosts.join(","));
+        self.auditor
+            .record(&self.pool, "queue.pin", &target, hosts.len() as u64)
+            .await;
         Ok(())
     }
 
@@ -96,7 +119,12 @@ impl Queues {
         if let Some(h) = host {
             check_host(h)?;
         }
-        queues::unpin(&self.pool, queue, host).await
+        let gone = queues::unpin(&self.pool, queue, host).await?;
+        let target = format!("{queue} from {}", host.unwrap_or("every host"));
+        self.auditor
+            .record(&self.pool, "queue.unpin", &target, gone)
+            .await;
+        Ok(gone)
     }
 
     /// Every pin, by queue.

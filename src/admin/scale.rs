@@ -2,6 +2,7 @@
 
 use sqlx::MySqlPool;
 
+use super::audit::Auditor;
 use crate::claimant::token::sanitize_host;
 use crate::db::scale;
 use crate::db::scale::ScaleSetting;
@@ -14,6 +15,7 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct Scale {
     pool: MySqlPool,
+    auditor: Auditor,
 }
 
 impl Scale {
@@ -22,7 +24,17 @@ impl Scale {
 
     /// Worker counts stored in `pool`'s database.
     pub fn new(pool: MySqlPool) -> Self {
-        Self { pool }
+        Self {
+            pool,
+            auditor: Auditor::default(),
+        }
+    }
+
+    /// Changes made through the returned value are recorded in the audit trail (`jobq_audit`) as made
+    /// by `actor`, as the CLI and the dashboard record theirs. Without it, changes leave no entry.
+    pub fn by(mut self, actor: impl Into<String>) -> Self {
+        self.auditor = Auditor::new(actor);
+        self
     }
 
     /// Asks the supervisors of `host` (every host when `None`) to keep `workers` workers; 0 stops them
@@ -40,7 +52,12 @@ impl Scale {
         }
         let host = checked_host(host)?;
         let by: String = by.chars().take(255).collect();
-        scale::set(&self.pool, host, workers, &by).await
+        scale::set(&self.pool, host, workers, &by).await?;
+        let target = format!("{} to {workers}", on_host(host));
+        self.auditor
+            .record(&self.pool, "scale.set", &target, 1)
+            .await;
+        Ok(())
     }
 
     /// Forgets stored counts and returns how many: with a `host`, its count only (its supervisors then
@@ -50,10 +67,15 @@ impl Scale {
     /// # Errors
     /// [`Error::Invalid`] for a host name no token can carry; a database error.
     pub async fn reset(&self, host: Option<&str>) -> Result<u64> {
-        match host {
-            Some(_) => scale::reset(&self.pool, checked_host(host)?).await,
-            None => scale::reset_all(&self.pool).await,
-        }
+        let gone = match host {
+            Some(_) => scale::reset(&self.pool, checked_host(host)?).await?,
+            None => scale::reset_all(&self.pool).await?,
+        };
+        let target = host.map_or("every count".to_string(), |h| on_host(h).to_string());
+        self.auditor
+            .record(&self.pool, "scale.reset", &target, gone)
+            .await;
+        Ok(gone)
     }
 
     /// The stored counts, the one for every host (empty `host`) first.
@@ -78,4 +100,9 @@ fn checked_host(host: Option<&str>) -> Result<&str> {
             ),
         )),
     }
+}
+
+/// A host as the audit trail names it: '' is every host.
+fn on_host(host: &str) -> &str {
+    if host.is_empty() { "every host" } else { host }
 }

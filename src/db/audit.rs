@@ -1,4 +1,5 @@
-//! The audit trail (`jobq_audit`, schema 8): what operators changed through the dashboard.
+//! The audit trail (`jobq_audit`, schema 8): what operators changed, through the dashboard, the CLI
+//! or a facade named with `by`. Written only through `admin::audit::Auditor`.
 
 use chrono::{DateTime, Utc};
 use sqlx::MySqlPool;

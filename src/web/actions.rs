@@ -1,5 +1,5 @@
-//! Changes: the actions on jobs and schedules, shared by the pages' forms and the JSON API, each
-//! written to the audit table.
+//! Changes: the actions on jobs, queues and schedules, shared by the pages' forms and the JSON API.
+//! Each goes through the operator facade named for the signed-in actor, which writes its audit entry.
 
 use std::fmt::Write;
 
@@ -12,7 +12,8 @@ use super::App;
 use super::guard::{Actor, CSRF_FIELD, CsrfToken, form_field};
 use super::html::{csrf_field, esc, page, query_value};
 use super::pages::{JobsQuery, failure};
-use crate::admin::jobs::JobAction;
+use crate::admin::audit::Auditor;
+use crate::admin::jobs::{BulkOutcome, JobAction};
 use crate::error::{Error, Result};
 use crate::job::JobId;
 
@@ -58,10 +59,11 @@ impl ScheduleAction {
 /// Does `action` to schedule `name`; returns what happened, in words.
 pub(super) async fn apply_schedule(
     app: &App,
+    actor: &Actor,
     action: ScheduleAction,
     name: &str,
 ) -> Result<String> {
-    Ok(match action {
+    let said = match action {
         ScheduleAction::Pause => {
             app.schedules.pause(name).await?;
             format!("schedule {name} paused")
@@ -74,7 +76,12 @@ pub(super) async fn apply_schedule(
             let id = app.schedules.run_now(name).await?;
             format!("schedule {name} ran now: job {id}")
         }
-    })
+    };
+    // The schedule's own log names the dashboard; the audit trail names who used it.
+    Auditor::new(&actor.name)
+        .record(&app.pool, &format!("schedule.{}", action.as_str()), name, 1)
+        .await;
+    Ok(said)
 }
 
 /// Pauses or resumes queue `name` (`action` is `pause` or `resume`); returns what happened, in words.
@@ -84,7 +91,7 @@ pub(super) async fn apply_queue(
     action: &str,
     name: &str,
 ) -> Result<String> {
-    let queues = &app.queues;
+    let queues = app.queues.clone().by(&actor.name);
     Ok(match action {
         "pause" => {
             let p = queues.pause(name, &actor.name, None).await?;
@@ -115,19 +122,8 @@ pub(super) async fn queue_form(
     Path((name, action)): Path<(String, String)>,
 ) -> Response {
     match apply_queue(&app, &actor, &action, &name).await {
-        Ok(msg) => {
-            audit(&app, &actor, &format!("queue.{action}"), &name, 1).await;
-            back(&app, "/", &msg)
-        }
+        Ok(msg) => back(&app, "/", &msg),
         Err(e) => failure(&app, &e),
-    }
-}
-
-/// Writes an audit entry; a failure to write it is logged, not hidden behind the change that was made.
-pub(super) async fn audit(app: &App, actor: &Actor, action: &str, target: &str, affected: u64) {
-    if let Err(e) = crate::db::audit::record(&app.pool, &actor.name, action, target, affected).await
-    {
-        tracing::error!(error = %e, action, target, "could not write the audit entry");
     }
 }
 
@@ -157,16 +153,8 @@ pub(super) async fn job_form(
             &app.link(&format!("/jobs/{id}")),
         );
     }
-    match app.jobs.apply(action, id).await {
+    match app.jobs.clone().by(&actor.name).apply(action, id).await {
         Ok(msg) => {
-            audit(
-                &app,
-                &actor,
-                &format!("job.{}", action.as_str()),
-                &id.to_string(),
-                1,
-            )
-            .await;
             let to = if action == JobAction::Delete {
                 "/jobs".to_string()
             } else {
@@ -248,21 +236,13 @@ pub(super) async fn bulk_form(
             &app.link("/jobs"),
         );
     }
-    let (done, refused) = apply_many(&app, action, &ids).await;
-    let target = ids
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
-    audit(
-        &app,
-        &actor,
-        &format!("jobs.{}", action.as_str()),
-        &target,
-        done,
-    )
-    .await;
-    back(&app, "/jobs", &summary(action, done, ids.len(), &refused))
+    let outcome = app
+        .jobs
+        .clone()
+        .by(&actor.name)
+        .apply_each(action, &ids, |_, _| {})
+        .await;
+    back(&app, "/jobs", &summary(action, &outcome))
 }
 
 /// The fields a bulk form may carry. Any other is refused: a misspelt filter field must never widen
@@ -303,6 +283,25 @@ async fn bulk_filter(
         ..JobsQuery::default()
     };
     let all = form_field(body, "all").as_deref() == Some("yes");
+    if confirmed {
+        // The filter is read again now: the action takes what matches when it is confirmed.
+        let outcome = match query.filter(MAX_FILTER_BULK) {
+            Ok(filter) => {
+                app.jobs
+                    .clone()
+                    .by(&actor.name)
+                    .apply_matching(action, &filter, all, |_, _| {})
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        let to = format!("/jobs?{}", query.to_query());
+        return match outcome {
+            Ok(o) if o.matched == 0 => back(app, &to, "no jobs match the filter"),
+            Ok(o) => back(app, &to, &summary(action, &o)),
+            Err(e) => failure(app, &e),
+        };
+    }
     let ids = match matching(app, &query, all).await {
         Ok(ids) => ids,
         Err(e) => return failure(app, &e),
@@ -319,59 +318,39 @@ async fn bulk_filter(
             "no jobs match the filter",
         );
     }
-    if !confirmed {
-        let hidden: String = [
-            ("scope", "filter".to_string()),
-            ("action", action.as_str().to_string()),
-            ("state", query.state.clone().unwrap_or_default()),
-            ("queue", query.queue.clone().unwrap_or_default()),
-            ("kind", query.kind.clone().unwrap_or_default()),
-            ("error", query.error.clone().unwrap_or_default()),
-            ("all", if all { "yes" } else { "" }.to_string()),
-        ]
-        .iter()
-        .map(|(k, v)| hidden_field(k, v))
-        .collect();
-        return confirm(
-            app,
-            csrf,
-            &if all {
-                format!(
-                    "{} every job, {} in all?",
-                    capitalised(action.as_str()),
-                    ids.len()
-                )
-            } else {
-                format!(
-                    "{} all {} jobs matching {described}?",
-                    capitalised(action.as_str()),
-                    ids.len()
-                )
-            },
-            "Every job matching the filter when you confirm is changed, one by one; jobs whose state \
-             does not allow it are left as they are.",
-            &app.link("/jobs/bulk"),
-            &hidden,
-            &app.link("/jobs"),
-        );
-    }
-    let (done, refused) = apply_many(app, action, &ids).await;
-    let target = match query.filter(MAX_FILTER_BULK) {
-        Ok(f) => bulk_target(&f),
-        Err(_) => described,
-    };
-    audit(
+    let hidden: String = [
+        ("scope", "filter".to_string()),
+        ("action", action.as_str().to_string()),
+        ("state", query.state.clone().unwrap_or_default()),
+        ("queue", query.queue.clone().unwrap_or_default()),
+        ("kind", query.kind.clone().unwrap_or_default()),
+        ("error", query.error.clone().unwrap_or_default()),
+        ("all", if all { "yes" } else { "" }.to_string()),
+    ]
+    .iter()
+    .map(|(k, v)| hidden_field(k, v))
+    .collect();
+    confirm(
         app,
-        actor,
-        &format!("jobs.{}", action.as_str()),
-        &target,
-        done,
-    )
-    .await;
-    back(
-        app,
-        &format!("/jobs?{}", query.to_query()),
-        &summary(action, done, ids.len(), &refused),
+        csrf,
+        &if all {
+            format!(
+                "{} every job, {} in all?",
+                capitalised(action.as_str()),
+                ids.len()
+            )
+        } else {
+            format!(
+                "{} all {} jobs matching {described}?",
+                capitalised(action.as_str()),
+                ids.len()
+            )
+        },
+        "Every job matching the filter when you confirm is changed, one by one; jobs whose state \
+         does not allow it are left as they are.",
+        &app.link("/jobs/bulk"),
+        &hidden,
+        &app.link("/jobs"),
     )
 }
 
@@ -387,20 +366,14 @@ pub(super) async fn matching(app: &App, query: &JobsQuery, all: bool) -> Result<
         .await
 }
 
-/// What a bulk action over `filter` took, for the audit trail: `filter state=dead`, or `all jobs`.
-pub(super) fn bulk_target(filter: &crate::db::admin::JobFilter) -> String {
-    if filter.is_unfiltered() {
-        "all jobs".into()
-    } else {
-        format!("filter {}", filter.describe())
-    }
-}
-
 /// `retry: 2 of 3 jobs; 1 refused, first: …`.
-fn summary(action: JobAction, done: u64, of: usize, refused: &[String]) -> String {
-    let mut msg = format!("{}: {done} of {of} jobs", action.as_str());
-    if let Some(first) = refused.first() {
-        let _ = write!(msg, "; {} refused, first: {first}", refused.len());
+fn summary(action: JobAction, o: &BulkOutcome) -> String {
+    let mut msg = format!("{}: {} of {} jobs", action.as_str(), o.done, o.matched);
+    if let Some(first) = o.refused.first() {
+        let _ = write!(msg, "; {} refused, first: {first}", o.refused.len());
+    }
+    if let Some(e) = &o.stopped {
+        let _ = write!(msg, "; stopped by a database error: {e}");
     }
     msg
 }
@@ -413,19 +386,6 @@ fn hidden_field(name: &str, value: &str) -> String {
     )
 }
 
-/// Does `action` to each of `ids`: how many were changed, and the refusals in words.
-pub(super) async fn apply_many(app: &App, action: JobAction, ids: &[JobId]) -> (u64, Vec<String>) {
-    let mut done = 0;
-    let mut refused = Vec::new();
-    for id in ids {
-        match app.jobs.apply(action, *id).await {
-            Ok(_) => done += 1,
-            Err(e) => refused.push(e.to_string()),
-        }
-    }
-    (done, refused)
-}
-
 /// `POST /schedules/{name}/{action}` from a page.
 pub(super) async fn schedule_form(
     State(app): State<App>,
@@ -436,18 +396,8 @@ pub(super) async fn schedule_form(
         Ok(a) => a,
         Err(e) => return failure(&app, &e),
     };
-    match apply_schedule(&app, action, &name).await {
-        Ok(msg) => {
-            audit(
-                &app,
-                &actor,
-                &format!("schedule.{}", action.as_str()),
-                &name,
-                1,
-            )
-            .await;
-            back(&app, &format!("/schedules/{}", query_value(&name)), &msg)
-        }
+    match apply_schedule(&app, &actor, action, &name).await {
+        Ok(msg) => back(&app, &format!("/schedules/{}", query_value(&name)), &msg),
         Err(e) => failure(&app, &e),
     }
 }

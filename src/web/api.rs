@@ -102,15 +102,7 @@ pub(super) async fn job_action(
     ok(async {
         let action = action.parse::<JobAction>()?;
         let id = JobId::from(id);
-        let message = app.jobs.apply(action, id).await?;
-        actions::audit(
-            &app,
-            &actor,
-            &format!("job.{}", action.as_str()),
-            &id.to_string(),
-            1,
-        )
-        .await;
+        let message = app.jobs.clone().by(&actor.name).apply(action, id).await?;
         Ok(json!({ "ok": true, "message": message }))
     }
     .await)
@@ -133,7 +125,8 @@ pub(super) async fn bulk(
         let req: BulkRequest = serde_json::from_slice(&body)
             .map_err(|e| Error::invalid("bulk request", e.to_string()))?;
         let action = req.action.parse::<JobAction>()?;
-        let (ids, target) = match (req.ids, req.filter, req.all) {
+        let jobs = app.jobs.clone().by(&actor.name);
+        let outcome = match (req.ids, req.filter, req.all) {
             (Some(ids), None, false) => {
                 let most = req
                     .limit
@@ -144,12 +137,8 @@ pub(super) async fn bulk(
                         format!("{} jobs given; at most {most} at once", ids.len()),
                     ));
                 }
-                let target = ids
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",");
-                (ids.into_iter().map(JobId::from).collect(), target)
+                let ids: Vec<JobId> = ids.into_iter().map(JobId::from).collect();
+                jobs.apply_each(action, &ids, |_, _| {}).await
             }
             (None, filter, all) => {
                 let limit = match req.limit {
@@ -166,8 +155,7 @@ pub(super) async fn bulk(
                     None => actions::MAX_FILTER_BULK,
                 };
                 let filter = filter.unwrap_or_default().into_query().filter(limit)?;
-                let ids = app.jobs.bulk_ids(&filter, all).await?;
-                (ids, actions::bulk_target(&filter))
+                jobs.apply_matching(action, &filter, all, |_, _| {}).await?
             }
             _ => {
                 return Err(Error::invalid(
@@ -176,22 +164,14 @@ pub(super) async fn bulk(
                 ));
             }
         };
-        let (changed, refused) = actions::apply_many(&app, action, &ids).await;
-        actions::audit(
-            &app,
-            &actor,
-            &format!("jobs.{}", action.as_str()),
-            &target,
-            changed,
-        )
-        .await;
         Ok(json!({
-            "ok": true,
+            "ok": outcome.stopped.is_none(),
             "action": action.as_str(),
-            "matched": ids.len(),
-            "changed": changed,
-            "refused": refused.len(),
-            "first_refusal": refused.first(),
+            "matched": outcome.matched,
+            "changed": outcome.done,
+            "refused": outcome.refused.len(),
+            "first_refusal": outcome.refused.first(),
+            "stopped": outcome.stopped.map(|e| e.to_string()),
         }))
     }
     .await)
@@ -254,15 +234,7 @@ pub(super) async fn schedule_action(
 ) -> Response {
     ok(async {
         let action = ScheduleAction::parse(&action)?;
-        let message = actions::apply_schedule(&app, action, &name).await?;
-        actions::audit(
-            &app,
-            &actor,
-            &format!("schedule.{}", action.as_str()),
-            &name,
-            1,
-        )
-        .await;
+        let message = actions::apply_schedule(&app, &actor, action, &name).await?;
         Ok(json!({ "ok": true, "message": message }))
     }
     .await)
@@ -276,7 +248,6 @@ pub(super) async fn queue_action(
 ) -> Response {
     ok(async {
         let message = actions::apply_queue(&app, &actor, &action, &name).await?;
-        actions::audit(&app, &actor, &format!("queue.{action}"), &name, 1).await;
         Ok(json!({ "ok": true, "message": message }))
     }
     .await)

@@ -27,7 +27,6 @@ mod guard;
 mod hosts;
 mod html;
 mod json_errors;
-mod minutes;
 mod notice;
 mod pages;
 mod serve;
@@ -143,7 +142,6 @@ struct App {
     limits: crate::JobLimits,
     schedules: Schedules,
     cfg: Arc<WebConfig>,
-    minutes: minutes::MinuteCache,
     /// Signs the notices of redirects after actions.
     notices: notice::NoticeKey,
     /// Failed logins by address.
@@ -176,7 +174,6 @@ pub fn router(pool: MySqlPool, cfg: WebConfig) -> crate::Result<Router> {
         schedules: Schedules::new(pool.clone()).by("jobq web"),
         pool,
         cfg: Arc::new(cfg),
-        minutes: minutes::MinuteCache::default(),
         notices: notice::NoticeKey::random(),
         throttle: Arc::default(),
     };

@@ -1344,3 +1344,119 @@ async fn jobs_bulk_without_a_filter_needs_all() {
     assert!(out.contains("delete: 4 of 4 job(s)"), "{out}");
     assert_eq!(db.states().await, "");
 }
+
+// ---------------------------------------------------------------------------------------------------
+// the audit trail
+// ---------------------------------------------------------------------------------------------------
+
+/// The (actor, action, target, affected) rows of `jobq_audit`, oldest first.
+async fn audit_rows(db: &TestDb) -> Vec<(String, String, String, u64)> {
+    sqlx::query_as(
+        "SELECT CAST(actor AS CHAR), CAST(action AS CHAR), CAST(target AS CHAR), affected \
+         FROM jobq_audit ORDER BY id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap()
+}
+
+/// Each change an operator makes with the CLI is in the audit trail under `$USER@host`, as the
+/// dashboard's are under its user; reads leave nothing, and a refused change leaves nothing.
+#[tokio::test]
+async fn operator_commands_are_audited_under_the_os_user() {
+    let db = TestDb::new().await;
+    let id: u64 = assert_ok(&run_jobq(Some(&db.url), &["enqueue", "mail.send"]))
+        .trim()
+        .parse()
+        .unwrap();
+    let ids = id.to_string();
+    let as_ada = |args: &[&str]| {
+        let child = jobq(Some(&db.url), args)
+            .env("USER", "ada")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn jobq");
+        assert_ok(&wait_output(child, Duration::from_secs(60)))
+    };
+    as_ada(&["jobs", "cancel", &ids]);
+    as_ada(&["jobs", "list"]);
+    as_ada(&["jobs", "bulk", "retry", "--state", "cancelled", "--yes"]);
+    as_ada(&["queue", "pause", "mail"]);
+    as_ada(&["queue", "resume", "mail"]);
+    as_ada(&["limit", "set", "--kind", "mail.send", "3"]);
+    as_ada(&["limit", "remove", "--kind", "mail.send"]);
+    as_ada(&["scale", "-n", "4"]);
+    as_ada(&["scale", "--reset"]);
+    as_ada(&["stats"]);
+    let refused = jobq(Some(&db.url), &["jobs", "retry", &ids])
+        .env("USER", "ada")
+        .output()
+        .unwrap();
+    assert!(!refused.status.success(), "a queued job cannot be retried");
+
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let ada = format!("ada@{host}");
+    let rows = audit_rows(&db).await;
+    let expected: Vec<(String, String, String, u64)> = [
+        ("job.cancel", ids.as_str(), 1),
+        ("jobs.retry", "filter state=\"cancelled\"", 1),
+        ("queue.pause", "mail", 1),
+        ("queue.resume", "mail", 1),
+        ("limit.set", "kind mail.send to 3", 1),
+        ("limit.remove", "kind mail.send", 1),
+        ("scale.set", "every host to 4", 1),
+        ("scale.reset", "every count", 1),
+    ]
+    .into_iter()
+    .map(|(a, t, n)| (ada.clone(), a.to_string(), t.to_string(), n))
+    .collect();
+    assert_eq!(rows, expected);
+}
+
+/// The library's facades leave entries only when told who acts (`by`): a program's routine changes
+/// are not an operator's.
+#[tokio::test]
+async fn the_library_audits_only_what_a_named_actor_does() {
+    let db = TestDb::new().await;
+    let a = jobq::enqueue(&db.pool, &jobq::NewJob::new("k"))
+        .await
+        .unwrap();
+    let b = jobq::enqueue(&db.pool, &jobq::NewJob::new("k"))
+        .await
+        .unwrap();
+    jobq::Jobs::new(db.pool.clone()).cancel(a).await.unwrap();
+    assert!(audit_rows(&db).await.is_empty());
+    let jobs = jobq::Jobs::new(db.pool.clone()).by("billing-service");
+    jobs.cancel(b).await.unwrap();
+    let outcome = jobs
+        .apply_each(
+            jobq::JobAction::Retry,
+            &[a, b, jobq::JobId::from(999_999)],
+            |_, _| {},
+        )
+        .await;
+    assert_eq!(
+        (outcome.matched, outcome.done, outcome.refused.len()),
+        (3, 2, 1)
+    );
+    assert!(outcome.stopped.is_none());
+    let rows = audit_rows(&db).await;
+    assert_eq!(
+        rows,
+        vec![
+            (
+                "billing-service".into(),
+                "job.cancel".into(),
+                b.to_string(),
+                1
+            ),
+            (
+                "billing-service".into(),
+                "jobs.retry".into(),
+                format!("{a},{b},999999"),
+                2
+            ),
+        ]
+    );
+}

@@ -8,7 +8,7 @@ use crate::args::{BulkArgs, JobsCommand};
 use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
-    let jobs = Jobs::new(env.migrated_pool(super::SERIAL_CONNECTIONS).await?);
+    let jobs = Jobs::new(env.migrated_pool(super::SERIAL_CONNECTIONS).await?).by(super::actor());
     match cmd {
         JobsCommand::List(a) => {
             let filter = JobFilter {
@@ -85,40 +85,38 @@ async fn bulk(jobs: &Jobs, a: BulkArgs) -> Result<()> {
         limit: a.limit,
         ..JobFilter::default()
     };
-    let ids = jobs.bulk_ids(&filter, a.all).await?;
     let verb = a.action.as_str();
     if !a.yes {
+        let ids = jobs.bulk_ids(&filter, a.all).await?;
         outln!(
             "{} job(s) match; run again with --yes to {verb} them",
             ids.len()
         )?;
         return Ok(());
     }
-    let bar = indicatif::ProgressBar::new(ids.len() as u64).with_style(
+    // The filter is read again here: the action takes what matches now.
+    let bar = indicatif::ProgressBar::new(0).with_style(
         indicatif::ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {eta}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
     bar.set_prefix(verb.to_string());
-    let (mut done, mut refused) = (0u64, Vec::new());
-    for id in &ids {
-        match jobs.apply(a.action, *id).await {
-            Ok(_) => done += 1,
-            Err(jobq::Error::Db(e)) => {
-                bar.abandon();
-                return Err(jobq::Error::Db(e))
-                    .with_context(|| format!("{verb}: stopped after {done} job(s)"));
-            }
-            Err(e) => refused.push(e.to_string()),
-        }
-        bar.inc(1);
+    let outcome = jobs
+        .apply_matching(a.action, &filter, a.all, |n, of| {
+            bar.set_length(of as u64);
+            bar.set_position(n as u64);
+        })
+        .await?;
+    if let Some(e) = outcome.stopped {
+        bar.abandon();
+        return Err(e).with_context(|| format!("{verb}: stopped after {} job(s)", outcome.done));
     }
     bar.finish_and_clear();
-    outln!("{verb}: {done} of {} job(s)", ids.len())?;
-    if let Some(first) = refused.first() {
+    outln!("{verb}: {} of {} job(s)", outcome.done, outcome.matched)?;
+    if let Some(first) = outcome.refused.first() {
         outln!(
             "{} refused; the first: {}",
-            refused.len(),
+            outcome.refused.len(),
             clean(first, false)
         )?;
     }

@@ -9,7 +9,7 @@ use crate::out::{age, outln};
 
 pub async fn run(env: &Env, cmd: LimitCommand) -> Result<()> {
     let pool = env.migrated_pool(super::SERIAL_CONNECTIONS).await?;
-    let limits = JobLimits::new(pool.clone());
+    let limits = JobLimits::new(pool.clone()).by(super::actor());
     match cmd {
         LimitCommand::Set(a) => {
             let (scope, name) = target(&a.target);

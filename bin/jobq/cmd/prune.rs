@@ -32,7 +32,10 @@ pub async fn run(env: &Env, args: PruneArgs) -> Result<()> {
             }
         })
     };
-    let n = Jobs::new(pool).prune_counting(retention, &deleted).await;
+    let n = Jobs::new(pool)
+        .by(super::actor())
+        .prune_counting(retention, &deleted)
+        .await;
     ticker.abort();
     spinner.finish_and_clear();
     let n = n?;

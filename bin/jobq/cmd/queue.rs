@@ -9,7 +9,7 @@ use crate::out::{age, outln};
 
 pub async fn run(env: &Env, cmd: QueueCommand) -> Result<()> {
     let pool = env.migrated_pool(super::SERIAL_CONNECTIONS).await?;
-    let queues = Queues::new(pool.clone());
+    let queues = Queues::new(pool.clone()).by(super::actor());
     match cmd {
         QueueCommand::Pause(a) => {
             let p = queues

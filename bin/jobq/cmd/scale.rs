@@ -9,7 +9,7 @@ use crate::out::{age, outln};
 
 pub async fn run(env: &Env, args: ScaleArgs) -> Result<()> {
     let pool = env.migrated_pool(super::SERIAL_CONNECTIONS).await?;
-    let scale = Scale::new(pool.clone());
+    let scale = Scale::new(pool.clone()).by(super::actor());
     let scope = args
         .host
         .as_deref()

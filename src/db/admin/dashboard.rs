@@ -17,12 +17,6 @@ pub struct MinuteCount {
     pub dead: i64,
 }
 
-/// Done and dead jobs per minute over the last hour (the current minute last), every minute present.
-pub(crate) async fn last_hour(pool: &MySqlPool) -> Result<Vec<MinuteCount>> {
-    let (now, counts) = finished_by_minute(pool, None).await?;
-    Ok(per_minute(now, &counts))
-}
-
 /// The sixty minutes up to minute `now`, oldest first, from `(minute, state, count)` rows; rows
 /// outside them are ignored.
 pub(crate) fn per_minute(now: i64, counts: &[(i64, State, i64)]) -> Vec<MinuteCount> {

@@ -9,8 +9,8 @@ mod stats;
 
 pub use dashboard::{MinuteCount, QueueSummary, StateCount};
 pub(crate) use dashboard::{
-    finished_by_minute, history_length, last_hour, oldest_running_secs, per_minute,
-    queue_summaries, schedules_by_state, state_counts,
+    finished_by_minute, history_length, oldest_running_secs, per_minute, queue_summaries,
+    schedules_by_state, state_counts,
 };
 pub(crate) use holds::{Facts as HoldFacts, held};
 pub use holds::{HeldGroup, Hold};

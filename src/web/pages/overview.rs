@@ -49,7 +49,7 @@ pub(in crate::web) async fn gather(app: &App) -> crate::Result<Overview> {
         admin::state_counts(&app.pool),
         admin::queue_summaries(&app.pool),
         gauges::queue_state_counts(&app.pool),
-        app.minutes.last_hour(&app.pool),
+        app.jobs.last_hour(),
         admin::due_by_kind(&app.pool),
         app.jobs.processes(),
         app.queues.paused(),

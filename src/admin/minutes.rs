@@ -1,4 +1,5 @@
-//! The overview chart's counts, kept between requests: a minute that has passed does not change, so
+//! [`Jobs::last_hour`](super::jobs::Jobs::last_hour)'s counts, kept between calls (the dashboard's
+//! overview asks on every view): a minute that has passed does not change, so
 //! after the first view only the last two minutes are counted again. At a few hundred jobs a second
 //! the hour is half a million index entries (0.3 s to count); two minutes are a thirtieth of that.
 
@@ -21,13 +22,13 @@ struct Kept {
 
 /// See the module docs. Cheap to clone.
 #[derive(Debug, Clone, Default)]
-pub(super) struct MinuteCache {
+pub(crate) struct MinuteCache {
     kept: Arc<Mutex<Kept>>,
 }
 
 impl MinuteCache {
     /// Done and dead jobs per minute over the last hour.
-    pub(super) async fn last_hour(&self, pool: &MySqlPool) -> Result<Vec<MinuteCount>> {
+    pub(crate) async fn last_hour(&self, pool: &MySqlPool) -> Result<Vec<MinuteCount>> {
         // One refresh at a time: concurrent views wait for it instead of counting the hour twice.
         let mut kept = self.kept.lock().await;
         let (now, fresh) = admin::finished_by_minute(pool, kept.final_before).await?;
