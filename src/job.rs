@@ -19,7 +19,7 @@ pub const DEFAULT_MAX_ATTEMPTS: u16 = 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, sqlx::FromRow)]
 pub(crate) struct AttemptKey {
     /// The job's row id.
-    pub(crate) id: u64,
+    pub(crate) id: JobId,
     /// The attempt's number, as the row's `attempts` counts it.
     #[sqlx(rename = "attempts")]
     pub(crate) attempt: u16,
@@ -34,7 +34,10 @@ pub(crate) fn keys(pairs: &[(u64, u16)]) -> Vec<AttemptKey> {
 impl From<(u64, u16)> for AttemptKey {
     /// From `(id, attempts)` as a row reads.
     fn from((id, attempt): (u64, u16)) -> Self {
-        Self { id, attempt }
+        Self {
+            id: JobId(id),
+            attempt,
+        }
     }
 }
 

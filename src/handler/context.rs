@@ -90,7 +90,7 @@ impl JobContext {
         &self,
         conn: &mut sqlx::MySqlConnection,
     ) -> std::result::Result<bool, sqlx::Error> {
-        let done = crate::db::finish::done_in(conn, self.id.0, &self.claim, self.attempt).await?;
+        let done = crate::db::finish::done_in(conn, self.id, &self.claim, self.attempt).await?;
         if done {
             self.finished
                 .store(Finished::InTransaction as u8, Ordering::SeqCst);

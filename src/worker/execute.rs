@@ -15,6 +15,7 @@ use crate::db::claim::ClaimedJob;
 use crate::db::finish::{ByApplication, Finish, finish_bounded};
 use crate::error::Error;
 use crate::handler::{Finished, JobContext, JobError};
+use crate::job::AttemptKey;
 use crate::telemetry;
 
 /// Why the handler stopped.
@@ -50,7 +51,7 @@ pub(super) async fn run_job(
     let attempt = job.attempt();
     if let Some(older) = older {
         warn!(
-            job_id = job.id,
+            job_id = job.id.0,
             attempt, "claimed again while an earlier copy still stops here; waiting for it"
         );
         tokio::select! {
@@ -85,7 +86,7 @@ pub(super) async fn run_job(
         Some(Finish::Done) if Finished::of(&finished) != Finished::ByWorker => {
             shared.counters.done.fetch_add(1, Ordering::Relaxed);
             telemetry::job_finished(&job.queue, &job.kind, "done");
-            debug!(job_id = job.id, kind = %job.kind, attempt, "job done (finished in the handler's or the application's transaction)");
+            debug!(job_id = job.id.0, kind = %job.kind, attempt, "job done (finished in the handler's or the application's transaction)");
         }
         Some(Finish::Done) => {
             give_back(&shared, &mut slot, claimed);
@@ -97,7 +98,10 @@ pub(super) async fn run_job(
             telemetry::job_finished(&job.queue, &job.kind, "claim_lost");
         }
     }
-    shared.ledger.leave(job.id, attempt);
+    shared.ledger.leave(AttemptKey {
+        id: job.id,
+        attempt,
+    });
     give_back(&shared, &mut slot, claimed);
 }
 
@@ -134,7 +138,7 @@ async fn run_handler(
     let cancel = shared.hard_stop.child_token();
     let now = chrono::Utc::now();
     let ctx = JobContext {
-        id: crate::job::JobId(job.id),
+        id: job.id,
         kind: job.kind.clone(),
         queue: job.queue.clone(),
         attempt: job.attempt(),
@@ -149,7 +153,7 @@ async fn run_handler(
         run_at: now - chrono::Duration::microseconds(job.waited_us.max(0)),
         finished: finished.clone(),
     };
-    debug!(job_id = job.id, kind = %job.kind, attempt = job.attempt(), "job started");
+    debug!(job_id = job.id.0, kind = %job.kind, attempt = job.attempt(), "job started");
     // The handler runs in a task of its own so that a panic fails the job instead of the worker.
     let mut task = tokio::spawn(registered.handler.call(ctx));
     let ended = tokio::select! {
@@ -169,7 +173,7 @@ async fn run_handler(
         _ => shared.cfg.cancel_grace,
     };
     if tokio::time::timeout(grace, &mut task).await.is_err() {
-        warn!(job_id = job.id, kind = %job.kind, "handler did not stop when told to; abandoning its task");
+        warn!(job_id = job.id.0, kind = %job.kind, "handler did not stop when told to; abandoning its task");
         task.abort();
         // Wait for the drop to happen, so that nothing of this copy runs once we report it stopped.
         let _ = task.await;
@@ -247,7 +251,7 @@ fn decide(
     let mut asked_delay = None;
     let (message, fatal) = match ended {
         Ended::Lost => {
-            warn!(job_id = job.id, kind = %job.kind, attempt, claim = %shared.token,
+            warn!(job_id = job.id.0, kind = %job.kind, attempt, claim = %shared.token,
                   "stopped a copy whose row was taken away; leaving the row alone");
             return None;
         }
@@ -311,7 +315,10 @@ async fn finish_patiently(
     if *outcome == Finish::Done {
         return crate::service::unless_stopped(
             &shared.hard_stop,
-            shared.finisher.done(job.id, attempt),
+            shared.finisher.done(AttemptKey {
+                id: job.id,
+                attempt,
+            }),
         )
         .await
         .unwrap_or_else(|| {
@@ -350,27 +357,27 @@ async fn record(
         Ok(true) => {
             let counter = match outcome {
                 Finish::Done => {
-                    debug!(job_id = job.id, kind = %job.kind, attempt, "job done");
+                    debug!(job_id = job.id.0, kind = %job.kind, attempt, "job done");
                     &c.done
                 }
                 Finish::Retry { delay, error } => {
-                    warn!(job_id = job.id, kind = %job.kind, attempt, retry_in = %humantime::format_duration(round(*delay)), error = %error, "job failed; will retry");
+                    warn!(job_id = job.id.0, kind = %job.kind, attempt, retry_in = %humantime::format_duration(round(*delay)), error = %error, "job failed; will retry");
                     &c.retried
                 }
                 Finish::Dead { error } => {
-                    error!(job_id = job.id, kind = %job.kind, attempt, error = %error, "job failed for good; it is dead");
+                    error!(job_id = job.id.0, kind = %job.kind, attempt, error = %error, "job failed for good; it is dead");
                     &c.dead
                 }
                 Finish::Cancelled { .. } => {
-                    info!(job_id = job.id, kind = %job.kind, attempt, "job cancelled");
+                    info!(job_id = job.id.0, kind = %job.kind, attempt, "job cancelled");
                     &c.cancelled
                 }
                 Finish::Release | Finish::Interrupted { .. } => {
-                    debug!(job_id = job.id, kind = %job.kind, "job handed back");
+                    debug!(job_id = job.id.0, kind = %job.kind, "job handed back");
                     &c.released
                 }
                 Finish::Snooze { delay } => {
-                    info!(job_id = job.id, kind = %job.kind, attempt, run_in = %humantime::format_duration(round(*delay)), "job snoozed; the attempt does not count");
+                    info!(job_id = job.id.0, kind = %job.kind, attempt, run_in = %humantime::format_duration(round(*delay)), "job snoozed; the attempt does not count");
                     &c.snoozed
                 }
             };
@@ -380,14 +387,20 @@ async fn record(
         Ok(false) => {
             c.lost.fetch_add(1, Ordering::Relaxed);
             telemetry::job_finished(&job.queue, &job.kind, "claim_lost");
-            warn!(job_id = job.id, kind = %job.kind, attempt, claim = %shared.token,
+            warn!(job_id = job.id.0, kind = %job.kind, attempt, claim = %shared.token,
                   "claim lost: the row no longer carries this worker's token and attempt; leaving it alone");
         }
         Err(e) => {
             // Kept for the watcher's reconcile, which records it once the database takes it: handing
             // the row back as never run would run the job again as the same attempt.
-            shared.ledger.unrecorded(job.id, attempt, outcome.clone());
-            error!(job_id = job.id, kind = %job.kind, attempt, error = %e,
+            shared.ledger.unrecorded(
+                AttemptKey {
+                    id: job.id,
+                    attempt,
+                },
+                outcome.clone(),
+            );
+            error!(job_id = job.id.0, kind = %job.kind, attempt, error = %e,
                    "could not record the job's outcome; it will be recorded once the database takes it");
         }
     }

@@ -256,7 +256,7 @@ impl Fetch<'_> {
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
         for (job, permit) in jobs.into_iter().zip(permits) {
             crate::telemetry::job_claimed(&job.queue, &job.kind);
-            let (entry, older) = shared.ledger.enter(job.id, job.attempt());
+            let (entry, older) = shared.ledger.enter(job.key());
             tracker.spawn(execute::run_job(shared.clone(), job, permit, entry, older));
         }
     }

@@ -49,14 +49,13 @@ const LINGER: Duration = Duration::from_millis(1);
 pub(crate) type Reply = Result<bool, Arc<Error>>;
 
 struct Request {
-    id: u64,
-    attempt: u16,
+    key: AttemptKey,
     reply: oneshot::Sender<Reply>,
 }
 
 impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Request").field("id", &self.id).finish()
+        f.debug_struct("Request").field("key", &self.key).finish()
     }
 }
 
@@ -122,13 +121,7 @@ impl Drop for Carried {
 impl Carried {
     /// The (id, attempt) pairs to finish.
     pub(crate) fn items(&self) -> Vec<AttemptKey> {
-        self.requests
-            .iter()
-            .map(|r| AttemptKey {
-                id: r.id,
-                attempt: r.attempt,
-            })
-            .collect()
+        self.requests.iter().map(|r| r.key).collect()
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -159,10 +152,10 @@ impl Finisher {
         (Finisher { queue }, task)
     }
 
-    /// Finishes job `id` (claimed as `attempt`) as done. `Ok(false)`: the fence did not match.
-    pub(crate) async fn done(&self, id: u64, attempt: u16) -> Reply {
+    /// Finishes an attempt as done. `Ok(false)`: the fence did not match.
+    pub(crate) async fn done(&self, key: AttemptKey) -> Reply {
         let (reply, rx) = oneshot::channel();
-        self.queue.lock().push(Request { id, attempt, reply });
+        self.queue.lock().push(Request { key, reply });
         self.queue.arrived.notify_one();
         rx.await.map_err(|_| stopped())?
     }
@@ -230,13 +223,7 @@ async fn run_on(
             // A claim carried them.
             continue;
         }
-        let items: Vec<AttemptKey> = batch
-            .iter()
-            .map(|r| AttemptKey {
-                id: r.id,
-                attempt: r.attempt,
-            })
-            .collect();
+        let items: Vec<AttemptKey> = batch.iter().map(|r| r.key).collect();
         let result = patiently(conn, token, &items, hard_stop)
             .await
             .map_err(Arc::new);
@@ -301,8 +288,7 @@ mod tests {
         let (reply, rx) = oneshot::channel();
         (
             Request {
-                id,
-                attempt: 1,
+                key: AttemptKey::from((id, 1)),
                 reply,
             },
             rx,
@@ -328,7 +314,7 @@ mod tests {
         assert_eq!(carried.items(), crate::job::keys(&[(1, 1)]));
         queue.lock().push(b);
         f.give_back(carried);
-        let ids: Vec<u64> = queue.lock().iter().map(|r| r.id).collect();
+        let ids: Vec<u64> = queue.lock().iter().map(|r| r.key.id.0).collect();
         assert_eq!(ids, vec![1, 2], "the older finish keeps its place");
         // A claim dropped half way (abandoned at shutdown) gives them back too.
         drop(f.take_for_claim());

@@ -16,6 +16,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::finish::Finish;
+use crate::id::JobId;
 use crate::job::AttemptKey;
 
 /// The tokens one running attempt watches.
@@ -45,7 +46,7 @@ pub(crate) struct Ledger {
     /// The attempts running here, by job id (nearly always one per id). Keyed by id so that entering a
     /// claimed job finds an older copy of it without a walk over every job the worker runs: with
     /// thousands running, that walk per job was a cost quadratic in the concurrency.
-    entries: Mutex<HashMap<u64, Vec<(u16, Entry)>>>,
+    entries: Mutex<HashMap<JobId, Vec<(u16, Entry)>>>,
     /// Set when a claim may have committed without our seeing its rows.
     uncertain: AtomicBool,
     /// Jobs claimed and not yet recorded (the finisher lingers only while some are).
@@ -62,13 +63,14 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    fn lock(&self) -> MutexGuard<'_, HashMap<u64, Vec<(u16, Entry)>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<JobId, Vec<(u16, Entry)>>> {
         crate::sync::lock(&self.entries)
     }
 
     /// Enters a claimed attempt. Returns its entry and, when an older attempt of the same job is still
     /// running here, that attempt's `ended` token (the new copy must wait for it).
-    pub(crate) fn enter(&self, id: u64, attempt: u16) -> (Entry, Option<CancellationToken>) {
+    pub(crate) fn enter(&self, key: AttemptKey) -> (Entry, Option<CancellationToken>) {
+        let AttemptKey { id, attempt } = key;
         let entry = Entry {
             cancel_request: CancellationToken::new(),
             lost: CancellationToken::new(),
@@ -93,7 +95,8 @@ impl Ledger {
     }
 
     /// Removes an attempt whose outcome has been recorded (or given up on).
-    pub(crate) fn leave(&self, id: u64, attempt: u16) {
+    pub(crate) fn leave(&self, key: AttemptKey) {
+        let AttemptKey { id, attempt } = key;
         let mut entries = self.lock();
         if let Some(copies) = entries.get_mut(&id) {
             if let Some(at) = copies.iter().position(|(a, _)| *a == attempt) {
@@ -134,7 +137,7 @@ impl Ledger {
     }
 
     /// Whether this job id runs here, in any attempt.
-    pub(crate) fn runs(&self, id: u64) -> bool {
+    pub(crate) fn runs(&self, id: JobId) -> bool {
         self.lock().contains_key(&id)
     }
 
@@ -149,7 +152,7 @@ impl Ledger {
     }
 
     /// Trips the cancel requests of these job ids; returns the ids newly told to stop.
-    pub(crate) fn request_cancel(&self, ids: &[u64]) -> Vec<u64> {
+    pub(crate) fn request_cancel(&self, ids: &[JobId]) -> Vec<JobId> {
         let entries = self.lock();
         let mut told = Vec::new();
         for id in ids {
@@ -164,7 +167,8 @@ impl Ledger {
     }
 
     /// Marks an attempt lost unless its handler has already returned; true if it was newly marked.
-    pub(crate) fn mark_lost(&self, id: u64, attempt: u16) -> bool {
+    pub(crate) fn mark_lost(&self, key: AttemptKey) -> bool {
+        let AttemptKey { id, attempt } = key;
         let entries = self.lock();
         let copy = entries
             .get(&id)
@@ -194,17 +198,17 @@ impl Ledger {
     }
 
     /// Keeps the outcome of an attempt that ran but could not be recorded, and asks for a reconcile.
-    pub(crate) fn unrecorded(&self, id: u64, attempt: u16, outcome: Finish) {
-        crate::sync::lock(&self.unrecorded).insert(AttemptKey { id, attempt }, outcome);
+    pub(crate) fn unrecorded(&self, key: AttemptKey, outcome: Finish) {
+        crate::sync::lock(&self.unrecorded).insert(key, outcome);
         self.uncertain.store(true, Ordering::SeqCst);
     }
 
     /// The outcome to record for a row held under this worker's token that it does not run: the one
     /// kept by [`Ledger::unrecorded`] if the attempt ran here, else [`Finish::Release`] (a claim whose
     /// reply was lost: it never started). Taken, so it is applied once.
-    pub(crate) fn outcome_for_held(&self, id: u64, attempt: u16) -> Finish {
+    pub(crate) fn outcome_for_held(&self, key: AttemptKey) -> Finish {
         crate::sync::lock(&self.unrecorded)
-            .remove(&AttemptKey { id, attempt })
+            .remove(&key)
             .unwrap_or(Finish::Release)
     }
 }
@@ -222,6 +226,10 @@ fn moving_average(prev: u64, sample: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key(id: u64, attempt: u16) -> AttemptKey {
+        AttemptKey::from((id, attempt))
+    }
 
     #[test]
     fn slot_time_follows_the_jobs_within_a_few_samples() {
@@ -241,48 +249,56 @@ mod tests {
     #[test]
     fn an_attempt_that_ran_keeps_its_outcome_for_the_reconcile_and_is_not_handed_back() {
         let l = Ledger::default();
-        assert_eq!(l.outcome_for_held(7, 1), Finish::Release);
-        l.unrecorded(7, 1, Finish::Done);
+        assert_eq!(l.outcome_for_held(key(7, 1)), Finish::Release);
+        l.unrecorded(key(7, 1), Finish::Done);
         assert!(l.is_uncertain(), "a reconcile is asked for");
-        assert_eq!(l.outcome_for_held(7, 2), Finish::Release, "another attempt");
-        assert_eq!(l.outcome_for_held(7, 1), Finish::Done);
-        assert_eq!(l.outcome_for_held(7, 1), Finish::Release, "applied once");
+        assert_eq!(
+            l.outcome_for_held(key(7, 2)),
+            Finish::Release,
+            "another attempt"
+        );
+        assert_eq!(l.outcome_for_held(key(7, 1)), Finish::Done);
+        assert_eq!(
+            l.outcome_for_held(key(7, 1)),
+            Finish::Release,
+            "applied once"
+        );
     }
 
     #[test]
     fn a_second_claim_of_a_running_job_marks_the_first_lost_and_waits_for_it() {
         let l = Ledger::default();
-        let (first, older) = l.enter(7, 1);
+        let (first, older) = l.enter(key(7, 1));
         assert!(older.is_none());
-        let (_second, older) = l.enter(7, 2);
+        let (_second, older) = l.enter(key(7, 2));
         assert!(first.lost.is_cancelled());
         let older = older.expect("the first copy is still running");
         assert!(!older.is_cancelled());
-        l.leave(7, 1);
+        l.leave(key(7, 1));
         assert!(older.is_cancelled());
-        assert!(l.runs(7));
-        l.leave(7, 2);
+        assert!(l.runs(JobId(7)));
+        l.leave(key(7, 2));
         assert!(l.is_empty());
     }
 
     #[test]
     fn a_returned_handler_is_never_marked_lost() {
         let l = Ledger::default();
-        let (e, _) = l.enter(1, 1);
+        let (e, _) = l.enter(key(1, 1));
         e.recording();
-        assert!(!l.mark_lost(1, 1));
+        assert!(!l.mark_lost(key(1, 1)));
         assert!(l.snapshot().is_empty());
-        let (_e2, _) = l.enter(2, 1);
-        assert!(l.mark_lost(2, 1));
-        assert!(!l.mark_lost(2, 1), "only once");
+        let (_e2, _) = l.enter(key(2, 1));
+        assert!(l.mark_lost(key(2, 1)));
+        assert!(!l.mark_lost(key(2, 1)), "only once");
     }
 
     #[test]
     fn cancel_requests_reach_every_attempt_of_the_id_once() {
         let l = Ledger::default();
-        let (a, _) = l.enter(3, 1);
-        assert_eq!(l.request_cancel(&[3, 4]), vec![3]);
+        let (a, _) = l.enter(key(3, 1));
+        assert_eq!(l.request_cancel(&[JobId(3), JobId(4)]), vec![JobId(3)]);
         assert!(a.cancel_request.is_cancelled());
-        assert!(l.request_cancel(&[3]).is_empty());
+        assert!(l.request_cancel(&[JobId(3)]).is_empty());
     }
 }

@@ -8,6 +8,7 @@ use tracing::{debug, info, warn};
 
 use super::Shared;
 use crate::db::claim;
+use crate::id::JobId;
 use crate::job::AttemptKey;
 use crate::service::sleep_or_stop;
 
@@ -31,21 +32,23 @@ pub(super) async fn watch_claims(shared: Arc<Shared>, stop: CancellationToken) {
         }
         match claim::held_rows(&shared.pool, &shared.token).await {
             Ok(held) => {
-                for &AttemptKey { id, attempt } in &running {
-                    let still_ours = held.iter().any(|h| h.id == id && h.attempt == attempt);
-                    if !still_ours && shared.ledger.mark_lost(id, attempt) {
-                        warn!(job_id = id, attempt, claim = %shared.token,
+                for &key in &running {
+                    let still_ours = held
+                        .iter()
+                        .any(|h| h.id == key.id && h.attempt == key.attempt);
+                    if !still_ours && shared.ledger.mark_lost(key) {
+                        warn!(job_id = key.id.0, attempt = key.attempt, claim = %shared.token,
                               "claim lost: the row no longer carries this worker's token and attempt; stopping this copy");
                     }
                 }
-                let wanted: Vec<u64> = held
+                let wanted: Vec<JobId> = held
                     .iter()
                     .filter(|h| h.cancel_requested)
                     .map(|h| h.id)
                     .collect();
                 for id in shared.ledger.request_cancel(&wanted) {
                     info!(
-                        job_id = id,
+                        job_id = id.0,
                         "cancel requested by an operator; stopping the job"
                     );
                 }
@@ -75,22 +78,23 @@ async fn reconcile(shared: &Shared) {
             attempt: h.attempt,
         })
         .collect();
-    for AttemptKey { id, attempt } in unknown {
-        let outcome = shared.ledger.outcome_for_held(id, attempt);
+    for key in unknown {
+        let AttemptKey { id, attempt } = key;
+        let outcome = shared.ledger.outcome_for_held(key);
         let ran = outcome != crate::db::finish::Finish::Release;
         match crate::db::finish::finish(&shared.pool, id, &shared.token, attempt, &outcome).await {
             Ok(true) if ran => warn!(
-                job_id = id,
+                job_id = id.0,
                 attempt, "recorded the outcome of a job that ran here once the database took it"
             ),
             Ok(true) => warn!(
-                job_id = id,
+                job_id = id.0,
                 "handed back a job claimed by a claim whose reply was lost"
             ),
             Ok(false) => {}
             Err(e) => {
                 if ran {
-                    shared.ledger.unrecorded(id, attempt, outcome);
+                    shared.ledger.unrecorded(key, outcome);
                 }
                 debug!(error = %e, "cannot reconcile claims yet");
                 return;

@@ -108,7 +108,7 @@ async fn claims_take_due_jobs_in_priority_order_and_only_handled_kinds() {
     let got = claim_batch(&db.pool, "t", "default", &["k".to_string()], 10)
         .await
         .unwrap();
-    let ids: Vec<u64> = got.iter().map(|j| j.id).collect();
+    let ids: Vec<u64> = got.iter().map(|j| j.id.0).collect();
     // Priority -1 first, then 0 (the due one; the future one is not due), then 5.
     assert_eq!(ids, vec![2, 5, 1]);
     assert_eq!(
@@ -364,7 +364,7 @@ async fn a_claim_keeps_only_the_rows_it_stamped_when_a_selected_row_was_taken_me
         .await;
     let got = stamp_selected(&mut tx, "mine", selected).await.unwrap();
     tx.commit().await.unwrap();
-    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![1, 3]);
+    assert_eq!(got.iter().map(|j| j.id.0).collect::<Vec<_>>(), vec![1, 3]);
     let rows: Vec<(u64, Vec<u8>, u16)> =
         sqlx::query_as("SELECT id, claim, attempts FROM job_queue ORDER BY id")
             .fetch_all(&db.pool)
@@ -401,7 +401,7 @@ async fn queued_rows_that_carry_a_stale_claim_do_not_stall_the_queue() {
         .await
         .unwrap();
     assert_eq!(
-        got.iter().map(|j| j.id).collect::<Vec<_>>(),
+        got.iter().map(|j| j.id.0).collect::<Vec<_>>(),
         vec![1, 2, 3, 4, 5]
     );
     let tokens: i64 = db
@@ -456,7 +456,7 @@ async fn a_read_only_server_error_is_retried_on_a_fresh_connection() {
 
 /// (id, attempt) of claimed jobs: what a worker carries to finish them as done.
 fn pairs(jobs: &[ClaimedJob]) -> Vec<(u64, u16)> {
-    jobs.iter().map(|j| (j.id, j.attempt())).collect()
+    jobs.iter().map(|j| (j.id.0, j.attempt())).collect()
 }
 
 #[tokio::test]
@@ -515,7 +515,7 @@ async fn carried_finishes_whose_fence_fails_are_all_left_out_and_the_claim_still
         .await
         .unwrap();
     // The first is taken away (as a reaper does) and claimed by another worker: attempt 2 under "x".
-    let taken = mine[0].id;
+    let taken = mine[0].id.0;
     db.exec(&format!(
         "UPDATE job_queue SET state = 'queued', claim = NULL, priority = -1 WHERE id = {taken}"
     ))
@@ -523,7 +523,7 @@ async fn carried_finishes_whose_fence_fails_are_all_left_out_and_the_claim_still
     let theirs = claim_batch(&db.pool, "x", "default", &kinds, 1)
         .await
         .unwrap();
-    assert_eq!((theirs[0].id, theirs[0].attempt()), (taken, 2));
+    assert_eq!((theirs[0].id.0, theirs[0].attempt()), (taken, 2));
 
     let (got, carried) =
         jobq::testing::claim_batch_carrying(&db.pool, "w", "default", &kinds, 2, &pairs(&mine))
@@ -552,7 +552,7 @@ async fn carried_finishes_whose_fence_fails_are_all_left_out_and_the_claim_still
         "the other worker's row is untouched"
     );
     assert_eq!(
-        row(mine[1].id).await,
+        row(mine[1].id.0).await,
         (b"running".to_vec(), Some(b"w".to_vec()), 1),
         "not finished either: the whole carry was left out"
     );

@@ -209,6 +209,7 @@ fn admit(
 mod tests {
     use super::*;
     use crate::db::limits::LimitScope;
+    use crate::id::JobId;
 
     fn key(scope: LimitScope, name: &str) -> LimitKey {
         LimitKey {
@@ -220,7 +221,7 @@ mod tests {
 
     fn job(id: u64, kind: &str) -> ClaimedJob {
         ClaimedJob {
-            id,
+            id: JobId(id),
             queue: "q".into(),
             kind: kind.into(),
             payload: "{}".into(),
@@ -236,7 +237,7 @@ mod tests {
     }
 
     fn ids(jobs: &[ClaimedJob]) -> Vec<u64> {
-        jobs.iter().map(|j| j.id).collect()
+        jobs.iter().map(|j| j.id.0).collect()
     }
 
     #[test]

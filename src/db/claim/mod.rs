@@ -43,6 +43,7 @@ use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 use crate::db::dedicated::Dedicated;
 use crate::db::row::text;
 use crate::error::Result;
+use crate::id::JobId;
 use crate::job::AttemptKey;
 pub(crate) use stamp::this_host;
 use stamp::{claim_select, claim_select_past_locked, claim_stamp, claim_stamp_carrying};
@@ -52,7 +53,7 @@ use stamp::{claim_select, claim_select_past_locked, claim_stamp, claim_stamp_car
 #[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
 pub struct ClaimedJob {
     /// Row id.
-    pub id: u64,
+    pub id: JobId,
     /// Queue it came from.
     pub queue: String,
     /// Kind, which picks the handler.
@@ -92,6 +93,14 @@ impl ClaimedJob {
     #[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
     pub fn attempt(&self) -> u16 {
         self.attempts + 1
+    }
+
+    /// This attempt's fence key: the row id and [`ClaimedJob::attempt`].
+    pub(crate) fn key(&self) -> AttemptKey {
+        AttemptKey {
+            id: self.id,
+            attempt: self.attempt(),
+        }
     }
 }
 
@@ -277,7 +286,7 @@ pub(crate) async fn held_rows(pool: &MySqlPool, token: &str) -> Result<Vec<HeldR
 /// A running row that carries a worker's token.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct HeldRow {
-    pub(crate) id: u64,
+    pub(crate) id: JobId,
     #[sqlx(rename = "attempts")]
     pub(crate) attempt: u16,
     pub(crate) cancel_requested: bool,
@@ -307,7 +316,7 @@ async fn claim_carrying(
     let all_changed = if jobs.is_empty() {
         crate::db::finish::done_batch_in(&mut tx, token, carry).await?
     } else {
-        let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
+        let ids: Vec<u64> = jobs.iter().map(|j| j.id.0).collect();
         let changed = claim_stamp_carrying(token, carry, &ids)
             .build()
             .execute(&mut *tx)
@@ -398,7 +407,7 @@ pub async fn stamp_selected(
     if jobs.is_empty() {
         return Ok(jobs);
     }
-    let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
+    let ids: Vec<u64> = jobs.iter().map(|j| j.id.0).collect();
     let mut update = claim_stamp(token, &ids);
     // rows_affected counts matched rows (sqlx sets CLIENT_FOUND_ROWS), and every matched row changes
     // anyway (attempts goes up); a repeated id of the padded list matches its row once.
@@ -429,12 +438,7 @@ pub async fn stamp_selected(
 /// same id, and attempts one above what the SELECT read.
 fn keep_stamped(jobs: Vec<ClaimedJob>, held: &[AttemptKey]) -> Vec<ClaimedJob> {
     jobs.into_iter()
-        .filter(|j| {
-            held.contains(&AttemptKey {
-                id: j.id,
-                attempt: j.attempt(),
-            })
-        })
+        .filter(|j| held.contains(&j.key()))
         .collect()
 }
 
@@ -444,7 +448,7 @@ mod tests {
 
     fn job(id: u64, attempts: u16) -> ClaimedJob {
         ClaimedJob {
-            id,
+            id: JobId(id),
             queue: "default".into(),
             kind: "k".into(),
             payload: "{}".into(),
@@ -460,7 +464,7 @@ mod tests {
         let jobs = vec![job(1, 0), job(2, 3), job(3, 0)];
         // Row 2 carries our token but at another attempt (not this claim's stamp); row 3 is not ours.
         let kept = keep_stamped(jobs, &crate::job::keys(&[(1, 1), (2, 2)]));
-        assert_eq!(kept.iter().map(|j| j.id).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(kept.iter().map(|j| j.id.0).collect::<Vec<_>>(), vec![1]);
         assert!(keep_stamped(vec![job(4, 0)], &[]).is_empty());
     }
 }

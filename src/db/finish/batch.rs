@@ -47,7 +47,7 @@ pub(crate) async fn finish_done_batch(
     if items.is_empty() {
         return Ok(Vec::new());
     }
-    let ids: &[u64] = &items.iter().map(|k| k.id).collect::<Vec<_>>();
+    let ids: &[u64] = &items.iter().map(|k| k.id.0).collect::<Vec<_>>();
     let wanted: &HashSet<AttemptKey> = &items.iter().copied().collect();
     let held = conn
         .run("finish batch", TRIES, |mut c| async move {

@@ -15,6 +15,7 @@ use std::time::Duration;
 use sqlx::{Connection, MySql, MySqlConnection, MySqlPool};
 
 use crate::db::deps::settle_dependents_of;
+use crate::id::JobId;
 use crate::job::row_max_attempts;
 use crate::statements::{FINISH_DONE, HAS_DEPENDENTS, NO_DEPENDENTS};
 
@@ -80,7 +81,7 @@ pub(super) const TRIES: u32 = 14;
 /// caller's whole transaction.
 pub(crate) async fn done_in(
     conn: &mut sqlx::MySqlConnection,
-    id: u64,
+    id: JobId,
     token: &str,
     attempt: u16,
 ) -> std::result::Result<bool, sqlx::Error> {
@@ -114,7 +115,7 @@ pub(crate) enum ByApplication {
 /// key read for the common job.
 pub(crate) async fn by_application(
     pool: &MySqlPool,
-    id: u64,
+    id: JobId,
     token: &str,
     attempt: u16,
 ) -> Result<ByApplication> {
@@ -141,7 +142,7 @@ pub(crate) async fn by_application(
             if has_dependents {
                 retry_transient("settle dependents", TRIES, || async {
                     let mut tx = pool.begin().await?;
-                    settle_dependents_of(&mut tx, &[id]).await?;
+                    settle_dependents_of(&mut tx, &[id.0]).await?;
                     tx.commit().await?;
                     Ok(())
                 })
@@ -158,7 +159,7 @@ pub(crate) async fn by_application(
 #[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
 pub async fn finish(
     pool: &MySqlPool,
-    id: u64,
+    id: JobId,
     token: &str,
     attempt: u16,
     finish: &Finish,
@@ -170,7 +171,7 @@ pub async fn finish(
 /// bound the worker applied (a handler's own), so that the row shows the bound it was judged by.
 pub(crate) async fn finish_bounded(
     pool: &MySqlPool,
-    id: u64,
+    id: JobId,
     token: &str,
     attempt: u16,
     finish: &Finish,
@@ -198,14 +199,14 @@ pub(crate) async fn finish_bounded(
     retry_transient("finish", TRIES, || async {
         let mut tx = pool.begin().await?;
         if before {
-            crate::db::attempts::record(&mut tx, &[id], outcome, token, note.as_deref()).await?;
+            crate::db::attempts::record(&mut tx, &[id.0], outcome, token, note.as_deref()).await?;
         }
         if !stmt.run_settling(&mut tx, id, token, attempt).await? {
             tx.rollback().await?;
             return Ok(false);
         }
         if !before {
-            crate::db::attempts::record(&mut tx, &[id], outcome, token, note.as_deref()).await?;
+            crate::db::attempts::record(&mut tx, &[id.0], outcome, token, note.as_deref()).await?;
         }
         tx.commit().await?;
         Ok(true)
@@ -376,7 +377,7 @@ impl Statement {
     async fn run_with_dependents(
         &self,
         conn: &mut MySqlConnection,
-        id: u64,
+        id: JobId,
         token: &str,
         attempt: u16,
     ) -> Result<bool, sqlx::Error> {
@@ -386,7 +387,7 @@ impl Statement {
         {
             return Ok(false);
         }
-        settle_dependents_of(conn, &[id]).await?;
+        settle_dependents_of(conn, &[id.0]).await?;
         Ok(true)
     }
 
@@ -395,7 +396,7 @@ impl Statement {
     async fn run_settling(
         &self,
         conn: &mut MySqlConnection,
-        id: u64,
+        id: JobId,
         token: &str,
         attempt: u16,
     ) -> Result<bool, sqlx::Error> {
@@ -409,7 +410,7 @@ impl Statement {
     pub(super) async fn run<'e, E>(
         &self,
         exec: E,
-        id: u64,
+        id: JobId,
         token: &str,
         attempt: u16,
         fence: Fence,
@@ -445,7 +446,7 @@ static FINISH_DONE_PARENT_SQL: LazyLock<String> =
 pub(super) async fn finish_parent(
     conn: &mut MySqlConnection,
     stmt: &Statement,
-    id: u64,
+    id: JobId,
     token: &str,
     attempt: u16,
 ) -> Result<bool, sqlx::Error> {
