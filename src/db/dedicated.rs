@@ -15,8 +15,7 @@ use std::future::Future;
 
 use sqlx::{Connection, MySqlConnection, MySqlPool};
 
-use crate::db::transient_pause;
-use crate::errno::{is_lock_conflict, is_transient};
+use crate::errno::is_lock_conflict;
 use crate::error::Result;
 
 /// See the module docs.
@@ -51,11 +50,12 @@ impl Dedicated {
                 Some(c) => c,
                 None => match self.pool.acquire().await {
                     Ok(c) => c.detach(),
-                    Err(e) if attempt < tries && is_transient(&e) => {
-                        tokio::time::sleep(transient_pause(attempt)).await;
-                        continue;
+                    Err(e) => {
+                        if crate::db::try_again(what, attempt, tries, &e).await {
+                            continue;
+                        }
+                        return Err(e.into());
                     }
-                    Err(e) => return Err(e.into()),
                 },
             };
             let (conn, result) = op(conn).await;
@@ -71,13 +71,9 @@ impl Dedicated {
                     if is_lock_conflict(&e) {
                         self.conn = Some(conn);
                     }
-                    crate::db::failover::note(&e);
-                    if attempt >= tries || !is_transient(&e) {
+                    if !crate::db::try_again(what, attempt, tries, &e).await {
                         return Err(e.into());
                     }
-                    tracing::debug!(error = %e, attempt, what, "transient database error; retrying");
-                    crate::telemetry::db_retry(crate::errno::transient_kind(&e));
-                    tokio::time::sleep(transient_pause(attempt)).await;
                 }
             }
         }

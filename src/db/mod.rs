@@ -81,16 +81,27 @@ where
         match op().await {
             Ok(v) => return Ok(v),
             Err(e) => {
-                failover::note(&e);
-                if attempt >= tries || !is_transient(&e) {
+                if !try_again(what, attempt, tries, &e).await {
                     return Err(e.into());
                 }
-                tracing::debug!(error = %e, attempt, what, "transient database error; retrying");
-                crate::telemetry::db_retry(errno::transient_kind(&e));
-                tokio::time::sleep(transient_pause(attempt)).await;
             }
         }
     }
+}
+
+/// The retry policy of every loop that runs a statement again ([`retry_transient`], and the
+/// dedicated connections' own, which keep their connection across tries): after try number `attempt`
+/// of `tries` failed with `e`, notes a failover, and for a transient error with tries left, counts it,
+/// pauses and says to go on. False: give up and return `e`.
+pub(crate) async fn try_again(what: &str, attempt: u32, tries: u32, e: &sqlx::Error) -> bool {
+    failover::note(e);
+    if attempt >= tries || !is_transient(e) {
+        return false;
+    }
+    tracing::debug!(error = %e, attempt, what, "transient database error; retrying");
+    crate::telemetry::db_retry(errno::transient_kind(e));
+    tokio::time::sleep(transient_pause(attempt)).await;
+    true
 }
 
 /// The name of the database the pool is connected to.

@@ -20,7 +20,7 @@
 
 use std::sync::atomic::AtomicBool;
 
-use sqlx::{Connection, MySqlConnection};
+use sqlx::MySqlConnection;
 
 use super::{Claim, ClaimArgs, ClaimedJob, lock_due, stamp_selected, watched};
 use crate::db::dedicated::Dedicated;
@@ -77,16 +77,7 @@ async fn claim_once_limited(
         ..
     } = args;
     let want = if kinds.is_empty() { 0 } else { want };
-    let mut tx = conn.begin().await?;
-    let mut carried = carry.is_empty();
-    if !carried {
-        if crate::db::finish::done_batch_in(&mut tx, token, carry).await? {
-            carried = true;
-        } else {
-            tx.rollback().await?;
-            tx = conn.begin().await?;
-        }
-    }
+    let (mut tx, carried) = super::begin_carrying!(conn, token, carry);
     let mut kinds: Vec<String> = kinds.to_vec();
     // Locked and read once a picked row needs them.
     let mut rooms: Option<Vec<Room>> = None;
@@ -139,11 +130,7 @@ async fn claim_once_limited(
         .filter(|r| r.left == 0)
         .map(|r| r.key.clone())
         .collect();
-    if jobs.is_empty() && (carry.is_empty() || !carried) {
-        tx.rollback().await?;
-    } else {
-        tx.commit().await?;
-    }
+    super::end(tx, !jobs.is_empty() || (carried && !carry.is_empty())).await?;
     Ok((Claim { jobs, carried }, full))
 }
 

@@ -48,6 +48,25 @@ use crate::job::AttemptKey;
 pub(crate) use stamp::this_host;
 use stamp::{claim_select, claim_select_past_locked, claim_stamp, claim_stamp_carrying};
 
+/// BEGIN, and the carried finishes made apart, each fenced: when one falls short they are rolled back
+/// and left out (the worker makes them on their own), and the claim goes on in a fresh transaction.
+/// Gives the transaction and whether they were made (or there were none). A macro, not a function:
+/// a function returning the transaction cannot begin a second one on the same connection after the
+/// first is rolled back (the borrow checker keeps the first borrow alive through the return).
+macro_rules! begin_carrying {
+    ($conn:expr, $token:expr, $carry:expr) => {{
+        let mut tx = sqlx::Connection::begin(&mut *$conn).await?;
+        let carried =
+            $carry.is_empty() || crate::db::finish::done_batch_in(&mut tx, $token, $carry).await?;
+        if !carried {
+            tx.rollback().await?;
+            tx = sqlx::Connection::begin(&mut *$conn).await?;
+        }
+        (tx, carried)
+    }};
+}
+pub(super) use begin_carrying;
+
 /// A row this worker has just claimed.
 #[derive(Debug, Clone)]
 #[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
@@ -342,29 +361,25 @@ async fn claim_apart(
     conn: &mut MySqlConnection,
     args: ClaimArgs<'_>,
 ) -> Result<Claim, sqlx::Error> {
-    let ClaimArgs { token, carry, .. } = args;
-    let mut tx = conn.begin().await?;
-    let mut carried = carry.is_empty();
-    if !carried {
-        if crate::db::finish::done_batch_in(&mut tx, token, carry).await? {
-            carried = true;
-        } else {
-            tx.rollback().await?;
-            tx = conn.begin().await?;
-        }
-    }
+    let (mut tx, carried) = begin_carrying!(conn, args.token, args.carry);
     let jobs = lock_due(&mut tx, args).await?;
     if jobs.is_empty() {
-        if carry.is_empty() || !carried {
-            tx.rollback().await?;
-        } else {
-            tx.commit().await?;
-        }
+        end(tx, carried && !args.carry.is_empty()).await?;
         return Ok(Claim { jobs, carried });
     }
-    let jobs = stamp_selected(&mut tx, token, jobs).await?;
+    let jobs = stamp_selected(&mut tx, args.token, jobs).await?;
     tx.commit().await?;
     Ok(Claim { jobs, carried })
+}
+
+/// Ends a claim's transaction: COMMIT when it changed something worth keeping, else ROLLBACK (a
+/// claim that found nothing and carried nothing holds only locks).
+async fn end(tx: sqlx::Transaction<'_, sqlx::MySql>, keep: bool) -> Result<(), sqlx::Error> {
+    if keep {
+        tx.commit().await
+    } else {
+        tx.rollback().await
+    }
 }
 
 /// Step 1 of a claim, in the caller's transaction: locks up to `limit` due rows (none when there is
