@@ -16,9 +16,9 @@
 //! [`config`] (the `jobq.toml` file), [`handler`] (writing handlers, and the stock command and SQL
 //! ones), [`schedule`] (what a schedule is) and [`statements`].
 //!
-//! * **Setup**: [`connect`] (or [`connect_lazy`]) with a [`ConnectConfig`] ([`SslMode`], and the URL
-//!   helpers [`with_password`], [`read_password_file`], [`with_tls`], [`check_ca_file`],
-//!   [`redact_url`], and [`connect_options`] for programs that open their own connections); [`create_database`]; [`migrate`] creates and upgrades the schema,
+//! * **Setup**: [`connect`] (or [`connect_lazy`]) with a [`ConnectConfig`], which parses the URL once
+//!   (with [`UrlSettings`]: a password file, TLS settings as [`SslMode`]) and gives the redacted URL and
+//!   the driver's options for programs that open their own connections; [`create_database`]; [`migrate`] creates and upgrades the schema,
 //!   [`ensure_migrated`] checks it ([`latest_version`]), [`uninstall`] removes it ([`Uninstalled`]).
 //! * **Jobs in**: [`NewJob`] with [`enqueue`] (which returns its [`JobId`]) and [`enqueue_many`],
 //!   also inside the caller's transaction; or a plain `INSERT INTO job_queue` from any language. A job
@@ -59,7 +59,7 @@
 //! ```no_run
 //! use jobq::{Handlers, JobContext, JobError, Worker, WorkerConfig, Mode};
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let pool = jobq::connect(&jobq::ConnectConfig::new("mysql://root@127.0.0.1:3306/test")).await?;
+//! let pool = jobq::connect(&jobq::ConnectConfig::new("mysql://root@127.0.0.1:3306/test")?).await?;
 //! jobq::migrate(&pool).await?;
 //! jobq::enqueue(&pool, &jobq::NewJob::new("greet").payload(&serde_json::json!({"name": "Ada"}))?).await?;
 //! let handlers = Handlers::new().register("greet", |job: JobContext| async move {
@@ -83,6 +83,8 @@ mod db;
 mod duration;
 mod errno;
 mod error;
+#[doc(hidden)]
+pub mod for_the_binary;
 pub mod handler;
 mod id;
 mod job;
@@ -106,10 +108,7 @@ mod worker;
 // Setup.
 pub use db::migrate::{ensure_migrated, latest_version, migrate};
 pub use db::uninstall::{Uninstalled, uninstall};
-pub use db::{
-    ConnectConfig, SslMode, check_ca_file, connect, connect_lazy, connect_options, create_database,
-    read_password_file, redact_url, with_password, with_tls,
-};
+pub use db::{ConnectConfig, SslMode, UrlSettings, connect, connect_lazy, create_database};
 // Jobs in.
 pub use db::enqueue::{Enqueued, NewJob, enqueue, enqueue_many, enqueue_unique};
 pub use job::{DEFAULT_MAX_ATTEMPTS, JobId, JobRecord, State};

@@ -41,7 +41,10 @@ async fn run_many(env: &Env, args: StatsArgs) -> Result<()> {
         if args.format.json {
             all.insert(name.as_str(), serde_json::to_value(with_unserved(&stats))?);
         } else {
-            outln!("== database {name} ({}) ==", jobq::redact_url(db.url()?))?;
+            outln!(
+                "== database {name} ({}) ==",
+                db.connect_config()?.redacted_url()
+            )?;
             text(&stats)?;
             outln!()?;
         }
