@@ -317,7 +317,8 @@ async fn a_reaper_on_another_node_leaves_a_live_workers_job_alone() {
 async fn schedulers_on_three_nodes_make_exactly_one_job_per_planned_time() {
     use chrono::TimeZone;
     use jobq::{
-        Clock, ManualClock, Misfire, OnError, Overlap, ScheduleDef, Scheduler, SchedulerConfig,
+        ScheduleDef, Scheduler, SchedulerConfig, schedule::Misfire, schedule::OnError,
+        schedule::Overlap, scheduler::Clock, scheduler::ManualClock,
     };
     let Some(db) = ClusterDb::new("galera::schedulers_on_three_nodes").await else {
         return;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 use chrono::Utc;
 use jobq::State;
-use jobq::{Jobs, Stats, Unserved};
+use jobq::{Jobs, stats::Stats, stats::Unserved};
 
 use super::Env;
 use crate::args::StatsArgs;
@@ -212,7 +212,8 @@ fn shown(kind: &str) -> String {
 /// `queue mail: 49 due of kind email.send held by limit kind email.send 0/0`.
 fn print_held(stats: &Stats) -> Result<()> {
     let held = stats.held();
-    let zero: Vec<&jobq::ScaleSetting> = stats.scale.iter().filter(|s| s.workers == 0).collect();
+    let zero: Vec<&jobq::admin::ScaleSetting> =
+        stats.scale.iter().filter(|s| s.workers == 0).collect();
     if held.is_empty() && zero.is_empty() {
         return Ok(());
     }
@@ -281,7 +282,7 @@ fn with_unserved(stats: &Stats) -> impl serde::Serialize + '_ {
         #[serde(flatten)]
         stats: &'a Stats,
         unserved: Vec<Unclaimed<'a>>,
-        held: Vec<jobq::HeldGroup>,
+        held: Vec<jobq::stats::HeldGroup>,
     }
     let unserved = stats
         .unserved()
