@@ -41,7 +41,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "mysql://root@127.0.0.1:3306/test".into());
-    let pool = jobq::connect(&ConnectConfig::new(&url).max_connections(8)).await?;
+    let pool = jobq::connect(&ConnectConfig::new(&url)?.max_connections(8)).await?;
     jobq::migrate(&pool).await?;
 
     // Enqueue in the same transaction as the application's own write: both commit or neither does.

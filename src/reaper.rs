@@ -362,8 +362,8 @@ impl Reaper {
     /// rows: each a short range, none of the history.
     async fn held(
         &self,
-        paused: &[crate::PausedQueue],
-        processes: &[crate::ProcessRow],
+        paused: &[crate::db::queues::PausedQueue],
+        processes: &[crate::db::admin::ProcessRow],
     ) -> Result<Vec<(String, &'static str, i64)>> {
         use crate::db::admin;
         let (due, pins, limits, running) = tokio::try_join!(

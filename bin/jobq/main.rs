@@ -115,7 +115,7 @@ fn use_exec_shim() {
         return;
     };
     let beside = exe.with_file_name("jobq-exec-shim");
-    let shim = if jobq::handler::program::find_program(&beside.to_string_lossy(), None).is_ok() {
+    let shim = if jobq::for_the_binary::find_program(&beside.to_string_lossy(), None).is_ok() {
         ExecShim {
             program: beside,
             args: Vec::new(),

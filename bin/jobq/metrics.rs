@@ -92,7 +92,7 @@ async fn listen(
         .context("metrics buckets")?
         .install_recorder()
         .context("installing the metrics recorder")?;
-    jobq::describe_metrics();
+    jobq::telemetry::describe_metrics();
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("--metrics-addr {addr}: cannot listen"))?;
@@ -163,7 +163,7 @@ async fn ready(State(s): State<Shared>) -> impl IntoResponse {
         Err(_) => return not_ready("the database did not answer within 2 s".into()),
     }
     if s.registers == Registers::Yes
-        && let Some(why) = unregistered(&jobq::registrations())
+        && let Some(why) = unregistered(&jobq::stats::registrations())
     {
         return not_ready(why);
     }
@@ -171,7 +171,7 @@ async fn ready(State(s): State<Shared>) -> impl IntoResponse {
 }
 
 /// Why a process that registers is not ready, judging by its registrations; `None` when it is.
-fn unregistered(registrations: &[jobq::RegistrationHealth]) -> Option<String> {
+fn unregistered(registrations: &[jobq::stats::RegistrationHealth]) -> Option<String> {
     if registrations.is_empty() {
         return Some("not registered (yet, or any more) in the process registry".into());
     }
@@ -200,7 +200,7 @@ async fn sleep_or_stop(d: Duration, stop: &CancellationToken) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use jobq::RegistrationHealth;
+    use jobq::stats::RegistrationHealth;
 
     #[test]
     fn ready_only_when_registered_and_every_row_is_live() {

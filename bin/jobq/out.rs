@@ -8,7 +8,7 @@
 //! error messages go to stderr through writers that drop what cannot be written. Text that comes from
 //! rows goes through [`clean`] first.
 
-pub use jobq::human_age as age;
+pub use jobq::stats::human_age as age;
 use std::borrow::Cow;
 use std::fmt;
 use std::io::{self, Write};

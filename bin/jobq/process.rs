@@ -42,7 +42,7 @@ pub fn on_signals() -> Result<CancellationToken> {
             signal = name,
             "second signal: exiting now; the reaper will recover running jobs"
         );
-        jobq::handler::command::kill_all_running();
+        jobq::for_the_binary::kill_all_running();
         std::process::exit(FORCED_EXIT_STATUS);
     });
     Ok(token)
@@ -51,7 +51,7 @@ pub fn on_signals() -> Result<CancellationToken> {
 /// Called early in a supervised worker: ask for SIGTERM when the supervisor dies, and exit if it is
 /// already gone (the supervisor names itself in the child's environment).
 pub fn watch_parent() -> Result<()> {
-    let Ok(expected) = std::env::var(jobq::SUPERVISOR_PID_ENV) else {
+    let Ok(expected) = std::env::var(jobq::for_the_binary::SUPERVISOR_PID_ENV) else {
         return Ok(());
     };
     nix::sys::prctl::set_pdeathsig(Signal::SIGTERM)

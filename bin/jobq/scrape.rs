@@ -25,7 +25,7 @@ fn addr_file(dir: &Path, slot: &str) -> PathBuf {
 pub fn announce(bound: std::net::SocketAddr) -> std::io::Result<()> {
     let (Some(dir), Ok(slot)) = (
         std::env::var_os(METRICS_DIR_ENV),
-        std::env::var(jobq::SUPERVISOR_SLOT_ENV),
+        std::env::var(jobq::for_the_binary::SUPERVISOR_SLOT_ENV),
     ) else {
         return Ok(());
     };

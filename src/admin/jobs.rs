@@ -141,19 +141,25 @@ impl Jobs {
 
     /// The recorded attempts of job `id` that did not end done, oldest first (a done attempt is the job
     /// row itself: its `started_at` and `finished_at`).
-    pub async fn attempts(&self, id: impl Into<JobId>) -> Result<Vec<crate::AttemptRecord>> {
+    pub async fn attempts(
+        &self,
+        id: impl Into<JobId>,
+    ) -> Result<Vec<crate::db::attempts::AttemptRecord>> {
         crate::db::attempts::of_job(&self.pool, id.into()).await
     }
 
     /// The jobs job `id` waits for and the jobs that wait for it, each with its state (pending
     /// dependencies only: once a job no longer waits, its dependencies are forgotten).
-    pub async fn dependencies(&self, id: impl Into<JobId>) -> Result<crate::Dependencies> {
+    pub async fn dependencies(
+        &self,
+        id: impl Into<JobId>,
+    ) -> Result<crate::db::deps::Dependencies> {
         crate::db::deps::of_job(&self.pool, id.into().0).await
     }
 
     /// How many jobs have waited for other jobs longer than `over` (see [`Jobs::DEFAULT_LONG_WAIT`]),
     /// and the longest wait.
-    pub async fn long_waiting(&self, over: Duration) -> Result<crate::LongWaiting> {
+    pub async fn long_waiting(&self, over: Duration) -> Result<crate::db::deps::LongWaiting> {
         crate::db::deps::long_waiting(&self.pool, over).await
     }
 
@@ -252,12 +258,12 @@ impl Jobs {
     }
 
     /// Jobs per state, each counted up to 100,000 (`capped` past it): cheap however long the history.
-    pub async fn state_counts(&self) -> Result<Vec<crate::StateCount>> {
+    pub async fn state_counts(&self) -> Result<Vec<crate::db::admin::StateCount>> {
         admin::state_counts(&self.pool).await
     }
 
     /// Waiting, due and running jobs per queue: the cost follows the backlog, not the history.
-    pub async fn queue_summaries(&self) -> Result<Vec<crate::QueueSummary>> {
+    pub async fn queue_summaries(&self) -> Result<Vec<crate::db::admin::QueueSummary>> {
         admin::queue_summaries(&self.pool).await
     }
 
@@ -369,7 +375,7 @@ impl Jobs {
 
     /// The registered processes (workers, reapers, supervisors, schedulers), by role then age: which
     /// hosts run jobq now, and which queues and kinds their workers serve.
-    pub async fn processes(&self) -> Result<Vec<crate::ProcessRow>> {
+    pub async fn processes(&self) -> Result<Vec<crate::db::admin::ProcessRow>> {
         admin::processes(&self.pool).await
     }
 

@@ -25,6 +25,7 @@ pub(crate) mod scale;
 pub(crate) mod schedule;
 pub(crate) mod tls;
 pub(crate) mod uninstall;
+mod url;
 
 use std::future::Future;
 use std::time::Duration;
@@ -35,11 +36,9 @@ use crate::error::Result;
 
 use crate::errno::{self, is_transient};
 pub(crate) use connect::open_anchor;
-pub use connect::{
-    ConnectConfig, connect, connect_lazy, connect_options, create_database, read_password_file,
-    redact_url, with_password,
-};
-pub use tls::{SslMode, check_ca_file, with_tls};
+pub use connect::{connect, connect_lazy, create_database};
+pub use tls::{SslMode, check_ca_file};
+pub use url::{ConnectConfig, UrlSettings};
 
 /// Pushes `ids` as a bound list for `IN (…)`, padded to the next power of two by repeating the last id.
 ///

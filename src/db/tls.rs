@@ -6,7 +6,7 @@
 //! [`super::create_database`], the processes `jobq bench` starts (its wire-counting relay alone turns TLS
 //! off, to read the commands), and the workers a supervisor starts (which read the config file and
 //! environment the same way). Settings given apart from the URL, in the config
-//! file or the environment, are written into it with [`with_tls`].
+//! file or the environment, are written into it with `with_tls` ([`super::UrlSettings`]).
 //!
 //! Every URL jobq parses is checked here (`check_url`), so a mistyped mode, an unreadable CA file, or a CA file
 //! that would be silently ignored fails before any connection is tried, with a message naming the setting.
@@ -122,7 +122,7 @@ const CA_KEYS: [&str; 2] = ["ssl-ca", "sslca"];
 ///
 /// # Errors
 /// [`Error::Invalid`] when `ca` is not valid UTF-8 (a URL cannot carry it).
-pub fn with_tls(url: &str, mode: Option<SslMode>, ca: Option<&Path>) -> Result<String> {
+pub(crate) fn with_tls(url: &str, mode: Option<SslMode>, ca: Option<&Path>) -> Result<String> {
     let ca = ca
         .map(|p| {
             p.to_str().ok_or_else(|| {
@@ -185,23 +185,16 @@ fn url_settings(url: &str) -> std::result::Result<(Option<SslMode>, Option<Strin
     Ok((mode, ca))
 }
 
-/// The mode a URL connects with: its `ssl-mode`, else the default.
-pub(crate) fn mode_of(url: &str) -> SslMode {
-    url_settings(url)
-        .ok()
-        .and_then(|(mode, _)| mode)
-        .unwrap_or(SslMode::DEFAULT)
-}
-
 /// Checks the TLS settings of a URL: a known `ssl-mode`, a readable CA file holding a PEM certificate,
-/// and no CA file with a mode that would ignore it. Returns what is wrong, naming the setting.
-pub(crate) fn check_url(url: &str) -> std::result::Result<(), String> {
+/// and no CA file with a mode that would ignore it. Returns the mode the URL connects with (its
+/// `ssl-mode`, else the default), or what is wrong, naming the setting.
+pub(crate) fn check_url(url: &str) -> std::result::Result<SslMode, String> {
     let (mode, ca) = url_settings(url)?;
     if let Some(ca) = ca {
         check_ca_file(Path::new(&ca)).map_err(|e| format!("ssl-ca: {e}"))?;
         check_ca_is_used(mode)?;
     }
-    Ok(())
+    Ok(mode.unwrap_or(SslMode::DEFAULT))
 }
 
 /// A CA file is used only to check the server's certificate. With `preferred` or `required` sqlx

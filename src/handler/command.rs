@@ -127,8 +127,9 @@ impl Handler for CommandHandler {
 /// running after its worker is gone would go on doing the job while the reaper hands it to another.
 static RUNNING_GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
-/// Sends SIGKILL to every command this process is running. Called before a forced exit.
-pub fn kill_all_running() {
+/// Sends SIGKILL to every command this process is running. Called before a forced exit (the binary's,
+/// through `for_the_binary`) and by a fenced worker.
+pub(crate) fn kill_all_running() {
     let groups = crate::sync::lock(&RUNNING_GROUPS);
     for &pgid in groups.iter() {
         let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);

@@ -12,10 +12,9 @@ mod context;
 mod error;
 pub mod http;
 pub mod process;
-// Public only for the `jobq` binary, which checks with it that its exec shim can be started; not part
-// of the library's API.
-#[doc(hidden)]
-pub mod program;
+// `find_program` is public only for the `jobq` binary (through `for_the_binary`), which checks with
+// it that its exec shim can be started.
+pub(crate) mod program;
 pub mod sql;
 
 use std::collections::BTreeMap;
@@ -82,7 +81,7 @@ pub struct HandlerOptions {
     pub timeout: Option<Duration>,
     /// Attempts before a job of this kind is dead, for the jobs that set no `max_attempts` of their own
     /// (the column is NULL unless the enqueuer set one; without this, such a job gets
-    /// [`crate::DEFAULT_MAX_ATTEMPTS`]). A job's own number wins: whoever enqueued it asked for it, as
+    /// [`crate::admin::DEFAULT_MAX_ATTEMPTS`]). A job's own number wins: whoever enqueued it asked for it, as
     /// a job's own `timeout_secs` wins over the handler's timeout. The worker writes the bound it
     /// applied into a row that had none when an attempt fails, so the row, `jobq jobs show` and the
     /// `jobq_jobs` view show what the job was judged by.

@@ -6,8 +6,8 @@
 //!    failures, pauses a schedule under the `pause` error policy and breaks it after `broken_after`
 //!    failures in a row;
 //! 2. walks the enabled schedules whose `next_run_at` has come and, for each, asks
-//!    [`policy::decide`] what to do (overlap, misfire, window, this tick's job budget), then writes the
-//!    decision with [`crate::db::schedule`]'s conditional update: the jobs and run rows are created in the
+//!    `policy::decide` what to do (overlap, misfire, window, this tick's job budget), then writes the
+//!    decision with `db::schedule`'s conditional update: the jobs and run rows are created in the
 //!    same transaction that moves `next_run_at` on from the value this scheduler read, so a scheduler that
 //!    lost the race to another writes nothing. There is no leader to elect or lose: any number of
 //!    schedulers (one per host, or one inside each supervisor) can run.

@@ -35,9 +35,9 @@ pub(super) fn query_value(s: &str) -> String {
 pub(super) fn when(t: &DateTime<Utc>) -> String {
     let secs = (Utc::now() - *t).num_milliseconds() as f64 / 1e3;
     let rel = if secs >= 0.0 {
-        format!("{} ago", crate::human_age(secs))
+        format!("{} ago", crate::duration::human_age(secs))
     } else {
-        format!("in {}", crate::human_age(-secs))
+        format!("in {}", crate::duration::human_age(-secs))
     };
     format!(
         "<time datetime=\"{}\" title=\"{}\">{}</time> <small>{}</small>",

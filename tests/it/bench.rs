@@ -94,7 +94,7 @@ async fn smoke_bench_runs_and_every_job_finishes_exactly_once() {
 
     // The scratch database is gone.
     let database = report["database"].as_str().expect("database name");
-    let admin = jobq::connect(&jobq::ConnectConfig::new(base_url()))
+    let admin = jobq::connect(&jobq::ConnectConfig::new(base_url()).unwrap())
         .await
         .unwrap();
     let left: Option<Vec<u8>> = sqlx::query_scalar(

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use jobq::CancelOutcome;
+use jobq::admin::CancelOutcome;
 use jobq::testing::claim_batch;
 use jobq::{Handlers, JobContext, JobError};
 use jobq::{Reaper, ReaperConfig};

@@ -188,7 +188,7 @@ async fn an_unmigrated_database_says_to_run_migrate_and_migrate_is_idempotent() 
         .await;
     assert_eq!(
         versions,
-        jobq::latest_version(),
+        jobq::schema::latest_version(),
         "each migration is recorded once"
     );
 
@@ -1431,7 +1431,7 @@ async fn the_library_audits_only_what_a_named_actor_does() {
     jobs.cancel(b).await.unwrap();
     let outcome = jobs
         .apply_each(
-            jobq::JobAction::Retry,
+            jobq::admin::JobAction::Retry,
             &[a, b, jobq::JobId::from(999_999)],
             |_, _| {},
         )

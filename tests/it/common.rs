@@ -57,7 +57,7 @@ impl TestDb {
             .expect("create test database");
         admin.close().await;
         let url = url_for(&name);
-        let pool = jobq::connect(&ConnectConfig::new(&url).max_connections(5))
+        let pool = jobq::connect(&ConnectConfig::new(&url).unwrap().max_connections(5))
             .await
             .expect("connect to test database");
         TestDb { pool, url, name }
@@ -65,7 +65,7 @@ impl TestDb {
 
     /// Another pool on the same database (for a second worker with its own connections).
     pub async fn pool(&self, max: u32) -> MySqlPool {
-        jobq::connect(&ConnectConfig::new(&self.url).max_connections(max))
+        jobq::connect(&ConnectConfig::new(&self.url).unwrap().max_connections(max))
             .await
             .unwrap()
     }
@@ -149,7 +149,7 @@ impl Drop for TestDb {
 }
 
 async fn admin_pool() -> MySqlPool {
-    jobq::connect(&ConnectConfig::new(base_url()).max_connections(1))
+    jobq::connect(&ConnectConfig::new(base_url()).unwrap().max_connections(1))
         .await
         .expect("connect to the test server (set JOBQ_TEST_DATABASE_URL or run scripts/test.sh)")
 }
@@ -453,7 +453,10 @@ impl PrivateServer {
                     std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
                 );
             }
-            if jobq::connect(&ConnectConfig::new(&url)).await.is_ok() {
+            if jobq::connect(&ConnectConfig::new(&url).unwrap())
+                .await
+                .is_ok()
+            {
                 return;
             }
             assert!(

@@ -413,7 +413,7 @@ async fn every_sql_block_of_the_docs_runs() {
             .await
             .unwrap();
         run(&mut admin, "CREATE DATABASE app").await.unwrap();
-        let pool = jobq::connect(&jobq::ConnectConfig::new(server.url("app")))
+        let pool = jobq::connect(&jobq::ConnectConfig::new(server.url("app")).unwrap())
             .await
             .unwrap();
         jobq::migrate(&pool).await.unwrap();

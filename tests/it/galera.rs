@@ -83,7 +83,7 @@ impl ClusterDb {
             .iter()
             .map(|b| format!("{}/{name}", b.rsplit_once('/').expect("a database part").0))
             .collect();
-        let admin = jobq::connect(&ConnectConfig::new(bases[0]).max_connections(1))
+        let admin = jobq::connect(&ConnectConfig::new(bases[0]).unwrap().max_connections(1))
             .await
             .expect("connect to node 1");
         admin
@@ -91,7 +91,7 @@ impl ClusterDb {
             .await
             .unwrap();
         admin.close().await;
-        let pool = jobq::connect(&ConnectConfig::new(&urls[0]).max_connections(4))
+        let pool = jobq::connect(&ConnectConfig::new(&urls[0]).unwrap().max_connections(4))
             .await
             .unwrap();
         jobq::migrate(&pool).await.expect("migrate on node 1");
@@ -102,7 +102,7 @@ impl ClusterDb {
             .await
             .unwrap();
         for url in &urls[1..] {
-            let node = jobq::connect(&ConnectConfig::new(url).max_connections(1))
+            let node = jobq::connect(&ConnectConfig::new(url).unwrap().max_connections(1))
                 .await
                 .expect("connect to another node");
             wait_for_count(
@@ -136,7 +136,9 @@ impl Drop for ClusterDb {
                 .build()
                 .unwrap();
             rt.block_on(async {
-                if let Ok(p) = jobq::connect(&ConnectConfig::new(&url).max_connections(1)).await {
+                if let Ok(p) =
+                    jobq::connect(&ConnectConfig::new(&url).unwrap().max_connections(1)).await
+                {
                     let _ = p
                         .execute(format!("DROP DATABASE IF EXISTS `{name}`").as_str())
                         .await;
@@ -315,7 +317,8 @@ async fn a_reaper_on_another_node_leaves_a_live_workers_job_alone() {
 async fn schedulers_on_three_nodes_make_exactly_one_job_per_planned_time() {
     use chrono::TimeZone;
     use jobq::{
-        Clock, ManualClock, Misfire, OnError, Overlap, ScheduleDef, Scheduler, SchedulerConfig,
+        ScheduleDef, Scheduler, SchedulerConfig, schedule::Misfire, schedule::OnError,
+        schedule::Overlap, scheduler::Clock, scheduler::ManualClock,
     };
     let Some(db) = ClusterDb::new("galera::schedulers_on_three_nodes").await else {
         return;
@@ -324,7 +327,7 @@ async fn schedulers_on_three_nodes_make_exactly_one_job_per_planned_time() {
     let clock = ManualClock::new(t0);
     let mut racers = Vec::new();
     for url in &db.urls {
-        let pool = jobq::connect(&ConnectConfig::new(url).max_connections(2))
+        let pool = jobq::connect(&ConnectConfig::new(url).unwrap().max_connections(2))
             .await
             .unwrap();
         let cfg = SchedulerConfig {
@@ -640,7 +643,7 @@ async fn a_node_killed_mid_drain_loses_no_job_and_its_workers_move() {
     assert!(moved > 0);
     check_nothing_lost(&db, jobs, 4).await;
     // Node 3 caught up with everything it missed.
-    let node3 = jobq::connect(&ConnectConfig::new(&db.urls[2]).max_connections(1))
+    let node3 = jobq::connect(&ConnectConfig::new(&db.urls[2]).unwrap().max_connections(1))
         .await
         .unwrap();
     let on3: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")

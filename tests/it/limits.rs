@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jobq::{Handlers, JobContext, JobError, JobLimits, LimitScope, Mode, Worker, WorkerConfig};
+use jobq::{
+    Handlers, JobContext, JobError, JobLimits, Mode, Worker, WorkerConfig, admin::LimitScope,
+};
 
 use crate::common::{TestDb, run_jobq, wait_until};
 

@@ -26,7 +26,7 @@ async fn workers_ride_out_a_server_restart_and_finish_everything() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let pool = jobq::connect(&jobq::ConnectConfig::new(&url))
+    let pool = jobq::connect(&jobq::ConnectConfig::new(&url).unwrap())
         .await
         .unwrap();
     sqlx::query("CREATE TABLE effects (job_id BIGINT NOT NULL)")
@@ -67,7 +67,7 @@ async fn workers_ride_out_a_server_restart_and_finish_everything() {
     let count = |sql: &'static str| {
         let url = url.clone();
         async move {
-            let Ok(pool) = jobq::connect(&jobq::ConnectConfig::new(&url)).await else {
+            let Ok(pool) = jobq::connect(&jobq::ConnectConfig::new(&url).unwrap()).await else {
                 return -1;
             };
             let n: i64 = sqlx::query_scalar(sql).fetch_one(&pool).await.unwrap_or(-1);

@@ -7,8 +7,8 @@ use std::time::Duration;
 use chrono::{TimeZone, Utc};
 use jobq::schedule::{LogAction, ScheduleLogEntry, ScheduleState};
 use jobq::{
-    Clock, Error, ManualClock, Misfire, OnError, Overlap, ScheduleDef, Scheduler, SchedulerConfig,
-    Schedules,
+    Error, ScheduleDef, Scheduler, SchedulerConfig, Schedules, schedule::Misfire,
+    schedule::OnError, schedule::Overlap, scheduler::Clock, scheduler::ManualClock,
 };
 
 use crate::common::{TestDb, jobq, wait_output};

@@ -11,10 +11,12 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use jobq::schedule::{Cause, Outcome, Overlap, ScheduleRecord, ScheduleState};
 use jobq::{
-    CancellationToken, Clock, Error, Handlers, JobContext, JobError, Mode, ScheduleDef, Scheduler,
-    SchedulerConfig, Worker, WorkerConfig,
+    CancellationToken, Error, Handlers, JobContext, JobError, Mode, ScheduleDef, Scheduler,
+    SchedulerConfig, Worker, WorkerConfig, scheduler::Clock,
 };
-use jobq::{ManualClock, Misfire, OnError, Schedules, Upserted};
+use jobq::{
+    Schedules, schedule::Misfire, schedule::OnError, scheduler::ManualClock, scheduler::Upserted,
+};
 
 use crate::common::{TestDb, run_jobq, scratch_dir, wait_until, write_config};
 
@@ -89,7 +91,7 @@ async fn get(s: &Schedules, name: &str) -> ScheduleRecord {
     s.get(name).await.unwrap()
 }
 
-async fn tick(s: &Scheduler) -> jobq::TickReport {
+async fn tick(s: &Scheduler) -> jobq::scheduler::TickReport {
     s.run_once().await.unwrap()
 }
 

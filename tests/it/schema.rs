@@ -1,7 +1,7 @@
 //! The schema: what a plain INSERT gets, what the server refuses, time zones, migrations, enqueue.
 
 use jobq::{Error, NewJob};
-use jobq::{ensure_migrated, latest_version, migrate};
+use jobq::{ensure_migrated, migrate, schema::latest_version};
 use sqlx::{Executor, Row};
 
 use crate::common::TestDb;

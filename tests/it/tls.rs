@@ -85,7 +85,7 @@ async fn tls_server(pki: &Pki) -> PrivateServer {
 
 /// Connects with `url` (the login is checked at once: see `jobq::connect`).
 async fn connect(url: &str) -> jobq::Result<MySqlPool> {
-    jobq::connect(&ConnectConfig::new(url).max_connections(2)).await
+    jobq::connect(&ConnectConfig::new(url)?.max_connections(2)).await
 }
 
 /// The cipher of a session opened with `url`: empty for a plaintext session.

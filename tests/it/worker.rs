@@ -463,9 +463,13 @@ async fn a_due_job_locked_by_another_transaction_does_not_make_the_worker_spin()
     let relay = crate::wire::Relay::start(opts.get_host().to_string(), opts.get_port())
         .await
         .unwrap();
-    let pool = jobq::connect(&jobq::ConnectConfig::new(relay.url(&db.url)).max_connections(4))
-        .await
-        .unwrap();
+    let pool = jobq::connect(
+        &jobq::ConnectConfig::new(relay.url(&db.url))
+            .unwrap()
+            .max_connections(4),
+    )
+    .await
+    .unwrap();
     let ran = Arc::new(AtomicU32::new(0));
     let counter = ran.clone();
     let handlers = Handlers::new()

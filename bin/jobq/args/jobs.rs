@@ -109,8 +109,8 @@ pub enum JobsCommand {
 #[derive(Debug, Args)]
 pub struct BulkArgs {
     /// What to do: retry, cancel, run-now, delete.
-    #[arg(value_parser = clap::value_parser!(jobq::JobAction))]
-    pub action: jobq::JobAction,
+    #[arg(value_parser = clap::value_parser!(jobq::admin::JobAction))]
+    pub action: jobq::admin::JobAction,
     #[command(flatten)]
     pub filter: JobFilterArgs,
     /// Only jobs whose last error contains this text.

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use jobq::config::{HumanDuration, SchedulerSection};
-use jobq::{Misfire, OnError, Overlap, SchedulerConfig};
+use jobq::{SchedulerConfig, schedule::Misfire, schedule::OnError, schedule::Overlap};
 
 use super::{Format, human, parse_duration, parse_interval, set};
 

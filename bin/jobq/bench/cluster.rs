@@ -50,7 +50,8 @@ fn plan(nodes: usize) -> Vec<(Layout, Settings, usize)> {
 
 pub(crate) async fn run(ctx: &Ctx, nodes: &[String]) -> BResult<ClusterReport> {
     let name = format!("jobq_bench_cluster_{:08x}", rand::random::<u32>());
-    let mut admin = jobq::connect_options(&nodes[0])?
+    let mut admin = ConnectConfig::new(&nodes[0])?
+        .connect_options()
         .database("")
         .connect()
         .await
@@ -74,12 +75,12 @@ const STATUS_CONNECTIONS: u32 = 1;
 
 async fn measure(ctx: &Ctx, urls: &[String]) -> BResult<ClusterReport> {
     let pool =
-        jobq::connect(&ConnectConfig::new(&urls[0]).max_connections(SETUP_CONNECTIONS)).await?;
+        jobq::connect(&ConnectConfig::new(&urls[0])?.max_connections(SETUP_CONNECTIONS)).await?;
     jobq::migrate(&pool).await?;
     let mut status = Vec::new();
     for url in urls {
         status.push(
-            jobq::connect(&ConnectConfig::new(url).max_connections(STATUS_CONNECTIONS)).await?,
+            jobq::connect(&ConnectConfig::new(url)?.max_connections(STATUS_CONNECTIONS)).await?,
         );
     }
     let mut runs = Vec::new();

@@ -148,7 +148,7 @@ pub(crate) async fn start_workers(
     let mut handles = Vec::new();
     let mut pools = Vec::new();
     for _ in 0..s.workers {
-        let pool = jobq::connect(&ConnectConfig::new(url).max_connections(pool_size(s))).await?;
+        let pool = jobq::connect(&ConnectConfig::new(url)?.max_connections(pool_size(s))).await?;
         let handlers = match handler.config() {
             None => {
                 let (calls, on_start) = (calls.clone(), on_start.clone());
@@ -393,7 +393,7 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
 
 /// Runs the winning settings and the raw loop at the same W and B through the counting relay.
 async fn wire_profile(ctx: &Ctx, s: Settings) -> BResult<Option<WireProfile>> {
-    let opts = jobq::connect_options(&ctx.url)?;
+    let opts = jobq::ConnectConfig::new(&ctx.url)?.connect_options();
     if opts.get_socket().is_some() {
         return Ok(None);
     }

@@ -98,7 +98,7 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<IdleReport> {
 /// A counting relay in front of the server, when it is reached over TCP (a Unix socket cannot be
 /// relayed; the server's counters are then all there is).
 async fn relay_for(ctx: &Ctx) -> BResult<Option<Relay>> {
-    let opts = jobq::connect_options(&ctx.url)?;
+    let opts = jobq::ConnectConfig::new(&ctx.url)?.connect_options();
     if opts.get_socket().is_some() {
         return Ok(None);
     }

@@ -120,7 +120,7 @@ async fn fill(ctx: &Ctx, jobs: u64) -> BResult<()> {
 
 async fn cell(ctx: &Ctx, workers: u32, batch: u32, jobs: u64) -> BResult<LeanCell> {
     fill(ctx, jobs).await?;
-    let opts = jobq::connect_options(&ctx.url)?;
+    let opts = jobq::ConnectConfig::new(&ctx.url)?.connect_options();
     let mut conns = Vec::new();
     for _ in 0..workers {
         let mut c = opts.connect().await?;

@@ -112,17 +112,15 @@ pub async fn run_until(
     stop: CancellationToken,
 ) -> Result<BenchReport, BenchError> {
     let name = format!("jobq_bench_{:08x}", rand::random::<u32>());
-    let base_opts = jobq::connect_options(&cfg.url)?;
+    let base = ConnectConfig::new(&cfg.url)?;
+    let base_opts = base.connect_options();
     let mut admin = base_opts
         .clone()
         .database("")
         .connect()
         .await
         .map_err(|e| {
-            BenchError::Setup(format!(
-                "cannot connect to {}: {e}",
-                jobq::redact_url(&cfg.url)
-            ))
+            BenchError::Setup(format!("cannot connect to {}: {e}", base.redacted_url()))
         })?;
     if let Err(e) = admin
         .execute(format!("CREATE DATABASE `{name}`").as_str())
@@ -131,14 +129,14 @@ pub async fn run_until(
         return Err(BenchError::Setup(format!(
             "cannot create the scratch database {name} on {}: {}. `jobq bench` needs a user with the \
              CREATE and DROP privileges on the server (or on databases named jobq_bench_%)",
-            jobq::redact_url(&cfg.url),
+            base.redacted_url(),
             e.as_database_error()
                 .map_or_else(|| e.to_string(), |d| d.message().to_string())
         )));
     }
     let url = database_url(&cfg.url, &name);
     let work = async {
-        let pool = jobq::connect(&ConnectConfig::new(&url).max_connections(4)).await?;
+        let pool = jobq::connect(&ConnectConfig::new(&url)?.max_connections(4)).await?;
         jobq::migrate(&pool).await?;
         let ctx = Ctx {
             cfg: cfg.clone(),

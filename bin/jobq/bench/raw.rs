@@ -202,7 +202,7 @@ pub(crate) async fn cell(
 
 /// `n` connections to `url`, their sessions set up as jobq sets up its own.
 pub(crate) async fn connections(url: &str, n: u32) -> BResult<Vec<MySqlConnection>> {
-    let opts = jobq::connect_options(url)?;
+    let opts = jobq::ConnectConfig::new(url)?.connect_options();
     let mut conns = Vec::new();
     for _ in 0..n {
         let mut c = opts.connect().await?;

@@ -46,7 +46,7 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<WebReport> {
         .fetch_one(&ctx.pool)
         .await?;
 
-    let pool = jobq::connect(&jobq::ConnectConfig::new(&ctx.url).max_connections(8)).await?;
+    let pool = jobq::connect(&jobq::ConnectConfig::new(&ctx.url)?.max_connections(8)).await?;
     let app = jobq::web::router(pool.clone(), jobq::web::WebConfig::default())?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

@@ -9,9 +9,9 @@ use crate::out::outln;
 /// Creates the section's database if it is missing, then migrates it.
 pub async fn enable(env: &Env, args: EnableArgs) -> Result<()> {
     let db = Env::section(&env.config, env.config_path.clone(), &args.name)?;
-    let url = db.url()?;
-    if jobq::create_database(url).await? {
-        outln!("created database {}", jobq::redact_url(url))?;
+    let url = db.connect_config()?.redacted_url();
+    if jobq::create_database(db.connect_config()?).await? {
+        outln!("created database {}", url)?;
     }
     let pool = db.pool(2).await?;
     let report = jobq::migrate(&pool)
@@ -20,7 +20,7 @@ pub async fn enable(env: &Env, args: EnableArgs) -> Result<()> {
     outln!(
         "jobq is enabled in {} ({}): schema version {}{}",
         args.name,
-        jobq::redact_url(url),
+        url,
         report.version,
         if report.applied.is_empty() {
             ", already current".to_string()

@@ -1,7 +1,10 @@
 //! `jobq jobs list|show|retry|run-now|cancel|bulk`.
 
 use anyhow::{Context, Result};
-use jobq::{AttemptRecord, CancelOutcome, Dependencies, JobFilter, JobRecord, Jobs, Link};
+use jobq::{
+    JobFilter, JobRecord, Jobs, admin::AttemptRecord, admin::CancelOutcome, admin::Dependencies,
+    admin::Link,
+};
 
 use super::Env;
 use crate::args::{BulkArgs, JobsCommand};
@@ -228,7 +231,7 @@ fn print_one(j: &JobRecord) -> Result<()> {
             Some(n) => n.to_string(),
             None => format!(
                 "default (the handler's, else {})",
-                jobq::DEFAULT_MAX_ATTEMPTS
+                jobq::admin::DEFAULT_MAX_ATTEMPTS
             ),
         }
     )?;

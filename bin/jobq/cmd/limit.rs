@@ -1,7 +1,7 @@
 //! `jobq limit set|remove|list`.
 
 use anyhow::Result;
-use jobq::{JobLimits, LimitScope};
+use jobq::{JobLimits, admin::LimitScope};
 
 use super::Env;
 use crate::args::limit::{LimitCommand, LimitTarget};

@@ -7,8 +7,11 @@ use crate::args::MigrateArgs;
 use crate::out::outln;
 
 pub async fn run(env: &Env, args: MigrateArgs) -> Result<()> {
-    if args.create_database && jobq::create_database(env.url()?).await? {
-        outln!("created database for {}", jobq::redact_url(env.url()?))?;
+    if args.create_database && jobq::create_database(env.connect_config()?).await? {
+        outln!(
+            "created database for {}",
+            env.connect_config()?.redacted_url()
+        )?;
     }
     let pool = env.pool(2).await?;
     // A migration that alters a big job_queue can take minutes; a spinner on a terminal says it is at

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use jobq::config::Config;
-use jobq::{ConnectConfig, SslMode};
+use jobq::{ConnectConfig, SslMode, UrlSettings};
 use sqlx::MySqlPool;
 
 use crate::args::{Cli, Command};
@@ -49,14 +49,10 @@ pub struct Env {
     target: Option<Target>,
 }
 
-/// A database to connect to.
-struct Target {
-    /// The URL jobq connects with, with the password file's password if there is one.
-    url: String,
-    /// The URL as it was given, without the password file's password: what the supervisor passes on to
-    /// its workers, which read the password file themselves (its path is in their environment or config).
-    given_url: String,
-}
+/// A database to connect to: its URL with the password file and TLS settings, parsed once; or what is
+/// wrong with the URL, told when a command needs the database (one that does not, such as `schedule
+/// next --spec`, still runs).
+struct Target(std::result::Result<ConnectConfig, String>);
 
 impl Env {
     fn load(cli: &Cli) -> Result<Env> {
@@ -120,8 +116,8 @@ impl Env {
         self.target.is_none() && !self.config.databases.is_empty()
     }
 
-    fn target(&self) -> Result<&Target> {
-        self.target.as_ref().with_context(|| {
+    fn target(&self) -> Result<&ConnectConfig> {
+        let target = self.target.as_ref().with_context(|| {
             if self.config.databases.is_empty() {
                 return format!(
                     "no database named: give --database-url, set JOBQ_DATABASE_URL or DATABASE_URL, \
@@ -137,29 +133,36 @@ impl Env {
                 "the config serves several databases ({}): pass --database NAME (or set JOBQ_DATABASE)",
                 names.join(", ")
             )
-        })
+        })?;
+        target.0.as_ref().map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    /// Where to connect: the URL with the password file's password and the TLS settings applied.
+    pub fn connect_config(&self) -> Result<&ConnectConfig> {
+        self.target()
     }
 
     /// The URL jobq connects with (password and TLS settings applied).
     pub fn url(&self) -> Result<&str> {
-        Ok(&self.target()?.url)
+        Ok(self.target()?.url())
     }
 
-    /// The URL as it was given (see [`Target::given_url`]).
+    /// The URL as it was given, without the password file's password: what the supervisor passes on to
+    /// its workers, which read the password file themselves (its path is in their environment or config).
     pub fn given_url(&self) -> Result<&str> {
-        Ok(&self.target()?.given_url)
+        Ok(self.target()?.given_url())
     }
 
     /// Connects with a pool of `max` connections.
     pub async fn pool(&self, max: u32) -> Result<MySqlPool> {
-        Ok(jobq::connect(&ConnectConfig::new(self.url()?).max_connections(max)).await?)
+        Ok(jobq::connect(&self.target()?.clone().max_connections(max)).await?)
     }
 
     /// A pool for a long-running service, which connects when first used: the service waits for a
     /// database that is not there yet, and checks the schema itself when it registers.
     pub fn service_pool(&self, max: u32) -> Result<MySqlPool> {
         Ok(jobq::connect_lazy(
-            &ConnectConfig::new(self.url()?).max_connections(max),
+            &self.target()?.clone().max_connections(max),
         )?)
     }
 
@@ -172,28 +175,31 @@ impl Env {
 }
 
 impl Target {
-    /// `url` with the password file's password and the TLS settings applied.
+    /// `url` with the password file's password and the TLS settings applied. A password file or TLS
+    /// setting that cannot be used fails here; what is wrong with the URL itself, when a command needs
+    /// the database.
     fn new(config: &Config, config_path: Option<&Path>, url: String) -> Result<Target> {
         let password_file = std::env::var_os("JOBQ_DATABASE_PASSWORD_FILE")
             .filter(|s| !s.is_empty())
             .map(PathBuf::from)
             .or_else(|| config.database_password_file.clone());
-        let effective = match &password_file {
-            Some(path) => jobq::with_password(&url, &jobq::read_password_file(path)?)?,
-            None => url.clone(),
-        };
         let (ssl_mode, ssl_ca) = tls_settings(config, config_path)?;
-        let effective = jobq::with_tls(&effective, ssl_mode, ssl_ca.as_deref())?;
-        Ok(Target {
-            url: effective,
-            given_url: url,
-        })
+        let settings = UrlSettings {
+            password_file,
+            ssl_mode,
+            ssl_ca,
+        };
+        match ConnectConfig::with_settings(url, &settings) {
+            Ok(cfg) => Ok(Target(Ok(cfg))),
+            Err(e @ jobq::Error::InvalidUrl { .. }) => Ok(Target(Err(e.to_string()))),
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
 /// The TLS settings given apart from the URL: `JOBQ_DATABASE_SSL_MODE`, else `database_ssl_mode`; and
 /// `JOBQ_DATABASE_SSL_CA`, else `database_ssl_ca`. Each one set replaces the URL's own (see
-/// [`jobq::with_tls`]). Errors name the variable or the config key they come from.
+/// [`UrlSettings`]). Errors name the variable or the config key they come from.
 fn tls_settings(
     config: &Config,
     config_path: Option<&Path>,
@@ -217,7 +223,7 @@ fn tls_settings(
             .map(|path| (path, in_config("database_ssl_ca"))),
     };
     if let Some((path, source)) = &ca {
-        jobq::check_ca_file(path).with_context(|| source.clone())?;
+        jobq::for_the_binary::check_ca_file(path).with_context(|| source.clone())?;
     }
     Ok((mode, ca.map(|(path, _)| path)))
 }

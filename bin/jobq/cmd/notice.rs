@@ -3,7 +3,7 @@
 //! still made (the worker or host may be on its way), but the operator hears at once why jobs may
 //! wait, instead of finding out from a queue that does not move.
 
-use jobq::{Jobs, ProcessRow};
+use jobq::{Jobs, stats::ProcessRow};
 use sqlx::MySqlPool;
 
 use super::Env;

@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 use chrono_tz::Tz;
 use jobq::State;
 use jobq::schedule::{Outcome, RunRecord, ScheduleDef, ScheduleLogEntry, ScheduleRecord, Spec};
-use jobq::{Schedules, Upserted};
+use jobq::{Schedules, scheduler::Upserted};
 
 use super::Env;
 use crate::args::{

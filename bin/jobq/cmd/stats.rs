@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use anyhow::{Context, Result};
 use chrono::Utc;
 use jobq::State;
-use jobq::{Jobs, Stats, Unserved};
+use jobq::{Jobs, stats::Stats, stats::Unserved};
 
 use super::Env;
 use crate::args::StatsArgs;
@@ -41,7 +41,10 @@ async fn run_many(env: &Env, args: StatsArgs) -> Result<()> {
         if args.format.json {
             all.insert(name.as_str(), serde_json::to_value(with_unserved(&stats))?);
         } else {
-            outln!("== database {name} ({}) ==", jobq::redact_url(db.url()?))?;
+            outln!(
+                "== database {name} ({}) ==",
+                db.connect_config()?.redacted_url()
+            )?;
             text(&stats)?;
             outln!()?;
         }
@@ -209,7 +212,8 @@ fn shown(kind: &str) -> String {
 /// `queue mail: 49 due of kind email.send held by limit kind email.send 0/0`.
 fn print_held(stats: &Stats) -> Result<()> {
     let held = stats.held();
-    let zero: Vec<&jobq::ScaleSetting> = stats.scale.iter().filter(|s| s.workers == 0).collect();
+    let zero: Vec<&jobq::admin::ScaleSetting> =
+        stats.scale.iter().filter(|s| s.workers == 0).collect();
     if held.is_empty() && zero.is_empty() {
         return Ok(());
     }
@@ -278,7 +282,7 @@ fn with_unserved(stats: &Stats) -> impl serde::Serialize + '_ {
         #[serde(flatten)]
         stats: &'a Stats,
         unserved: Vec<Unclaimed<'a>>,
-        held: Vec<jobq::HeldGroup>,
+        held: Vec<jobq::stats::HeldGroup>,
     }
     let unserved = stats
         .unserved()

@@ -12,7 +12,7 @@ use crate::job::{JobRecord, State as JobState};
 use crate::web::App;
 use crate::web::guard::CsrfToken;
 use crate::web::html::{badge, button, esc, page, when, when_opt};
-use crate::{AttemptRecord, JobId};
+use crate::{JobId, db::attempts::AttemptRecord};
 
 pub(in crate::web) async fn job(
     State(app): State<App>,
@@ -109,8 +109,8 @@ fn fields(j: &JobRecord, claimant: &str) -> String {
 
 /// The jobs this one waits for and the jobs waiting for it, each linked with its state; nothing when
 /// there are none.
-fn dependencies(app: &App, deps: &crate::Dependencies) -> String {
-    let list = |id: &str, title: &str, links: &[crate::Link]| {
+fn dependencies(app: &App, deps: &crate::db::deps::Dependencies) -> String {
+    let list = |id: &str, title: &str, links: &[crate::db::deps::Link]| {
         if links.is_empty() {
             return String::new();
         }

@@ -29,11 +29,11 @@ pub(in crate::web) struct Overview {
     unserved: Vec<UnservedGroup>,
     processes: Vec<admin::ProcessRow>,
     /// Paused queues: no worker claims from them.
-    paused: Vec<crate::PausedQueue>,
+    paused: Vec<crate::db::queues::PausedQueue>,
     /// Due jobs a pause, a pin or a full or zero limit holds back, and what holds them.
     held: Vec<admin::HeldGroup>,
     /// Jobs that have waited for other jobs longer than the dashboard's threshold.
-    long_waiting: crate::LongWaiting,
+    long_waiting: crate::db::deps::LongWaiting,
 }
 
 /// Due jobs no live worker will claim, and why.
@@ -126,7 +126,7 @@ fn headline(app: &App, o: &Overview) -> String {
         if long.count > 0 { " warn" } else { "" },
         esc(&app.link("/jobs?state=waiting")),
         long.count,
-        crate::human_age(long.over_secs)
+        crate::duration::human_age(long.over_secs)
     );
     format!(
         "<div class=\"cards\">\
@@ -136,7 +136,7 @@ fn headline(app: &App, o: &Overview) -> String {
          <div class=\"card\"><b>{done_hour}</b>done in the last hour</div>\
          <div class=\"card\"><b>{dead_hour}</b>dead in the last hour</div>\
          <div class=\"card\"><b>{workers}</b>workers</div>{long_card}</div>",
-        oldest.map_or("-".into(), crate::human_age),
+        oldest.map_or("-".into(), crate::duration::human_age),
     )
 }
 
@@ -206,7 +206,7 @@ fn queues_table(app: &App, csrf: &CsrfToken, o: &Overview) -> String {
             summary.map_or(0, |s| s.due),
             summary
                 .and_then(|s| s.oldest_due_secs)
-                .map_or("-".into(), crate::human_age),
+                .map_or("-".into(), crate::duration::human_age),
         );
         for (state, n) in QUEUE_COLUMNS.iter().zip(counts) {
             let href = format!(
