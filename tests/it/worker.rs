@@ -611,14 +611,31 @@ async fn a_second_signal_exits_at_once() {
     let cfg = sh_config(&dir, "shutdown_grace = \"60s\"");
     db.exec("INSERT INTO job_queue (kind, payload) VALUES ('nap', '30')")
         .await;
-    let child = spawn_forever_worker(&db, &cfg);
+    let mut child = spawn_forever_worker(&db, &cfg);
     let pid = Pid::from_raw(child.id() as i32);
+    // Its log, read to the end; `taken` says when the first signal has been taken.
+    let (taken, first_taken) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("waiting for running jobs") {
+                let _ = taken.send(());
+            }
+        }
+    });
     wait_until("job running", Duration::from_secs(10), || async {
         db.states().await == "running=1"
     })
     .await;
     kill(pid, Signal::SIGTERM).unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::task::spawn_blocking(move || first_taken.recv_timeout(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .expect("the worker took the first signal: it waits for its running job");
     let t0 = Instant::now();
     kill(pid, Signal::SIGINT).unwrap();
     let out = wait_output(child, Duration::from_secs(5));
