@@ -1,12 +1,13 @@
 //! Internals the integration tests drive directly (a claim without a worker, a fenced finish, the
-//! fence's margin, how a process is judged), behind the `test-util` feature: they are not part of the
-//! public API and may change with any release.
+//! fence's margin, how a process is judged) and the events they wait on ([`Signals`]), behind the
+//! `test-util` feature: they are not part of the public API and may change with any release.
 
 pub use crate::claimant::fence::MARGIN;
 pub use crate::claimant::liveness::{ProcessState, local_process};
 pub use crate::claimant::token::ProcessIdentity;
 pub use crate::db::claim::{ClaimedJob, claim_batch, claim_batch_carrying, stamp_selected};
 pub use crate::db::finish::{Finish, finish};
+pub use crate::worker::signals::{Counts, Signals};
 
 /// One job by id (as [`crate::Jobs::get`]), for tests that name ids as numbers.
 pub async fn get_job(

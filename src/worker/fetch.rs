@@ -67,6 +67,11 @@ pub(super) async fn fetch_loop(
         if let Ok(jobs) = &result {
             crate::telemetry::claimed(permits.len(), jobs.len(), sent.elapsed());
         }
+        #[cfg(feature = "test-util")]
+        shared.signals.record(|c| {
+            c.claims += 1;
+            c.claimed += result.as_ref().map_or(0, |jobs| jobs.len() as u64);
+        });
         let claimed = f.judge(&result, permits.len(), ended_before_claim);
         match f.pacer.after_claim(claimed) {
             After::Run => {
@@ -342,6 +347,11 @@ async fn idle_wait_for_work(
     wait: Duration,
     shutdown: &CancellationToken,
 ) -> IdleWait {
+    #[cfg(feature = "test-util")]
+    shared.signals.record(|c| {
+        c.idle_waits += 1;
+        c.idle_wait = wait;
+    });
     // With every queue or kind held back by a full limit there is nothing to wait for but time.
     let nothing_open = queues.is_empty() || kinds.is_empty();
     if shared.server_wait.load(Ordering::Relaxed) && !nothing_open {

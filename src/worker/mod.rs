@@ -24,6 +24,8 @@ mod limits;
 mod pacing;
 mod patience;
 mod report;
+#[cfg(feature = "test-util")]
+pub(crate) mod signals;
 mod watch;
 
 pub use config::{Mode, WorkerConfig};
@@ -55,6 +57,8 @@ pub struct Worker {
     pool: MySqlPool,
     handlers: Arc<Handlers>,
     cfg: WorkerConfig,
+    #[cfg(feature = "test-util")]
+    signals: signals::Signals,
 }
 
 /// What every job task of one worker shares.
@@ -82,6 +86,8 @@ pub(crate) struct Shared {
     beat_recorder: Arc<AtomicU64>,
     /// False once the server-side wait turned out to be unusable; idle polling then sleeps and probes.
     server_wait: AtomicBool,
+    #[cfg(feature = "test-util")]
+    pub(crate) signals: signals::Signals,
 }
 
 impl Worker {
@@ -101,7 +107,15 @@ impl Worker {
             pool,
             handlers: Arc::new(handlers),
             cfg,
+            #[cfg(feature = "test-util")]
+            signals: signals::Signals::default(),
         })
+    }
+
+    /// What this worker does, as counts a test can wait on (take it before [`Worker::run`]).
+    #[cfg(feature = "test-util")]
+    pub fn signals(&self) -> signals::Signals {
+        self.signals.clone()
     }
 
     /// Runs until drained ([`Mode::Drain`]) or until `shutdown` is cancelled and running jobs are
@@ -196,6 +210,8 @@ impl Running {
             finisher,
             beat_recorder: registration.beat_recorder(),
             server_wait: AtomicBool::new(true),
+            #[cfg(feature = "test-util")]
+            signals: worker.signals.clone(),
         });
         let watch_stop = CancellationToken::new();
         let watcher = tokio::spawn(watch::watch_claims(shared.clone(), watch_stop.clone()));

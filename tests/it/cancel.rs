@@ -8,8 +8,7 @@ use jobq::{Handlers, JobContext, JobError};
 use jobq::{Reaper, ReaperConfig};
 
 use crate::common::{
-    TestDb, jobq, scratch_dir, spawn_forever_worker, start_forever_worker, wait_output, wait_until,
-    write_config,
+    TestDb, jobq, scratch_dir, spawn_forever_worker, wait_output, wait_until, write_config,
 };
 
 #[tokio::test]
@@ -22,7 +21,7 @@ async fn a_running_library_job_is_told_and_ends_cancelled_never_retried() {
             Err::<(), _>(JobError::retry("stopped on request"))
         })
         .unwrap();
-    let (task, stop) = start_forever_worker(&db, handlers).await;
+    let worker = db.worker(handlers).start().await;
     wait_until("running", Duration::from_secs(5), || async {
         db.states().await == "running=1"
     })
@@ -35,8 +34,7 @@ async fn a_running_library_job_is_told_and_ends_cancelled_never_retried() {
         db.states().await == "cancelled=1"
     })
     .await;
-    stop.cancel();
-    let r = task.await.unwrap().unwrap();
+    let r = worker.stop().await;
     assert_eq!((r.cancelled, r.retried), (1, 0));
     let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
     assert_eq!(job.attempts, 1);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use jobq::testing::{ClaimedJob, claim_batch, stamp_selected};
 use jobq::testing::{Finish, finish};
-use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
+use jobq::{Handlers, JobContext, JobError, Mode, WorkerConfig};
 use sqlx::{Connection, Row};
 
 use crate::common::{TestDb, claim_selects, wait_until};
@@ -214,22 +214,20 @@ async fn ten_thousand_jobs_through_four_concurrent_workers_each_run_exactly_once
     db.insert_jobs("count", 10_000).await;
     db.exec("ANALYZE TABLE job_queue").await;
     let seen: Seen = Arc::default();
-    let mut tasks = Vec::new();
+    let mut workers = Vec::new();
     for _ in 0..4 {
-        let pool = db.pool(4).await;
-        let handlers = counting("count", &seen);
-        let cfg = WorkerConfig {
-            mode: Mode::Drain,
-            concurrency: 8,
-            batch_size: 8,
-            ..WorkerConfig::default()
-        };
-        let worker = Worker::new(pool, handlers, cfg).unwrap();
-        tasks.push(tokio::spawn(worker.run(CancellationToken::new())));
+        let drain =
+            |c: &mut WorkerConfig| (c.mode, c.concurrency, c.batch_size) = (Mode::Drain, 8, 8);
+        workers.push(
+            db.worker(counting("count", &seen))
+                .config(drain)
+                .start()
+                .await,
+        );
     }
     let mut claimed = 0;
-    for t in tasks {
-        let report = t.await.unwrap().unwrap();
+    for w in workers {
+        let report = w.finished().await;
         assert_eq!(report.lost, 0);
         assert_eq!(report.claim_errors, 0);
         claimed += report.claimed;
@@ -247,19 +245,13 @@ async fn ten_thousand_jobs_through_four_concurrent_workers_each_run_exactly_once
 async fn deadlock_torture_many_claimers_and_producers_surface_no_error_and_lose_no_job() {
     let db = TestDb::new().await;
     let seen: Seen = Arc::default();
-    let stop = CancellationToken::new();
     let mut workers = Vec::new();
     for i in 0..6 {
-        let pool = db.pool(4).await;
-        let cfg = WorkerConfig {
-            mode: Mode::Forever,
-            concurrency: 4 + i,
-            batch_size: 1 + i * 3,
-            poll_interval: Duration::from_millis(20),
-            ..WorkerConfig::default()
-        };
-        let worker = Worker::new(pool, counting("t", &seen), cfg).unwrap();
-        workers.push(tokio::spawn(worker.run(stop.clone())));
+        let worker = db.worker(counting("t", &seen)).config(|c| {
+            (c.concurrency, c.batch_size) = (4 + i, 1 + i * 3);
+            c.poll_interval = Duration::from_millis(20);
+        });
+        workers.push(worker.start().await);
     }
     const PER_PRODUCER: usize = 2_000;
     let mut producers = Vec::new();
@@ -292,9 +284,8 @@ async fn deadlock_torture_many_claimers_and_producers_surface_no_error_and_lose_
         db.states().await == format!("done={total}")
     })
     .await;
-    stop.cancel();
     for w in workers {
-        let r = w.await.unwrap().unwrap();
+        let r = w.stop().await;
         assert_eq!(
             (r.lost, r.claim_errors, r.dead, r.retried),
             (0, 0, 0, 0),
@@ -320,18 +311,7 @@ async fn a_kind_with_a_trailing_space_is_never_claimed_by_the_kind_without_it() 
     db.exec("INSERT INTO job_queue (kind) VALUES ('quick')")
         .await;
     let seen: Seen = Arc::default();
-    let report = Worker::new(
-        db.pool(4).await,
-        counting("quick", &seen),
-        WorkerConfig {
-            mode: jobq::Mode::Drain,
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap()
-    .run(CancellationToken::new())
-    .await
-    .unwrap();
+    let report = db.worker(counting("quick", &seen)).drain().await;
     assert_eq!(report.claimed, 1, "{report:?}");
     let padded: Vec<(u16, Option<Vec<u8>>)> = sqlx::query_as(
         "SELECT attempts, claim FROM job_queue WHERE kind LIKE 'quick %' AND state = 'queued'",
@@ -412,18 +392,7 @@ async fn queued_rows_that_carry_a_stale_claim_do_not_stall_the_queue() {
         .await;
 
     let seen: Seen = Arc::default();
-    let cfg = WorkerConfig {
-        mode: Mode::Drain,
-        ..WorkerConfig::default()
-    };
-    let worker = Worker::new(db.pool(4).await, counting("count", &seen), cfg).unwrap();
-    let report = tokio::time::timeout(
-        Duration::from_secs(60),
-        worker.run(CancellationToken::new()),
-    )
-    .await
-    .expect("the drain ends")
-    .unwrap();
+    let report = db.worker(counting("count", &seen)).drain().await;
     assert_eq!(report.lost, 0);
     assert_each_once(&seen, 173);
     assert_eq!(db.states().await, "done=173");
@@ -638,15 +607,11 @@ async fn a_worker_on_a_deep_queue_of_short_jobs_finishes_each_once_beside_or_wit
     let db = TestDb::new().await;
     db.insert_jobs("k", 300).await;
     let seen: Seen = Arc::default();
-    let cfg = WorkerConfig {
-        mode: Mode::Drain,
-        ..WorkerConfig::default()
-    };
-    let report = Worker::new(db.pool.clone(), counting("k", &seen), cfg)
-        .unwrap()
-        .run(CancellationToken::new())
-        .await
-        .unwrap();
+    let report = db
+        .worker(counting("k", &seen))
+        .pool(db.pool.clone())
+        .drain()
+        .await;
     assert_eq!((report.done, report.lost), (300, 0));
     assert_each_once(&seen, 300);
     let finished: i64 = db

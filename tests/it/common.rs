@@ -1,5 +1,5 @@
-//! Test support: a fresh database per test, job factories, the jobq binary, waiting with a deadline, and
-//! private database servers.
+//! Test support: a fresh database per test, job factories, library workers (`TestDb::worker`), the jobq
+//! binary, waiting with a deadline, and private database servers.
 
 #![allow(dead_code)]
 
@@ -288,25 +288,120 @@ pub fn spawn_forever_worker(db: &TestDb, config: &Path) -> Child {
     .expect("spawn jobq worker")
 }
 
-/// A library worker in forever mode on a pool of its own, running until the returned token is cancelled.
-pub async fn start_forever_worker(
-    db: &TestDb,
+/// A library worker for one test, from [`TestDb::worker`]: the test's handlers, a forever worker at the
+/// defaults unless changed here, on a pool of its own.
+#[must_use]
+pub struct WorkerBuilder<'a> {
+    db: &'a TestDb,
     handlers: jobq::Handlers,
-) -> (
-    tokio::task::JoinHandle<jobq::Result<jobq::WorkerReport>>,
-    jobq::CancellationToken,
-) {
-    let stop = jobq::CancellationToken::new();
-    let worker = jobq::Worker::new(
-        db.pool(4).await,
-        handlers,
-        jobq::WorkerConfig {
-            mode: jobq::Mode::Forever,
-            ..jobq::WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    (tokio::spawn(worker.run(stop.clone())), stop)
+    cfg: jobq::WorkerConfig,
+    pool: Option<MySqlPool>,
+}
+
+impl TestDb {
+    /// A worker running `handlers` on this database: `db.worker(h).start().await` runs one in the
+    /// background until [`TestWorker::stop`]; `db.worker(h).drain().await` drains the queue in place.
+    pub fn worker(&self, handlers: jobq::Handlers) -> WorkerBuilder<'_> {
+        WorkerBuilder {
+            db: self,
+            handlers,
+            cfg: jobq::WorkerConfig {
+                mode: jobq::Mode::Forever,
+                ..jobq::WorkerConfig::default()
+            },
+            pool: None,
+        }
+    }
+}
+
+impl WorkerBuilder<'_> {
+    /// Serves these queues, in this order.
+    pub fn queues(mut self, queues: &[&str]) -> Self {
+        self.cfg.queues = queues.iter().map(|q| q.to_string()).collect();
+        self
+    }
+
+    /// Changes any other setting.
+    pub fn config(mut self, change: impl FnOnce(&mut jobq::WorkerConfig)) -> Self {
+        change(&mut self.cfg);
+        self
+    }
+
+    /// Runs on `pool` rather than on a pool of its own (four connections).
+    pub fn pool(mut self, pool: MySqlPool) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    async fn build(self) -> jobq::Worker {
+        let pool = match self.pool {
+            Some(pool) => pool,
+            None => self.db.pool(4).await,
+        };
+        jobq::Worker::new(pool, self.handlers, self.cfg).expect("worker settings")
+    }
+
+    /// Starts the worker in the background.
+    pub async fn start(self) -> TestWorker {
+        let worker = self.build().await;
+        let signals = worker.signals();
+        let stop = jobq::CancellationToken::new();
+        let task = tokio::spawn(worker.run(stop.clone()));
+        TestWorker {
+            signals,
+            task,
+            stop,
+        }
+    }
+
+    /// Runs the worker in drain mode until the queue is drained, and returns its report.
+    pub async fn drain(mut self) -> jobq::WorkerReport {
+        self.cfg.mode = jobq::Mode::Drain;
+        let worker = self.build().await;
+        tokio::time::timeout(
+            Duration::from_secs(60),
+            worker.run(jobq::CancellationToken::new()),
+        )
+        .await
+        .expect("the worker drains within 60 s")
+        .expect("the worker runs")
+    }
+}
+
+/// A worker running in the background (see [`WorkerBuilder::start`]).
+pub struct TestWorker {
+    /// What it has done so far: wait on these rather than sleep (see CONTRIBUTING.md).
+    pub signals: jobq::testing::Signals,
+    task: tokio::task::JoinHandle<jobq::Result<jobq::WorkerReport>>,
+    stop: jobq::CancellationToken,
+}
+
+impl TestWorker {
+    /// Stops the worker as a shutdown signal would, and returns its report.
+    pub async fn stop(self) -> jobq::WorkerReport {
+        self.stop.cancel();
+        self.finished().await
+    }
+
+    /// Waits for the worker to end by itself (a drain), and returns its report.
+    pub async fn finished(self) -> jobq::WorkerReport {
+        tokio::time::timeout(Duration::from_secs(120), self.task)
+            .await
+            .expect("the worker stops within 120 s")
+            .expect("the worker task")
+            .expect("the worker runs")
+    }
+
+    /// Waits until the worker has begun two more idle waits than it had: it has looked for work after
+    /// this call and found nothing it may claim.
+    pub async fn settled(&self) {
+        let seen = self.signals.now().idle_waits;
+        self.signals
+            .wait_until("two more idle waits", Duration::from_secs(30), |c| {
+                c.idle_waits >= seen + 2
+            })
+            .await;
+    }
 }
 
 fn find(names: &[&str]) -> PathBuf {

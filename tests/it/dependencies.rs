@@ -1,12 +1,11 @@
 //! Jobs that wait for other jobs: never claimed early, released once every dependency is done,
 //! cancelled (naming which) when one ends dead or cancelled, and outside the claim index meanwhile.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use jobq::{
-    Handlers, JobContext, JobError, JobId, Mode, NewJob, Reaper, ReaperConfig, Worker, WorkerConfig,
-};
+use jobq::{Handlers, JobContext, JobError, JobId, NewJob, Reaper, ReaperConfig};
 
 use crate::common::{TestDb, claim_selects, rows_and_read_next, run_jobq, wait_until};
 
@@ -42,16 +41,39 @@ fn recording(kinds: &[&str], timeline: &Timeline, hold: Duration) -> Handlers {
 }
 
 /// A reaper pass every 100 ms until `stop`: what releases and cancels waiting jobs.
-fn sweeping(db: &TestDb, stop: &jobq::CancellationToken) -> tokio::task::JoinHandle<()> {
+struct Sweeper {
+    task: tokio::task::JoinHandle<()>,
+    /// Passes made so far.
+    passes: Arc<AtomicU64>,
+}
+
+fn sweeping(db: &TestDb, stop: &jobq::CancellationToken) -> Sweeper {
     let pool = db.pool.clone();
     let stop = stop.clone();
-    tokio::spawn(async move {
+    let passes = Arc::new(AtomicU64::new(0));
+    let made = passes.clone();
+    let task = tokio::spawn(async move {
         let reaper = Reaper::new(pool, ReaperConfig::default()).unwrap();
         while !stop.is_cancelled() {
             reaper.run_once().await.unwrap();
+            made.fetch_add(1, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    })
+    });
+    Sweeper { task, passes }
+}
+
+impl Sweeper {
+    /// Waits until the sweeper has made two more passes than it had: one began after this call.
+    async fn two_more_passes(&self) {
+        let seen = self.passes.load(Ordering::SeqCst);
+        wait_until(
+            "two more reaper passes",
+            Duration::from_secs(10),
+            || async { self.passes.load(Ordering::SeqCst) >= seen + 2 },
+        )
+        .await;
+    }
 }
 
 async fn state_of(db: &TestDb, id: JobId) -> String {
@@ -89,27 +111,19 @@ async fn a_chain_runs_in_order_and_never_early() {
     let timeline: Timeline = Arc::default();
     let stop = jobq::CancellationToken::new();
     let sweeper = sweeping(&db, &stop);
-    let worker = Worker::new(
-        db.pool(4).await,
-        recording(
-            &["first", "second", "third", "free"],
-            &timeline,
-            Duration::from_millis(300),
-        ),
-        WorkerConfig {
-            mode: Mode::Forever,
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let task = tokio::spawn(worker.run(stop.clone()));
+    let handlers = recording(
+        &["first", "second", "third", "free"],
+        &timeline,
+        Duration::from_millis(300),
+    );
+    let worker = db.worker(handlers).start().await;
     wait_until("the chain done", Duration::from_secs(30), || async {
         db.states().await == "done=4"
     })
     .await;
+    worker.stop().await;
     stop.cancel();
-    task.await.unwrap().unwrap();
-    sweeper.await.unwrap();
+    sweeper.task.await.unwrap();
     let t = timeline.lock().unwrap().clone();
     let at = |kind: &str, what: &str| {
         t.iter()
@@ -151,23 +165,21 @@ async fn a_dead_dependency_cancels_its_dependents_and_a_missing_one_is_refused()
     let timeline: Timeline = Arc::default();
     let stop = jobq::CancellationToken::new();
     let sweeper = sweeping(&db, &stop);
-    let worker = Worker::new(
-        db.pool(4).await,
-        recording(&["fails", "first", "second"], &timeline, Duration::ZERO),
-        WorkerConfig {
-            mode: Mode::Forever,
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let task = tokio::spawn(worker.run(stop.clone()));
+    let worker = db
+        .worker(recording(
+            &["fails", "first", "second"],
+            &timeline,
+            Duration::ZERO,
+        ))
+        .start()
+        .await;
     wait_until("the chain cancelled", Duration::from_secs(20), || async {
         db.states().await == "cancelled=2 dead=1"
     })
     .await;
+    worker.stop().await;
     stop.cancel();
-    task.await.unwrap().unwrap();
-    sweeper.await.unwrap();
+    sweeper.task.await.unwrap();
     let why: String = last_error_of(&db, next).await;
     assert_eq!(
         why,
@@ -268,21 +280,14 @@ async fn a_batch_callback_runs_once_all_members_ended_with_their_counts() {
     };
     let stop = jobq::CancellationToken::new();
     let sweeper = sweeping(&db, &stop);
-    let worker = Worker::new(
-        db.pool(4).await,
-        handlers,
-        WorkerConfig {
-            mode: Mode::Forever,
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let task = tokio::spawn(worker.run(stop.clone()));
+    let worker = db.worker(handlers).start().await;
     wait_until("two members ended", Duration::from_secs(20), || async {
         db.states().await == "dead=1 done=1 queued=1 waiting=1"
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The reaper and the worker have both looked again since, and left the callback waiting.
+    sweeper.two_more_passes().await;
+    worker.settled().await;
     assert_eq!(
         state_of(&db, callback).await,
         "waiting",
@@ -296,9 +301,9 @@ async fn a_batch_callback_runs_once_all_members_ended_with_their_counts() {
         state_of(&db, callback).await == "done"
     })
     .await;
+    worker.stop().await;
     stop.cancel();
-    task.await.unwrap().unwrap();
-    sweeper.await.unwrap();
+    sweeper.task.await.unwrap();
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 1, "{seen:?}");
     let payload: serde_json::Value = serde_json::from_str(&seen[0]).unwrap();
@@ -354,17 +359,7 @@ async fn dependents_run_after_their_dependencies_with_no_reaper() {
         })
         .unwrap();
     let slow = jobq::enqueue(&db.pool, &NewJob::new("slow")).await.unwrap();
-    let stop = jobq::CancellationToken::new();
-    let worker = Worker::new(
-        db.pool(4).await,
-        handlers,
-        WorkerConfig {
-            mode: Mode::Forever,
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let task = tokio::spawn(worker.run(stop.clone()));
+    let worker = db.worker(handlers).start().await;
     wait_until("slow running", Duration::from_secs(20), || async {
         state_of(&db, slow).await == "running"
     })
@@ -390,8 +385,7 @@ async fn dependents_run_after_their_dependencies_with_no_reaper() {
         || async { state_of(&db, after_done).await == "done" },
     )
     .await;
-    stop.cancel();
-    task.await.unwrap().unwrap();
+    worker.stop().await;
     assert_eq!(state_of(&db, second).await, "done");
     assert_eq!(state_of(&db, callback).await, "done");
     assert_eq!(state_of(&db, after_slow).await, "done");

@@ -30,7 +30,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use jobq::config::Config;
-use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
+use jobq::{Handlers, JobContext, JobError};
 use sqlx::{Connection, Executor, Row};
 
 use crate::common::{PrivateServer, ServerSetup, TestDb, jobq, scratch_dir, wait_output};
@@ -573,15 +573,7 @@ async fn every_attempt_outcome_jobq_records_is_documented() {
             Err::<(), _>(JobError::snooze(Duration::from_secs(3600)))
         })
         .unwrap();
-    let cfg = WorkerConfig {
-        mode: Mode::Drain,
-        ..WorkerConfig::default()
-    };
-    Worker::new(db.pool.clone(), handlers, cfg)
-        .unwrap()
-        .run(CancellationToken::new())
-        .await
-        .unwrap();
+    db.worker(handlers).pool(db.pool.clone()).drain().await;
     let recorded: Vec<String> =
         sqlx::query_scalar("SELECT DISTINCT CAST(outcome AS CHAR) FROM jobq_attempts ORDER BY 1")
             .fetch_all(&db.pool)

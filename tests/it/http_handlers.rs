@@ -22,8 +22,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::common::{
-    TestDb, jobq, run_jobq, scratch_dir, spawn_forever_worker, start_forever_worker, wait_output,
-    wait_until, write_config,
+    TestDb, jobq, run_jobq, scratch_dir, spawn_forever_worker, wait_output, wait_until,
+    write_config,
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -521,7 +521,7 @@ async fn http_timeout_fails_the_attempt_and_closes_the_connection() {
     let id = enqueue(&db, "h", serde_json::json!({})).await;
     // One attempt, so the job stays dead after it instead of hanging again.
     let config = handler("h", &app.url(), "timeout = \"1s\"\nmax_attempts = 1");
-    let (worker, stop) = start_forever_worker(&db, handlers_of(&db, &config)).await;
+    let worker = db.worker(handlers_of(&db, &config)).start().await;
     // The worker still runs (its handler and its pool are alive): the close is the dropped request's.
     wait_until("the connection closed", Duration::from_secs(10), || async {
         app.closed.load(Ordering::SeqCst) == 1
@@ -531,8 +531,7 @@ async fn http_timeout_fails_the_attempt_and_closes_the_connection() {
         db.states().await == "dead=1"
     })
     .await;
-    stop.cancel();
-    worker.await.unwrap().unwrap();
+    worker.stop().await;
     let j = job(&db, id).await;
     assert_eq!(j.attempts, 1);
     assert!(!last_error(&j).is_empty());
@@ -643,8 +642,10 @@ async fn http_an_operator_cancel_drops_the_request_and_closes_its_connection() {
     let db = TestDb::new().await;
     let app = Hanging::start(false).await;
     let id = enqueue(&db, "h", serde_json::json!({})).await;
-    let (worker, stop) =
-        start_forever_worker(&db, handlers_of(&db, &handler("h", &app.url(), ""))).await;
+    let worker = db
+        .worker(handlers_of(&db, &handler("h", &app.url(), "")))
+        .start()
+        .await;
     wait_until("the request arrived", Duration::from_secs(10), || async {
         app.arrived.load(Ordering::SeqCst) == 1
     })
@@ -658,8 +659,7 @@ async fn http_an_operator_cancel_drops_the_request_and_closes_its_connection() {
         db.states().await == "cancelled=1"
     })
     .await;
-    stop.cancel();
-    worker.await.unwrap().unwrap();
+    worker.stop().await;
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use jobq::{
     Handlers, JobContext, JobError, JobLimits, Mode, Worker, WorkerConfig, admin::LimitScope,
 };
 
-use crate::common::{TestDb, run_jobq, wait_until};
+use crate::common::{TestDb, TestWorker, run_jobq, wait_until};
 
 /// Running jobs per kind, and the most seen at once, across every worker of the test.
 #[derive(Default)]
@@ -66,43 +66,27 @@ async fn sixteen_workers_never_exceed_a_kinds_limit() {
     let kinds: Vec<&str> = limited.iter().copied().chain(["free"]).collect();
     let deadlocks_before = deadlocks(&db).await;
     let started = Instant::now();
-    let mut tasks = Vec::new();
+    let mut workers = Vec::new();
     for _ in 0..16 {
-        let worker = Worker::new(
-            db.pool(4).await,
-            counting_handlers(&kinds, &gauge, Duration::from_millis(20)),
-            WorkerConfig {
-                mode: Mode::Drain,
-                concurrency: 4,
-                batch_size: 4,
-                ..WorkerConfig::default()
-            },
-        )
-        .unwrap();
-        tasks.push(tokio::spawn(worker.run(jobq::CancellationToken::new())));
+        let handlers = counting_handlers(&kinds, &gauge, Duration::from_millis(20));
+        let drain =
+            |c: &mut WorkerConfig| (c.mode, c.concurrency, c.batch_size) = (Mode::Drain, 4, 4);
+        workers.push(db.worker(handlers).config(drain).start().await);
     }
     let mut claim_errors = 0;
-    for t in tasks {
-        claim_errors += t.await.unwrap().unwrap().claim_errors;
+    for w in workers {
+        claim_errors += w.finished().await.claim_errors;
     }
     // Drain workers may stop while a limit holds jobs back: finish what they left.
-    let worker = Worker::new(
-        db.pool(4).await,
-        counting_handlers(&kinds, &gauge, Duration::from_millis(20)),
-        WorkerConfig {
-            mode: Mode::Forever,
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let stop = jobq::CancellationToken::new();
-    let last = tokio::spawn(worker.run(stop.clone()));
+    let last = db
+        .worker(counting_handlers(&kinds, &gauge, Duration::from_millis(20)))
+        .start()
+        .await;
     wait_until("every job done", Duration::from_secs(60), || async {
         db.states().await == "done=360"
     })
     .await;
-    stop.cancel();
-    last.await.unwrap().unwrap();
+    last.stop().await;
     let most = gauge.lock().unwrap().most.clone();
     eprintln!(
         "most running at once: {most:?}; drained in {:?}; claim errors {claim_errors}; server \
@@ -200,22 +184,16 @@ async fn a_zero_limit_holds_and_a_queue_limit_counts_every_kind() {
         .await
         .unwrap();
     let gauge = Arc::new(Mutex::new(Gauge::default()));
-    let stop = jobq::CancellationToken::new();
-    let worker = Worker::new(
-        db.pool(4).await,
-        counting_handlers(
-            &["held", "other", "a", "b"],
-            &gauge,
-            Duration::from_millis(50),
-        ),
-        WorkerConfig {
-            mode: Mode::Forever,
-            queues: vec!["default".into(), "narrow".into()],
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let task = tokio::spawn(worker.run(stop.clone()));
+    let handlers = counting_handlers(
+        &["held", "other", "a", "b"],
+        &gauge,
+        Duration::from_millis(50),
+    );
+    let worker = db
+        .worker(handlers)
+        .queues(&["default", "narrow"])
+        .start()
+        .await;
     wait_until(
         "the free job and the narrow queue done",
         Duration::from_secs(20),
@@ -226,7 +204,8 @@ async fn a_zero_limit_holds_and_a_queue_limit_counts_every_kind() {
         },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // It has looked for work again since, and found nothing it may claim.
+    worker.settled().await;
     let held: i64 = db
         .scalar("SELECT COUNT(*) FROM job_queue WHERE kind = 'held' AND state = 'queued'")
         .await;
@@ -239,8 +218,7 @@ async fn a_zero_limit_holds_and_a_queue_limit_counts_every_kind() {
         db.states().await == "done=10"
     })
     .await;
-    stop.cancel();
-    task.await.unwrap().unwrap();
+    worker.stop().await;
     let g = gauge.lock().unwrap();
     assert_eq!(g.most["held"], 1, "{:?}", g.most);
     let narrow = g.most.get("a").copied().unwrap_or(0) + g.most.get("b").copied().unwrap_or(0);
@@ -255,30 +233,17 @@ fn noop(kind: &str) -> Handlers {
         .unwrap()
 }
 
-/// `workers` forever workers of `handlers()` at the defaults, and the token that stops them.
+/// `workers` forever workers of `handlers()` at the defaults.
 async fn start_workers(
     db: &TestDb,
     workers: usize,
     handlers: impl Fn() -> Handlers,
-) -> (
-    jobq::CancellationToken,
-    Vec<tokio::task::JoinHandle<jobq::Result<jobq::WorkerReport>>>,
-) {
-    let stop = jobq::CancellationToken::new();
-    let mut tasks = Vec::new();
+) -> Vec<TestWorker> {
+    let mut started = Vec::new();
     for _ in 0..workers {
-        let worker = Worker::new(
-            db.pool(4).await,
-            handlers(),
-            WorkerConfig {
-                mode: Mode::Forever,
-                ..WorkerConfig::default()
-            },
-        )
-        .unwrap();
-        tasks.push(tokio::spawn(worker.run(stop.clone())));
+        started.push(db.worker(handlers()).start().await);
     }
-    (stop, tasks)
+    started
 }
 
 /// The jobs' start times in µs, in order.
@@ -313,14 +278,13 @@ async fn a_rate_limit_spreads_starts_over_its_windows() {
         .unwrap();
     db.exec("INSERT INTO job_queue (kind) SELECT 'rated' FROM seq_1_to_15")
         .await;
-    let (stop, tasks) = start_workers(&db, 4, || noop("rated")).await;
+    let workers = start_workers(&db, 4, || noop("rated")).await;
     wait_until("every rated job done", Duration::from_secs(30), || async {
         db.states().await == "done=15"
     })
     .await;
-    stop.cancel();
-    for t in tasks {
-        t.await.unwrap().unwrap();
+    for w in workers {
+        w.stop().await;
     }
     let starts = starts_us(&db).await;
     let spread_ms = (starts[14] - starts[0]) / 1000;
@@ -341,7 +305,7 @@ async fn no_period_of_a_rate_limit_holds_more_starts_than_it_allows() {
         .set_rate(LimitScope::Kind, "rated", 4, per, "test")
         .await
         .unwrap();
-    let (stop, tasks) = start_workers(&db, 3, || noop("rated")).await;
+    let workers = start_workers(&db, 3, || noop("rated")).await;
     // Due from 1 s on (the workers are waiting by then), one every 250 ms: 16 jobs over four periods.
     db.exec(
         "INSERT INTO job_queue (kind, run_at) SELECT 'rated', \
@@ -352,9 +316,8 @@ async fn no_period_of_a_rate_limit_holds_more_starts_than_it_allows() {
         db.states().await == "done=16"
     })
     .await;
-    stop.cancel();
-    for t in tasks {
-        t.await.unwrap().unwrap();
+    for w in workers {
+        w.stop().await;
     }
     let starts = starts_us(&db).await;
     let from_first: Vec<i64> = starts.iter().map(|s| (s - starts[0]) / 1000).collect();
@@ -405,18 +368,11 @@ async fn a_limited_kind_keeps_its_place_in_the_queue() {
             })
             .unwrap();
     }
-    let worker = Worker::new(
-        db.pool(4).await,
-        handlers,
-        WorkerConfig {
-            mode: Mode::Drain,
-            concurrency: 1,
-            batch_size: 1,
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let report = worker.run(jobq::CancellationToken::new()).await.unwrap();
+    let report = db
+        .worker(handlers)
+        .config(|c| (c.concurrency, c.batch_size) = (1, 1))
+        .drain()
+        .await;
     assert_eq!(report.done, 17);
     let want: Vec<u64> =
         sqlx::query_scalar("SELECT id FROM job_queue ORDER BY priority, run_at, id")

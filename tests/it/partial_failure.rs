@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
+use jobq::{CancellationToken, Handlers, JobContext, JobError, WorkerConfig};
 use jobq::{Reaper, ReaperConfig};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
@@ -469,17 +469,7 @@ async fn a_copy_whose_row_is_taken_away_is_stopped() {
             }
         })
         .unwrap();
-    let stop = CancellationToken::new();
-    let worker = Worker::new(
-        db.pool(4).await,
-        handlers,
-        WorkerConfig {
-            mode: Mode::Forever,
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let task = tokio::spawn(worker.run(stop.clone()));
+    let worker = db.worker(handlers).start().await;
     wait_until("the job running", Duration::from_secs(10), || async {
         db.states().await == "running=1"
     })
@@ -500,8 +490,7 @@ async fn a_copy_whose_row_is_taken_away_is_stopped() {
         db.states().await == "done=1"
     })
     .await;
-    stop.cancel();
-    let report = task.await.unwrap().unwrap();
+    let report = worker.stop().await;
     assert_eq!(report.lost, 1, "{report:?}");
     assert_eq!(report.done, 1, "{report:?}");
 }

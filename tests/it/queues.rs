@@ -25,25 +25,15 @@ async fn a_paused_queue_is_not_claimed_until_it_is_resumed() {
     let handlers = Handlers::new()
         .register("k", |_job: JobContext| async { Ok::<(), JobError>(()) })
         .unwrap();
-    let stop = jobq::CancellationToken::new();
-    let worker = jobq::Worker::new(
-        db.pool(4).await,
-        handlers,
-        jobq::WorkerConfig {
-            mode: jobq::Mode::Forever,
-            queues: vec!["held".into(), "open".into()],
-            ..jobq::WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let task = tokio::spawn(worker.run(stop.clone()));
+    let worker = db.worker(handlers).queues(&["held", "open"]).start().await;
     wait_until(
         "the open queue's job done",
         Duration::from_secs(10),
         || async { db.states().await.contains("done=1") },
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // It has looked for work again since, and found nothing it may claim.
+    worker.settled().await;
     assert_eq!(
         db.states().await,
         "done=1 queued=2",
@@ -72,8 +62,7 @@ async fn a_paused_queue_is_not_claimed_until_it_is_resumed() {
         "{:?}",
         resumed.elapsed()
     );
-    stop.cancel();
-    task.await.unwrap().unwrap();
+    worker.stop().await;
 }
 
 /// A paused queue's claim reads nothing: the optimizer resolves the pause before it reads the index.
@@ -195,25 +184,19 @@ async fn a_queue_pinned_to_other_hosts_is_left_alone_here() {
     let handlers = Handlers::new()
         .register("k", |_job: JobContext| async { Ok::<(), JobError>(()) })
         .unwrap();
-    let stop = jobq::CancellationToken::new();
-    let worker = jobq::Worker::new(
-        db.pool(4).await,
-        handlers,
-        jobq::WorkerConfig {
-            mode: jobq::Mode::Forever,
-            queues: vec!["gpu".into(), "default".into()],
-            ..jobq::WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let task = tokio::spawn(worker.run(stop.clone()));
+    let worker = db
+        .worker(handlers)
+        .queues(&["gpu", "default"])
+        .start()
+        .await;
     wait_until(
         "the default queue's job done",
         Duration::from_secs(10),
         || async { db.states().await.contains("done=1") },
     )
     .await;
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // It has looked for work again since, and found nothing it may claim.
+    worker.settled().await;
     assert_eq!(
         db.states().await,
         "done=1 queued=2",
@@ -227,8 +210,7 @@ async fn a_queue_pinned_to_other_hosts_is_left_alone_here() {
         || async { db.states().await == "done=3" },
     )
     .await;
-    stop.cancel();
-    task.await.unwrap().unwrap();
+    worker.stop().await;
     let out = run_jobq(Some(&db.url), &["queue", "list"]);
     assert!(
         text(&out).contains("gpu") && text(&out).contains("pinned to gpu-box-1"),

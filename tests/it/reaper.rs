@@ -4,14 +4,13 @@ use std::time::{Duration, Instant};
 
 use jobq::testing::claim_batch;
 use jobq::testing::{Finish, finish};
-use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
+use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode};
 use jobq::{Reaper, ReaperConfig};
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
 use crate::common::{
-    TestDb, jobq, scratch_dir, spawn_forever_worker, start_forever_worker, wait_output, wait_until,
-    write_config,
+    TestDb, jobq, scratch_dir, spawn_forever_worker, wait_output, wait_until, write_config,
 };
 
 /// A claim token that parses but belongs to nobody: not registered, no session holds its lock.
@@ -105,16 +104,11 @@ async fn a_live_worker_running_a_job_longer_than_many_reaper_passes_keeps_its_cl
             Ok::<(), JobError>(())
         })
         .unwrap();
-    let worker = Worker::new(
-        db.pool(4).await,
-        handlers,
-        WorkerConfig {
-            mode: Mode::Drain,
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let task = tokio::spawn(worker.run(CancellationToken::new()));
+    let worker = db
+        .worker(handlers)
+        .config(|c| c.mode = Mode::Drain)
+        .start()
+        .await;
     wait_until("job running", Duration::from_secs(5), || async {
         db.states().await == "running=1"
     })
@@ -128,7 +122,7 @@ async fn a_live_worker_running_a_job_longer_than_many_reaper_passes_keeps_its_cl
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(passes >= 10, "only {passes} passes");
-    let report = task.await.unwrap().unwrap();
+    let report = worker.finished().await;
     assert_eq!((report.done, report.lost), (1, 0));
     let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
     assert_eq!(job.attempts, 1);
@@ -241,7 +235,7 @@ async fn dead_processes_leave_the_registry_and_live_ones_stay() {
     let handlers = Handlers::new()
         .register("x", |_j: JobContext| async { Ok::<(), JobError>(()) })
         .unwrap();
-    let (task, stop) = start_forever_worker(&db, handlers).await;
+    let worker = db.worker(handlers).start().await;
     wait_until("worker registered", Duration::from_secs(5), || async {
         db.scalar::<i64>("SELECT COUNT(*) FROM jobq_processes")
             .await
@@ -254,8 +248,7 @@ async fn dead_processes_leave_the_registry_and_live_ones_stay() {
         .scalar("SELECT COUNT(*) FROM jobq_processes WHERE token NOT LIKE 'ghost%'")
         .await;
     assert_eq!(left, 1, "the live worker stays registered");
-    stop.cancel();
-    task.await.unwrap().unwrap();
+    worker.stop().await;
 }
 
 #[tokio::test]

@@ -11,8 +11,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, TimeZone, Utc};
 use jobq::schedule::{Cause, Outcome, Overlap, ScheduleRecord, ScheduleState};
 use jobq::{
-    CancellationToken, Error, Handlers, JobContext, JobError, Mode, ScheduleDef, Scheduler,
-    SchedulerConfig, Worker, WorkerConfig, scheduler::Clock,
+    CancellationToken, Error, Handlers, JobContext, JobError, ScheduleDef, Scheduler,
+    SchedulerConfig, scheduler::Clock,
 };
 use jobq::{
     Schedules, schedule::Misfire, schedule::OnError, scheduler::ManualClock, scheduler::Upserted,
@@ -811,18 +811,11 @@ async fn a_real_worker_runs_scheduled_jobs_and_abort_stops_a_running_one() {
             Err::<(), _>(JobError::retry("stopped"))
         })
         .unwrap();
-    let stop = CancellationToken::new();
-    let worker = Worker::new(
-        db.pool(4).await,
-        handlers,
-        WorkerConfig {
-            mode: Mode::Forever,
-            heartbeat_interval: Duration::from_millis(100),
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let w = tokio::spawn(worker.run(stop.clone()));
+    let worker = db
+        .worker(handlers)
+        .config(|c| c.heartbeat_interval = Duration::from_millis(100))
+        .start()
+        .await;
     wait_until("the job runs", secs(10), || async {
         db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'running'")
             .await
@@ -836,8 +829,7 @@ async fn a_real_worker_runs_scheduled_jobs_and_abort_stops_a_running_one() {
             == 1
     })
     .await;
-    stop.cancel();
-    w.await.unwrap().unwrap();
+    worker.stop().await;
     s.run_once().await.unwrap();
     let runs = schedules.runs("slow", 10).await.unwrap();
     assert_eq!(runs.last().unwrap().outcome, Some(Outcome::Cancelled));

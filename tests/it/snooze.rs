@@ -6,22 +6,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use jobq::handler::HandlerOptions;
-use jobq::{
-    CancellationToken, Handlers, JobContext, JobError, Mode, RetryPolicy, Worker, WorkerConfig,
-};
+use jobq::{Handlers, JobContext, JobError, RetryPolicy};
 
 use crate::common::{TestDb, run_jobq, scratch_dir, write_config};
 
 async fn drain(db: &TestDb, handlers: Handlers) -> jobq::WorkerReport {
-    let cfg = WorkerConfig {
-        mode: Mode::Drain,
-        ..WorkerConfig::default()
-    };
-    Worker::new(db.pool.clone(), handlers, cfg)
-        .unwrap()
-        .run(CancellationToken::new())
-        .await
-        .unwrap()
+    db.worker(handlers).pool(db.pool.clone()).drain().await
 }
 
 /// (state, attempts, max_attempts, seconds from now to run_at, last_error)

@@ -376,8 +376,9 @@ async fn sighup_with_a_broken_config_keeps_the_workers_and_a_fixed_one_rolls_the
 }
 
 /// An in-process service (the reaper or scheduler under `supervise`) that fails or panics is started
-/// again; one that runs until shutdown is not.
-#[tokio::test]
+/// again; one that runs until shutdown is not. On tokio's paused clock: every restart delay that falls
+/// due while the test waits fires, in order, without the test waiting for it in real time.
+#[tokio::test(start_paused = true)]
 async fn a_failed_in_process_service_is_started_again() {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -406,6 +407,7 @@ async fn a_failed_in_process_service_is_started_again() {
         starts.load(Ordering::SeqCst) == 3
     })
     .await;
+    // Ten first restart delays of paused time: a fourth start would be due well within them.
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
         starts.load(Ordering::SeqCst),

@@ -145,7 +145,7 @@ async fn drain_under_fire(db: &TestDb, cfg: &std::path::Path, dir: &std::path::P
 /// handler rolls back, and the next attempt writes the one effect.
 #[tokio::test]
 async fn a_library_handler_commits_its_effect_with_the_finish_or_not_at_all() {
-    use jobq::{Handlers, JobContext, JobError, Mode, Worker, WorkerConfig};
+    use jobq::{Handlers, JobContext, JobError};
     use sqlx::Connection;
     let db = TestDb::new().await;
     db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
@@ -195,16 +195,7 @@ async fn a_library_handler_commits_its_effect_with_the_finish_or_not_at_all() {
             }
         })
         .unwrap();
-    let worker = Worker::new(
-        db.pool(4).await,
-        handlers,
-        WorkerConfig {
-            mode: Mode::Drain,
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let report = worker.run(jobq::CancellationToken::new()).await.unwrap();
+    let report = db.worker(handlers).drain().await;
     let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
     let (state, attempts): (String, i64) =
         sqlx::query_as("SELECT CAST(state AS CHAR), CAST(attempts AS SIGNED) FROM job_queue")
@@ -224,7 +215,7 @@ async fn a_library_handler_commits_its_effect_with_the_finish_or_not_at_all() {
 /// for it is released, and the effect is there once.
 #[tokio::test]
 async fn an_application_finishes_its_job_with_the_procedure_and_the_worker_checks_its_word() {
-    use jobq::{Handlers, JobContext, JobError, Mode, NewJob, RetryPolicy, Worker, WorkerConfig};
+    use jobq::{Handlers, JobContext, JobError, NewJob, RetryPolicy};
     use sqlx::Connection;
     let db = TestDb::new().await;
     db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
@@ -277,22 +268,17 @@ async fn an_application_finishes_its_job_with_the_procedure_and_the_worker_check
         .unwrap()
         .register("after", |_job: JobContext| async { Ok(()) })
         .unwrap();
-    let worker = Worker::new(
-        db.pool(4).await,
-        handlers,
-        WorkerConfig {
-            mode: Mode::Forever,
-            poll_interval: Duration::from_millis(20),
-            retry: RetryPolicy {
+    let worker = db
+        .worker(handlers)
+        .config(|c| {
+            c.poll_interval = Duration::from_millis(20);
+            c.retry = RetryPolicy {
                 base: Duration::from_millis(10),
                 cap: Duration::from_millis(10),
-            },
-            ..WorkerConfig::default()
-        },
-    )
-    .unwrap();
-    let stop = jobq::CancellationToken::new();
-    let running = tokio::spawn(worker.run(stop.clone()));
+            };
+        })
+        .start()
+        .await;
     wait_until("the dependent done", Duration::from_secs(20), || async {
         db.scalar::<i64>(&format!(
             "SELECT COUNT(*) FROM job_queue WHERE id = {} AND state = 'done'",
@@ -302,8 +288,7 @@ async fn an_application_finishes_its_job_with_the_procedure_and_the_worker_check
             == 1
     })
     .await;
-    stop.cancel();
-    let report = running.await.unwrap().unwrap();
+    let report = worker.stop().await;
     let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
     let (state, attempts, error): (String, i64, Option<String>) = sqlx::query_as(
         "SELECT CAST(state AS CHAR), CAST(attempts AS SIGNED), last_error FROM job_queue WHERE id = ?",

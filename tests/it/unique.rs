@@ -5,10 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use jobq::{
-    CancellationToken, Enqueued, Handlers, JobContext, Mode, NewJob, Worker, WorkerConfig,
-    enqueue_many, enqueue_unique,
-};
+use jobq::{Enqueued, Handlers, JobContext, NewJob, enqueue_many, enqueue_unique};
 
 use crate::common::{TestDb, run_jobq};
 
@@ -353,17 +350,11 @@ async fn concurrent_enqueuers_of_one_key_never_make_two_live_jobs() {
             })
             .unwrap()
     };
-    let cfg = WorkerConfig {
-        mode: Mode::Forever,
-        poll_interval: Duration::from_millis(5),
-        ..WorkerConfig::default()
-    };
-    let stop = CancellationToken::new();
-    let worker = tokio::spawn(
-        Worker::new(db.pool(4).await, handlers, cfg)
-            .unwrap()
-            .run(stop.clone()),
-    );
+    let worker = db
+        .worker(handlers)
+        .config(|c| c.poll_interval = Duration::from_millis(5))
+        .start()
+        .await;
     let done = Arc::new(AtomicBool::new(false));
     let watcher = {
         let (pool, done) = (pool.clone(), done.clone());
@@ -418,8 +409,7 @@ async fn concurrent_enqueuers_of_one_key_never_make_two_live_jobs() {
     }
     done.store(true, Ordering::Relaxed);
     let (samples, most) = watcher.await.unwrap();
-    stop.cancel();
-    worker.await.unwrap().unwrap();
+    worker.stop().await;
     assert_eq!(inserted + existing, (ENQUEUERS * ROUNDS) as u32);
     assert!(most <= 1, "{most} live jobs with one key");
     assert!(samples > 10, "watcher took {samples} samples");

@@ -6,7 +6,7 @@ use std::time::Duration;
 use jobq::ScheduleDef;
 use jobq::{Handlers, JobContext, JobError, Schedules};
 
-use crate::common::{TestDb, start_forever_worker, wait_until};
+use crate::common::{TestDb, wait_until};
 
 /// (id, state, status, next_run_at set, attempts, max_attempts, failures, last_error)
 type JobRow = (u64, String, String, bool, u16, u16, i64, Option<String>);
@@ -90,14 +90,20 @@ async fn jobq_jobs_running_names_the_claimant_and_joins_the_processlist() {
             Err::<(), _>(JobError::fatal("stopped"))
         })
         .unwrap();
-    let (task, stop) = start_forever_worker(&db, handlers).await;
+    let worker = db.worker(handlers).start().await;
     wait_until("running", Duration::from_secs(30), || async {
         db.scalar::<i64>("SELECT COUNT(*) FROM jobq_jobs_running")
             .await
             == 1
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // running_secs counts whole seconds: wait for the first to pass.
+    wait_until("a second of running", Duration::from_secs(30), || async {
+        db.scalar::<i64>("SELECT running_secs FROM jobq_jobs_running WHERE id = 1")
+            .await
+            >= 1
+    })
+    .await;
 
     let me = jobq::testing::ProcessIdentity::current();
     let (id, kind, host, pid, conn, registered, secs): (u64, Vec<u8>, Vec<u8>, u64, u64, i64, i64) =
@@ -154,8 +160,7 @@ async fn jobq_jobs_running_names_the_claimant_and_joins_the_processlist() {
             == 0
     })
     .await;
-    stop.cancel();
-    task.await.unwrap().unwrap();
+    worker.stop().await;
 }
 
 #[tokio::test]

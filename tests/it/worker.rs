@@ -22,11 +22,11 @@ fn drain() -> WorkerConfig {
 }
 
 async fn run(db: &TestDb, handlers: Handlers, cfg: WorkerConfig) -> jobq::WorkerReport {
-    Worker::new(db.pool.clone(), handlers, cfg)
-        .unwrap()
-        .run(CancellationToken::new())
+    db.worker(handlers)
+        .pool(db.pool.clone())
+        .config(|c| *c = cfg)
+        .drain()
         .await
-        .unwrap()
 }
 
 async fn job_row(db: &TestDb, id: u64) -> jobq::JobRecord {
@@ -355,20 +355,17 @@ async fn shutdown_lets_running_jobs_finish_then_hands_back_what_outlives_the_gra
             }
         })
         .unwrap();
-    let cfg = WorkerConfig {
-        mode: Mode::Forever,
-        shutdown_grace: Duration::from_millis(1500),
-        ..WorkerConfig::default()
-    };
-    let stop = CancellationToken::new();
-    let worker = Worker::new(db.pool.clone(), handlers, cfg).unwrap();
-    let task = tokio::spawn(worker.run(stop.clone()));
+    let worker = db
+        .worker(handlers)
+        .pool(db.pool.clone())
+        .config(|c| c.shutdown_grace = Duration::from_millis(1500))
+        .start()
+        .await;
     wait_until("4 jobs running", Duration::from_secs(10), || async {
         db.states().await == "running=4"
     })
     .await;
-    stop.cancel();
-    let report = task.await.unwrap().unwrap();
+    let report = worker.stop().await;
     assert_eq!((report.done, report.released), (2, 2));
     let rows = sqlx::query(
         "SELECT kind, state, attempts, max_attempts, last_error, claim FROM job_queue ORDER BY id",
@@ -403,18 +400,16 @@ async fn an_idle_forever_worker_picks_up_a_new_job_within_its_poll_interval() {
     let handlers = Handlers::new()
         .register("ping", |_j: JobContext| async { Ok::<(), JobError>(()) })
         .unwrap();
-    let cfg = WorkerConfig {
-        mode: Mode::Forever,
-        poll_interval: Duration::from_millis(500),
-        heartbeat_interval: Duration::from_millis(100),
-        ..WorkerConfig::default()
-    };
-    let stop = CancellationToken::new();
-    let task = tokio::spawn(
-        Worker::new(db.pool.clone(), handlers, cfg)
-            .unwrap()
-            .run(stop.clone()),
-    );
+    let poll = Duration::from_millis(500);
+    let worker = db
+        .worker(handlers)
+        .pool(db.pool.clone())
+        .config(|c| {
+            c.poll_interval = poll;
+            c.heartbeat_interval = Duration::from_millis(100);
+        })
+        .start()
+        .await;
     // Registered, and heartbeating while idle.
     wait_until("registry row", Duration::from_secs(5), || async {
         db.scalar::<i64>("SELECT COUNT(*) FROM jobq_processes WHERE role = 'worker'")
@@ -425,11 +420,21 @@ async fn an_idle_forever_worker_picks_up_a_new_job_within_its_poll_interval() {
     let first: i64 = db
         .scalar("SELECT CAST(UNIX_TIMESTAMP(heartbeat_at) * 1000 AS SIGNED) FROM jobq_processes")
         .await;
-    tokio::time::sleep(Duration::from_millis(1500)).await; // let the worker reach its longest idle wait
-    let later: i64 = db
-        .scalar("SELECT CAST(UNIX_TIMESTAMP(heartbeat_at) * 1000 AS SIGNED) FROM jobq_processes")
+    worker
+        .signals
+        .wait_until("its longest idle wait", Duration::from_secs(10), |c| {
+            c.idle_wait >= poll
+        })
         .await;
-    assert!(later > first, "heartbeat advanced");
+    wait_until("the heartbeat advanced", Duration::from_secs(5), || async {
+        let later: i64 = db
+            .scalar(
+                "SELECT CAST(UNIX_TIMESTAMP(heartbeat_at) * 1000 AS SIGNED) FROM jobq_processes",
+            )
+            .await;
+        later > first
+    })
+    .await;
 
     let t0 = Instant::now();
     db.insert_jobs("ping", 1).await;
@@ -442,8 +447,7 @@ async fn an_idle_forever_worker_picks_up_a_new_job_within_its_poll_interval() {
         "picked up after {:?}",
         t0.elapsed()
     );
-    stop.cancel();
-    task.await.unwrap().unwrap();
+    worker.stop().await;
 }
 
 /// A due row that another transaction holds locked looks due to the idle wait's non-locking probe but
@@ -481,19 +485,15 @@ async fn a_due_job_locked_by_another_transaction_does_not_make_the_worker_spin()
             }
         })
         .unwrap();
-    let cfg = WorkerConfig {
-        mode: Mode::Forever,
-        ..WorkerConfig::default()
-    };
-    let stop = CancellationToken::new();
-    let worker = tokio::spawn(
-        Worker::new(pool.clone(), handlers, cfg)
-            .unwrap()
-            .run(stop.clone()),
-    );
+    let worker = db.worker(handlers).pool(pool.clone()).start().await;
 
-    // Let it settle (start-up, registration), then count what it sends for a while.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Past its start-up (registration, the first claim), count what it sends for a while.
+    worker
+        .signals
+        .wait_until("the first claim", Duration::from_secs(10), |c| {
+            c.claims >= 1
+        })
+        .await;
     let before = relay.commands();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let sent = relay.commands().round_trips() - before.round_trips();
@@ -517,8 +517,7 @@ async fn a_due_job_locked_by_another_transaction_does_not_make_the_worker_spin()
         },
     )
     .await;
-    stop.cancel();
-    worker.await.unwrap().unwrap();
+    worker.stop().await;
     pool.close().await;
 }
 
@@ -616,14 +615,31 @@ async fn a_second_signal_exits_at_once() {
     let cfg = sh_config(&dir, "shutdown_grace = \"60s\"");
     db.exec("INSERT INTO job_queue (kind, payload) VALUES ('nap', '30')")
         .await;
-    let child = spawn_forever_worker(&db, &cfg);
+    let mut child = spawn_forever_worker(&db, &cfg);
     let pid = Pid::from_raw(child.id() as i32);
+    // Its log, read to the end; `taken` says when the first signal has been taken.
+    let (taken, first_taken) = std::sync::mpsc::channel();
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if line.contains("waiting for running jobs") {
+                let _ = taken.send(());
+            }
+        }
+    });
     wait_until("job running", Duration::from_secs(10), || async {
         db.states().await == "running=1"
     })
     .await;
     kill(pid, Signal::SIGTERM).unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    tokio::task::spawn_blocking(move || first_taken.recv_timeout(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .expect("the worker took the first signal: it waits for its running job");
     let t0 = Instant::now();
     kill(pid, Signal::SIGINT).unwrap();
     let out = wait_output(child, Duration::from_secs(5));
