@@ -175,6 +175,24 @@ pub struct JobRecord {
     /// Its unique key, if it has one ([`NewJob::unique_key`](crate::NewJob::unique_key)); bytes that
     /// are not UTF-8 (possible from plain SQL) are shown replaced.
     pub unique_key: Option<String>,
+    /// What it last reported of its progress, if it did ([`JobContext::progress`](crate::JobContext::progress),
+    /// `jobq_progress`). Its output, which may be large, is read on its own:
+    /// [`Jobs::output`](crate::Jobs::output).
+    pub progress: Option<Progress>,
+}
+
+/// A job's progress as it last reported it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Progress {
+    /// From 0 to 100.
+    pub percent: f64,
+    /// What it said with it.
+    pub message: Option<String>,
+    /// The attempt that reported it: an earlier attempt's report is history, not the state of the
+    /// attempt running now.
+    pub attempt: u16,
+    /// When.
+    pub at: DateTime<Utc>,
 }
 
 impl JobRecord {

@@ -131,6 +131,15 @@ impl Jobs {
             .await;
     }
 
+    /// The output job `id` left ([`JobContext::output`](crate::JobContext::output), `jobq_output`), as
+    /// the JSON text stored; `None` when it left none.
+    ///
+    /// # Errors
+    /// [`crate::Error::JobNotFound`] when there is none.
+    pub async fn output(&self, id: impl Into<JobId>) -> Result<Option<String>> {
+        crate::db::report::read_output(&self.pool, id.into()).await
+    }
+
     /// One job by id.
     ///
     /// # Errors

@@ -20,7 +20,7 @@ pub use crate::db::admin::{CancelOutcome, JobFilter};
 pub use crate::db::attempts::AttemptRecord;
 pub use crate::db::deps::{Dependencies, Link, LongWaiting};
 pub use crate::db::scale::ScaleSetting;
-pub use crate::job::DEFAULT_MAX_ATTEMPTS;
+pub use crate::job::{DEFAULT_MAX_ATTEMPTS, Progress};
 pub use jobs::{BulkOutcome, JobAction, Jobs};
 pub use limits::{JobLimits, Limit, LimitScope};
 pub use queues::{Paused, PausedQueue, QueuePin, Queues};

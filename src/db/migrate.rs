@@ -136,6 +136,21 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0021_jobq_finish.sql",
         sql: include_str!("../../migrations/0021_jobq_finish.sql"),
     },
+    Migration {
+        version: 22,
+        name: "0022_progress_output.sql",
+        sql: include_str!("../../migrations/0022_progress_output.sql"),
+    },
+    Migration {
+        version: 23,
+        name: "0023_jobq_progress.sql",
+        sql: include_str!("../../migrations/0023_jobq_progress.sql"),
+    },
+    Migration {
+        version: 24,
+        name: "0024_jobq_output.sql",
+        sql: include_str!("../../migrations/0024_jobq_output.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -20,6 +20,7 @@ pub(crate) mod prune;
 pub(crate) mod queues;
 pub(crate) mod reap;
 pub(crate) mod registry;
+pub(crate) mod report;
 pub(crate) mod row;
 pub(crate) mod scale;
 pub(crate) mod schedule;

@@ -13,7 +13,12 @@ use crate::error::{Error, Result};
 /// Views, dropped first: they read the tables.
 const VIEWS: &[&str] = &["jobq_jobs", "jobq_jobs_running", "jobq_schedules_next"];
 /// Stored procedures.
-const PROCEDURES: &[&str] = &["jobq_wait_for_work", "jobq_finish"];
+const PROCEDURES: &[&str] = &[
+    "jobq_wait_for_work",
+    "jobq_finish",
+    "jobq_progress",
+    "jobq_output",
+];
 /// Tables. The migrations' bookkeeping table is last, so a removal cut short leaves the version
 /// behind and is finished by running it again (every drop is `IF EXISTS`).
 const TABLES: &[&str] = &[

@@ -33,6 +33,8 @@ pub struct JobContext {
     pub(crate) run_at: chrono::DateTime<chrono::Utc>,
     /// Who made the job's done finish, when not the worker (see [`Finished`]).
     pub(crate) finished: Arc<AtomicU8>,
+    /// Writes its progress and output.
+    pub(crate) report: super::Reporter,
 }
 
 /// Who made a job's done finish when its handler returned `Ok(())`, as a [`JobContext`] records it.
@@ -110,6 +112,46 @@ impl JobContext {
             .store(Finished::ByApplication as u8, Ordering::SeqCst);
     }
 
+    /// Reports how far the job has got: `percent` from 0 to 100, and a short message (at most 255
+    /// characters) or `None`. Shown by `jobq jobs show`, the dashboard's job page and the API while the
+    /// job runs and after. Written at most once a second, however often it is called: a report made
+    /// sooner is written when the second is up, and before the job's outcome, so the last one always
+    /// shows. Fenced like a finish: a copy whose claim was lost changes nothing. A failed write is
+    /// logged, not returned (progress is for people watching; the job goes on).
+    ///
+    /// ```no_run
+    /// # async fn import(job: jobq::JobContext) -> Result<(), jobq::JobError> {
+    /// let rows = 10_000;
+    /// for done in (0..=rows).step_by(500) {
+    ///     job.progress(done as f64 * 100.0 / rows as f64, Some(&format!("row {done} of {rows}")))
+    ///         .await?;
+    /// }
+    /// job.output(&serde_json::json!({"imported": rows})).await?;
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    /// A fatal [`JobError`] for a percent outside 0 to 100 or a longer message: a bug to fix, not a
+    /// condition to retry.
+    pub async fn progress(&self, percent: f64, message: Option<&str>) -> Result<(), JobError> {
+        self.report
+            .progress(percent, message.map(str::to_string))
+            .await
+    }
+
+    /// Leaves `output` on the job: JSON of at most 64 KiB that stays with the row after the job ends,
+    /// until it is pruned (`jobq jobs output ID`, the job's page, `GET /api/jobs/{id}`). A later call
+    /// replaces it. Written at once, fenced like a finish.
+    ///
+    /// # Errors
+    /// A fatal [`JobError`] for output that does not serialize or is over 64 KiB; a retry one when it
+    /// could not be written (the database failed, or the claim was lost).
+    pub async fn output<T: serde::Serialize + ?Sized>(&self, output: &T) -> Result<(), JobError> {
+        let json = serde_json::to_string(output)
+            .map_err(|e| JobError::fatal(format!("the output does not serialize to JSON: {e}")))?;
+        self.report.output(json).await
+    }
+
     /// When this attempt must have ended: its start plus the job's timeout (the row's `timeout_secs`,
     /// else its handler's, else the worker's default), by the worker's clock. The worker cancels the
     /// attempt then ([`JobContext::cancelled`]); a handler that calls elsewhere passes it on.
@@ -153,6 +195,7 @@ impl JobContext {
             deadline: chrono::Utc::now() + chrono::Duration::minutes(30),
             run_at: chrono::Utc::now(),
             finished: Arc::default(),
+            report: super::Reporter::default(),
         }
     }
 }

@@ -12,6 +12,7 @@ mod context;
 mod error;
 pub mod http;
 pub mod process;
+mod report;
 // `find_program` is public only for the `jobq` binary (through `for_the_binary`), which checks with
 // it that its exec shim can be started.
 pub(crate) mod program;
@@ -28,6 +29,7 @@ pub(crate) use context::Finished;
 pub use context::JobContext;
 pub use error::JobError;
 pub(crate) use error::snooze_until;
+pub(crate) use report::Reporter;
 
 use crate::error::Result;
 use crate::name::Name;

@@ -75,20 +75,27 @@ pub(super) async fn jobs(
     .await)
 }
 
-/// A job's fields, its recorded attempts beside them in `attempt_history`, and the jobs it waits for
-/// and that wait for it in `waits_for` and `dependents` (as `jobq jobs show --json`).
+/// A job's fields (its `progress` among them), its recorded attempts beside them in
+/// `attempt_history`, the jobs it waits for and that wait for it in `waits_for` and `dependents`, and
+/// the `output` it left (as `jobq jobs show --json`).
 pub(super) async fn job(State(app): State<App>, Path(id): Path<u64>) -> Response {
     ok(async {
-        let (job, attempts, deps) = tokio::try_join!(
+        let (job, attempts, deps, output) = tokio::try_join!(
             app.jobs.get(id),
             app.jobs.attempts(id),
-            app.jobs.dependencies(id)
+            app.jobs.dependencies(id),
+            app.jobs.output(id)
         )?;
         let mut v = serde_json::to_value(&job).map_err(Error::Payload)?;
         // `attempts` is the count; the records sit beside it.
         v["attempt_history"] = serde_json::to_value(&attempts).map_err(Error::Payload)?;
         v["waits_for"] = serde_json::to_value(&deps.waits_for).map_err(Error::Payload)?;
         v["dependents"] = serde_json::to_value(&deps.dependents).map_err(Error::Payload)?;
+        // The output as the JSON it is; text that is not JSON (a row written by hand) as a string.
+        v["output"] = match output {
+            Some(o) => serde_json::from_str(&o).unwrap_or(serde_json::Value::String(o)),
+            None => serde_json::Value::Null,
+        };
         Ok(v)
     }
     .await)

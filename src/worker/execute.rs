@@ -14,7 +14,7 @@ use super::ledger::Entry;
 use crate::db::claim::ClaimedJob;
 use crate::db::finish::{ByApplication, Finish, finish_bounded};
 use crate::error::Error;
-use crate::handler::{Finished, JobContext, JobError};
+use crate::handler::{Finished, JobContext, JobError, Reporter};
 use crate::job::AttemptKey;
 use crate::telemetry;
 
@@ -71,7 +71,10 @@ pub(super) async fn run_job(
         let waited = Duration::from_micros(job.waited_us.max(0) as u64) + claimed.elapsed();
         telemetry::job_started(&job.queue, waited);
         let started = Instant::now();
-        let ended = run_handler(&shared, &job, &entry, &fence, &finished).await;
+        let report = Reporter::new(shared.pool.clone(), job.key(), shared.token.clone());
+        let ended = run_handler(&shared, &job, &entry, &fence, &finished, &report).await;
+        // A progress report the once-a-second limit held back is written before the outcome.
+        report.flush().await;
         let ended = check_application_finish(&shared, &job, ended, &finished).await;
         telemetry::job_ran(&job.queue, &job.kind, started.elapsed());
         timed_out = matches!(ended, Ended::TimedOut(_));
@@ -121,6 +124,7 @@ async fn run_handler(
     entry: &Entry,
     fence: &CancellationToken,
     finished: &Arc<AtomicU8>,
+    report: &Reporter,
 ) -> Ended {
     let Some(registered) = shared.handlers.get(&job.kind) else {
         // Claims ask only for registered kinds, but the kind column compares with trailing spaces
@@ -152,6 +156,7 @@ async fn run_handler(
             .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC),
         run_at: now - chrono::Duration::microseconds(job.waited_us.max(0)),
         finished: finished.clone(),
+        report: report.clone(),
     };
     debug!(job_id = job.id.0, kind = %job.kind, attempt = job.attempt(), "job started");
     // The handler runs in a task of its own so that a panic fails the job instead of the worker.

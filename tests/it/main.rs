@@ -49,6 +49,7 @@ mod tls;
 mod layers;
 // What the binary prints for programs: --json reports and JSON log lines.
 mod output;
+mod progress;
 // --metrics-addr: Prometheus text, health and readiness.
 mod metrics;
 // The dashboard: pages, API, actions, CSRF, credentials, read-only, prefix.

@@ -82,6 +82,11 @@ pub enum JobsCommand {
         #[command(flatten)]
         format: Format,
     },
+    /// The output a job left (JSON, as its handler recorded it), on one line; fails when it left none.
+    Output {
+        /// Job id.
+        id: u64,
+    },
     /// Run a done, dead, cancelled or retry job again now, with a fresh attempt budget (attempts start
     /// again at 0; the attempts used so far are noted in last_error). A job waiting for other jobs runs
     /// now without waiting for them.

@@ -1,4 +1,4 @@
-//! `jobq jobs list|show|retry|run-now|cancel|bulk`.
+//! `jobq jobs list|show|output|retry|run-now|cancel|bulk`.
 
 use anyhow::{Context, Result};
 use jobq::{
@@ -32,6 +32,7 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
             let job = jobs.get(id).await?;
             let attempts = jobs.attempts(id).await?;
             let deps = jobs.dependencies(id).await?;
+            let output = jobs.output(id).await?;
             if format.json {
                 /// The job's fields, its recorded attempts beside them (`attempts` is the count), and
                 /// the jobs it waits for and that wait for it (`waits_for`, `dependents`).
@@ -42,19 +43,27 @@ pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {
                     attempt_history: &'a [AttemptRecord],
                     #[serde(flatten)]
                     deps: &'a Dependencies,
+                    output: Option<Box<serde_json::value::RawValue>>,
                 }
                 crate::out::json(&Shown {
                     job: &job,
                     attempt_history: &attempts,
                     deps: &deps,
+                    output: output.and_then(|o| serde_json::value::RawValue::from_string(o).ok()),
                 })?;
             } else {
-                print_one(&job)?;
+                print_one(&job, output.as_deref())?;
                 print_links("waits for:   ", &deps.waits_for)?;
                 print_links("dependents:  ", &deps.dependents)?;
                 print_attempts(&attempts)?;
             }
         }
+        JobsCommand::Output { id } => match jobs.output(id).await? {
+            Some(o) => outln!("{}", clean(&o, false))?,
+            None => {
+                return Err(anyhow::anyhow!("job {id} has left no output"));
+            }
+        },
         JobsCommand::Retry { id } => {
             jobs.retry(id).await?;
             outln!("job {id} is queued to run now, with a fresh attempt budget")?;
@@ -211,7 +220,7 @@ fn print_attempts(attempts: &[AttemptRecord]) -> Result<()> {
     Ok(())
 }
 
-fn print_one(j: &JobRecord) -> Result<()> {
+fn print_one(j: &JobRecord, output: Option<&str>) -> Result<()> {
     let t = |v: Option<chrono::DateTime<chrono::Utc>>| {
         v.map_or_else(
             || "-".to_string(),
@@ -251,6 +260,21 @@ fn print_one(j: &JobRecord) -> Result<()> {
     if let Some(k) = &j.unique_key {
         outln!("unique key:   {}", clean(k, false))?;
     }
+    if let Some(p) = &j.progress {
+        let stale = if p.attempt == j.attempts {
+            String::new()
+        } else {
+            format!(" (attempt {})", p.attempt)
+        };
+        outln!(
+            "progress:     {}%{}{stale}, at {}",
+            p.percent,
+            p.message
+                .as_deref()
+                .map_or(String::new(), |m| format!(" {}", clean(m, false))),
+            t(Some(p.at))
+        )?;
+    }
     let payload = serde_json::from_str::<serde_json::Value>(&j.payload)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| j.payload.clone());
@@ -265,5 +289,19 @@ fn print_one(j: &JobRecord) -> Result<()> {
         )?,
         None => outln!("last error:   -")?,
     }
+    if let Some(o) = output {
+        outln!(
+            "output:       {}",
+            pretty(o).replace('\n', "\n              ")
+        )?;
+    }
     Ok(())
+}
+
+/// JSON text from a row, indented, and cleaned of what a terminal would act on.
+fn pretty(json: &str) -> String {
+    let text = serde_json::from_str::<serde_json::Value>(json)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or_else(|_| json.to_string());
+    clean(&text, true).into_owned()
 }

@@ -1,16 +1,18 @@
 //! One job at a time, and lists of them: what an operator does to jobs (list, inspect, retry, run now,
 //! delete, cancel).
 
+use chrono::{DateTime, Utc};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
 use crate::db::deps;
 use crate::db::row::{opt_text, parsed, text};
 use crate::error::{Error, Result};
-use crate::job::{JobId, JobRecord, State};
+use crate::job::{JobId, JobRecord, Progress, State};
 
 const JOB_COLUMNS: &str = "id, queue, kind, payload, priority, run_at, state, attempts, max_attempts, \
-     timeout_secs, last_error, claim, claimed_at, created_at, started_at, finished_at, unique_key";
+     timeout_secs, last_error, claim, claimed_at, created_at, started_at, finished_at, unique_key, \
+     CAST(progress AS DOUBLE) AS progress, progress_message, reported_attempt, reported_at";
 
 /// Filters for [`Jobs::list`](crate::Jobs::list).
 #[derive(Debug, Clone, Default)]
@@ -161,6 +163,19 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for JobRecord {
             unique_key: row
                 .try_get::<Option<Vec<u8>>, _>("unique_key")?
                 .map(|b| String::from_utf8_lossy(&b).into_owned()),
+            progress: match row.try_get::<Option<f64>, _>("progress")? {
+                Some(percent) => Some(Progress {
+                    percent,
+                    message: opt_text(row, "progress_message")?,
+                    attempt: row
+                        .try_get::<Option<u16>, _>("reported_attempt")?
+                        .unwrap_or(0),
+                    at: row
+                        .try_get::<Option<DateTime<Utc>>, _>("reported_at")?
+                        .unwrap_or_default(),
+                }),
+                None => None,
+            },
         })
     }
 }

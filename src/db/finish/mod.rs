@@ -97,6 +97,7 @@ macro_rules! fenced {
         " WHERE id = ? AND claim = ? AND attempts = ? AND state = 'running'"
     };
 }
+pub(crate) use fenced;
 
 /// What a row says after its handler answered that the application finished the job itself (see
 /// [`crate::JobContext::finished_by_application`]).

@@ -20,10 +20,11 @@ pub(in crate::web) async fn job(
     Path(id): Path<u64>,
     Query(n): Query<Notice>,
 ) -> Response {
-    let (j, attempts, deps) = match tokio::try_join!(
+    let (j, attempts, deps, output) = match tokio::try_join!(
         app.jobs.get(id),
         app.jobs.attempts(id),
-        app.jobs.dependencies(id)
+        app.jobs.dependencies(id),
+        app.jobs.output(id)
     ) {
         Ok(x) => x,
         Err(e) => return failure(&app, &e),
@@ -31,6 +32,25 @@ pub(in crate::web) async fn job(
     let mut b = action_buttons(&app, &csrf, JobId::from(id), j.state);
     b.push_str(&fields(&j, &claimant(&app, j.claim.as_deref()).await));
     b.push_str(&dependencies(&app, &deps));
+    if let Some(p) = &j.progress {
+        let of = if p.attempt == j.attempts {
+            String::new()
+        } else {
+            format!(" (reported by attempt {})", p.attempt)
+        };
+        let _ = write!(
+            b,
+            "<h2>Progress</h2><p id=\"progress\"><progress max=\"100\" value=\"{}\"></progress> \
+             {}%{} {}{}</p>",
+            p.percent,
+            p.percent,
+            p.message
+                .as_deref()
+                .map_or(String::new(), |m| format!(": {}", esc(m))),
+            esc(&when(&p.at)),
+            esc(&of)
+        );
+    }
     let pretty = serde_json::from_str::<serde_json::Value>(&j.payload)
         .and_then(|v| serde_json::to_string_pretty(&v))
         .unwrap_or_else(|_| j.payload.clone());
@@ -44,6 +64,16 @@ pub(in crate::web) async fn job(
             b,
             "<h2>Last error</h2><pre id=\"last-error\">{}</pre>",
             esc(err)
+        );
+    }
+    if let Some(o) = &output {
+        let pretty = serde_json::from_str::<serde_json::Value>(o)
+            .and_then(|v| serde_json::to_string_pretty(&v))
+            .unwrap_or_else(|_| o.clone());
+        let _ = write!(
+            b,
+            "<h2>Output</h2><pre id=\"output\">{}</pre>",
+            esc(&pretty)
         );
     }
     b.push_str(&attempts_table(&j, &attempts));
