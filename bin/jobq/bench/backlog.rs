@@ -352,7 +352,7 @@ async fn urgent_pickup(ctx: &Ctx, s: Settings) -> BResult<UrgentPickup> {
     let mut pools = Vec::new();
     for _ in 0..s.workers {
         let pool = jobq::connect(
-            &ConnectConfig::new(&ctx.url).max_connections(super::drain::pool_size(s)),
+            &ConnectConfig::new(&ctx.url).max_connections(super::workers::pool_size(s)),
         )
         .await?;
         let mut handlers = Handlers::new();

@@ -65,6 +65,7 @@ mod scratch;
 mod steady;
 mod web;
 mod wire;
+mod workers;
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
