@@ -1,12 +1,12 @@
-//! The arguments of `jobq schedule` and `jobq scheduler`.
+//! The arguments of `jobq schedule`: its subcommands, the spec grammar of their help, and the options
+//! `create` and `update` share.
 
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use jobq::config::{HumanDuration, SchedulerSection};
-use jobq::{Misfire, OnError, Overlap, SchedulerConfig};
+use jobq::{Misfire, OnError, Overlap};
 
-use super::{Format, human, parse_duration, parse_interval, set};
+use crate::args::{Format, parse_duration};
 
 /// Runs `schedule show` lists under the definition unless told: the latest few.
 const SHOW_RUNS: u32 = 10;
@@ -243,32 +243,4 @@ pub struct ScheduleNextArgs {
     pub count: usize,
     #[command(flatten)]
     pub format: Format,
-}
-
-#[derive(Debug, Args)]
-pub struct SchedulerArgs {
-    #[command(flatten)]
-    pub metrics: super::MetricsArgs,
-    /// Keep ticking until SIGTERM/SIGINT (registers in the process registry, creates startup runs).
-    #[arg(long, conflicts_with = "once")]
-    pub forever: bool,
-    /// One pass, then exit (the default; for a crontab line). Startup runs are not made in this mode.
-    #[arg(long)]
-    pub once: bool,
-    #[arg(long, value_parser = parse_interval, help = format!(
-        "Time between ticks with --forever. Default: scheduler.interval from the config, else {}",
-        human(SchedulerConfig::DEFAULT_INTERVAL)))]
-    pub interval: Option<Duration>,
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help = format!(
-        "Most jobs one tick creates. Default: scheduler.max_jobs_per_tick from the config, else {}",
-        SchedulerConfig::DEFAULT_MAX_JOBS_PER_TICK))]
-    pub max_jobs_per_tick: Option<u32>,
-}
-
-impl SchedulerArgs {
-    /// Lays the flags given over the config file's `[scheduler]` section.
-    pub fn overlay(&self, file: &mut SchedulerSection) {
-        set(&mut file.interval, self.interval.map(HumanDuration));
-        set(&mut file.max_jobs_per_tick, self.max_jobs_per_tick);
-    }
 }

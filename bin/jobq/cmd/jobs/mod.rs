@@ -3,8 +3,11 @@
 use anyhow::{Context, Result};
 use jobq::{AttemptRecord, CancelOutcome, Dependencies, JobFilter, JobRecord, Jobs, Link};
 
+mod args;
+
+pub(crate) use args::{BulkArgs, JobsCommand};
+
 use super::Env;
-use crate::args::{BulkArgs, JobsCommand};
 use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {

@@ -7,10 +7,12 @@ use jobq::State;
 use jobq::schedule::{Outcome, RunRecord, ScheduleDef, ScheduleLogEntry, ScheduleRecord, Spec};
 use jobq::{Schedules, Upserted};
 
+mod args;
+
+pub(crate) use args::ScheduleCommand;
+use args::{ScheduleCreateArgs, ScheduleNextArgs, ScheduleOptions, ScheduleUpdateArgs};
+
 use super::Env;
-use crate::args::{
-    ScheduleCommand, ScheduleCreateArgs, ScheduleNextArgs, ScheduleOptions, ScheduleUpdateArgs,
-};
 use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
