@@ -154,6 +154,48 @@ pub struct Format {
     pub json: bool,
 }
 
+/// The options of the jobs a command makes, declared once for `jobq enqueue` (one job) and `jobq
+/// schedule create|update` (each job of a schedule). `H` words their help for the command; `D` sits
+/// between the priority and the attempts, where `enqueue` has its due time and a schedule nothing
+/// ([`NoDue`]: its times are its spec), so that each command lists its options in the order it did.
+#[derive(Debug, Args)]
+pub struct JobOptions<H: JobHelp, D: Args> {
+    #[arg(long, short = 'p', help = H::PAYLOAD)]
+    pub payload: Option<String>,
+
+    #[arg(long, help = H::QUEUE)]
+    pub queue: Option<String>,
+
+    #[arg(long, allow_negative_numbers = true, help = H::PRIORITY)]
+    pub priority: Option<i16>,
+
+    #[command(flatten)]
+    pub due: D,
+
+    #[arg(long, help = H::MAX_ATTEMPTS)]
+    pub max_attempts: Option<u16>,
+
+    #[arg(long, value_parser = parse_duration, help = H::TIMEOUT)]
+    pub timeout: Option<Duration>,
+
+    #[arg(skip)]
+    wording: std::marker::PhantomData<H>,
+}
+
+/// The help texts of [`JobOptions`] in one command: its defaults differ (a schedule's jobs get fewer
+/// attempts), and so does whom they are about.
+pub trait JobHelp {
+    const PAYLOAD: &'static str;
+    const QUEUE: &'static str;
+    const PRIORITY: &'static str;
+    const MAX_ATTEMPTS: &'static str;
+    const TIMEOUT: &'static str;
+}
+
+/// No options in [`JobOptions`]'s due-time slot.
+#[derive(Debug, Args)]
+pub struct NoDue {}
+
 /// `*key = flag` when the flag was given.
 pub(crate) fn set<T>(key: &mut Option<T>, flag: Option<T>) {
     if flag.is_some() {

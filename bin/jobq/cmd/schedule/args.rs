@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use jobq::{Misfire, OnError, Overlap};
 
-use crate::args::{Format, parse_duration};
+use crate::args::{Format, JobHelp, JobOptions, NoDue, parse_duration};
 
 /// Runs `schedule show` lists under the definition unless told: the latest few.
 const SHOW_RUNS: u32 = 10;
@@ -145,27 +145,26 @@ pub struct Reason {
     pub reason: Option<String>,
 }
 
+/// The help of a schedule's [`JobOptions`]: about each job it makes.
+#[derive(Debug)]
+pub struct EachJob;
+
+impl JobHelp for EachJob {
+    const PAYLOAD: &'static str = "JSON payload of each job. Default {}";
+    const QUEUE: &'static str = "Queue of each job. Default \"default\"";
+    const PRIORITY: &'static str = "Priority of each job: smaller runs first. Default 0";
+    const MAX_ATTEMPTS: &'static str = "Attempts per job. Default 3 with --on-error retry, else 1";
+    const TIMEOUT: &'static str = "Run-time limit of each job (e.g. 10m)";
+}
+
 /// Options shared by `create` and `update`; on `update` only those given change.
 #[derive(Debug, Args)]
 pub struct ScheduleOptions {
     /// IANA time zone of wall-clock specs, e.g. Europe/Paris. Default UTC.
     #[arg(long = "tz")]
     pub time_zone: Option<String>,
-    /// JSON payload of each job. Default {}.
-    #[arg(long, short = 'p')]
-    pub payload: Option<String>,
-    /// Queue of each job. Default "default".
-    #[arg(long)]
-    pub queue: Option<String>,
-    /// Priority of each job: smaller runs first. Default 0.
-    #[arg(long, allow_negative_numbers = true)]
-    pub priority: Option<i16>,
-    /// Attempts per job. Default 3 with --on-error retry, else 1.
-    #[arg(long)]
-    pub max_attempts: Option<u16>,
-    /// Run-time limit of each job (e.g. 10m).
-    #[arg(long, value_parser = parse_duration)]
-    pub timeout: Option<Duration>,
+    #[command(flatten)]
+    pub job: JobOptions<EachJob, NoDue>,
     /// No run before this time (RFC 3339, e.g. 2030-01-01T00:00:00Z). `none` clears it on update.
     #[arg(long)]
     pub start: Option<String>,
