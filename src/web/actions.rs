@@ -320,40 +320,7 @@ async fn bulk_filter(
         );
     }
     if !confirmed {
-        let hidden: String = [
-            ("scope", "filter".to_string()),
-            ("action", action.as_str().to_string()),
-            ("state", query.state.clone().unwrap_or_default()),
-            ("queue", query.queue.clone().unwrap_or_default()),
-            ("kind", query.kind.clone().unwrap_or_default()),
-            ("error", query.error.clone().unwrap_or_default()),
-            ("all", if all { "yes" } else { "" }.to_string()),
-        ]
-        .iter()
-        .map(|(k, v)| hidden_field(k, v))
-        .collect();
-        return confirm(
-            app,
-            csrf,
-            &if all {
-                format!(
-                    "{} every job, {} in all?",
-                    capitalised(action.as_str()),
-                    ids.len()
-                )
-            } else {
-                format!(
-                    "{} all {} jobs matching {described}?",
-                    capitalised(action.as_str()),
-                    ids.len()
-                )
-            },
-            "Every job matching the filter when you confirm is changed, one by one; jobs whose state \
-             does not allow it are left as they are.",
-            &app.link("/jobs/bulk"),
-            &hidden,
-            &app.link("/jobs"),
-        );
+        return confirm_filter(app, csrf, action, &query, all, ids.len(), &described);
     }
     let (done, refused) = apply_many(app, action, &ids).await;
     let target = match query.filter(MAX_FILTER_BULK) {
@@ -372,6 +339,49 @@ async fn bulk_filter(
         app,
         &format!("/jobs?{}", query.to_query()),
         &summary(action, done, ids.len(), &refused),
+    )
+}
+
+/// The page that asks before a bulk action over a filter: how many jobs match, and the filter again
+/// as hidden fields for the confirmation.
+fn confirm_filter(
+    app: &App,
+    csrf: &CsrfToken,
+    action: JobAction,
+    query: &JobsQuery,
+    all: bool,
+    n: usize,
+    described: &str,
+) -> Response {
+    let hidden: String = [
+        ("scope", "filter".to_string()),
+        ("action", action.as_str().to_string()),
+        ("state", query.state.clone().unwrap_or_default()),
+        ("queue", query.queue.clone().unwrap_or_default()),
+        ("kind", query.kind.clone().unwrap_or_default()),
+        ("error", query.error.clone().unwrap_or_default()),
+        ("all", if all { "yes" } else { "" }.to_string()),
+    ]
+    .iter()
+    .map(|(k, v)| hidden_field(k, v))
+    .collect();
+    confirm(
+        app,
+        csrf,
+        &if all {
+            format!("{} every job, {} in all?", capitalised(action.as_str()), n)
+        } else {
+            format!(
+                "{} all {} jobs matching {described}?",
+                capitalised(action.as_str()),
+                n
+            )
+        },
+        "Every job matching the filter when you confirm is changed, one by one; jobs whose state \
+         does not allow it are left as they are.",
+        &app.link("/jobs/bulk"),
+        &hidden,
+        &app.link("/jobs"),
     )
 }
 

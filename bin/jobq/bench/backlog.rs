@@ -25,7 +25,12 @@ use super::{BResult, Ctx, Section, Settings, now_us, quantile};
 use jobq::statements::{
     CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, placeholders,
 };
-use jobq::{ConnectConfig, Handlers, JobContext, Mode, NewJob, Worker, WorkerConfig};
+use jobq::{
+    CancellationToken, ConnectConfig, Handlers, JobContext, Mode, NewJob, Worker, WorkerConfig,
+    WorkerReport,
+};
+use sqlx::MySqlPool;
+use tokio::task::JoinHandle;
 
 /// Queues the backlog is spread over.
 pub(crate) const QUEUES: u32 = 100;
@@ -348,39 +353,7 @@ async fn urgent_pickup(ctx: &Ctx, s: Settings) -> BResult<UrgentPickup> {
     let watched = Arc::new(AtomicU64::new(0));
     let calls = Arc::new(AtomicU64::new(0));
     let shutdown = ctx.stop.child_token();
-    let mut handles = Vec::new();
-    let mut pools = Vec::new();
-    for _ in 0..s.workers {
-        let pool = jobq::connect(
-            &ConnectConfig::new(&ctx.url).max_connections(super::workers::pool_size(s)),
-        )
-        .await?;
-        let mut handlers = Handlers::new();
-        for k in (0..SERVED_KINDS).map(kind) {
-            let (started, watched, calls) = (started.clone(), watched.clone(), calls.clone());
-            handlers = handlers.register(&k, move |job: JobContext| {
-                let (started, watched, calls) = (started.clone(), watched.clone(), calls.clone());
-                async move {
-                    if job.id.0 == watched.load(Ordering::SeqCst) {
-                        *started.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some((job.id.0, now_us()));
-                    }
-                    calls.fetch_add(1, Ordering::Relaxed);
-                    Ok::<(), jobq::JobError>(())
-                }
-            })?;
-        }
-        let cfg = WorkerConfig {
-            concurrency: s.concurrency,
-            batch_size: s.batch_size,
-            mode: Mode::Forever,
-            queues: (0..SERVED_QUEUES).map(queue).collect(),
-            ..WorkerConfig::default()
-        };
-        let worker = Worker::new(pool.clone(), handlers, cfg)?;
-        handles.push(tokio::spawn(worker.run(shutdown.clone())));
-        pools.push(pool);
-    }
+    let (handles, pools) = start_watching(ctx, s, &started, &watched, &calls, &shutdown).await?;
     // Busy: a few batches run.
     let busy_by = Instant::now() + Duration::from_secs(10);
     while calls.load(Ordering::Relaxed) < u64::from(s.batch_size) * 3 && Instant::now() < busy_by {
@@ -398,21 +371,7 @@ async fn urgent_pickup(ctx: &Ctx, s: Settings) -> BResult<UrgentPickup> {
     .await?
     .0;
     watched.store(id, Ordering::SeqCst);
-    let deadline = Instant::now() + URGENT_PATIENCE;
-    let claimed = loop {
-        let row: Option<(Option<i64>, i64)> = sqlx::query_as(
-            "SELECT CAST(UNIX_TIMESTAMP(claimed_at) * 1000000 AS SIGNED), \
-             CAST(UNIX_TIMESTAMP(run_at) * 1000000 AS SIGNED) FROM job_queue WHERE id = ?",
-        )
-        .bind(id)
-        .fetch_optional(&ctx.pool)
-        .await?;
-        match row {
-            Some((Some(c), run_at)) => break Some((c, run_at)),
-            _ if Instant::now() >= deadline => break None,
-            _ => tokio::time::sleep(Duration::from_millis(2)).await,
-        }
-    };
+    let claimed = wait_claimed(ctx, id).await?;
     shutdown.cancel();
     for h in handles {
         let _ = h.await;
@@ -460,6 +419,73 @@ async fn urgent_pickup(ctx: &Ctx, s: Settings) -> BResult<UrgentPickup> {
         ),
     );
     Ok(report)
+}
+
+/// Forever workers on the served queues and kinds, whose handlers count their calls and note the start
+/// of job `watched` (once it is set): [`urgent_pickup`]'s workers.
+async fn start_watching(
+    ctx: &Ctx,
+    s: Settings,
+    started: &Arc<Mutex<Option<(u64, i64)>>>,
+    watched: &Arc<AtomicU64>,
+    calls: &Arc<AtomicU64>,
+    shutdown: &CancellationToken,
+) -> BResult<(Vec<JoinHandle<jobq::Result<WorkerReport>>>, Vec<MySqlPool>)> {
+    let mut handles = Vec::new();
+    let mut pools = Vec::new();
+    for _ in 0..s.workers {
+        let pool = jobq::connect(
+            &ConnectConfig::new(&ctx.url).max_connections(super::workers::pool_size(s)),
+        )
+        .await?;
+        let mut handlers = Handlers::new();
+        for k in (0..SERVED_KINDS).map(kind) {
+            let (started, watched, calls) = (started.clone(), watched.clone(), calls.clone());
+            handlers = handlers.register(&k, move |job: JobContext| {
+                let (started, watched, calls) = (started.clone(), watched.clone(), calls.clone());
+                async move {
+                    if job.id.0 == watched.load(Ordering::SeqCst) {
+                        *started.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some((job.id.0, now_us()));
+                    }
+                    calls.fetch_add(1, Ordering::Relaxed);
+                    Ok::<(), jobq::JobError>(())
+                }
+            })?;
+        }
+        let cfg = WorkerConfig {
+            concurrency: s.concurrency,
+            batch_size: s.batch_size,
+            mode: Mode::Forever,
+            queues: (0..SERVED_QUEUES).map(queue).collect(),
+            ..WorkerConfig::default()
+        };
+        let worker = Worker::new(pool.clone(), handlers, cfg)?;
+        handles.push(tokio::spawn(worker.run(shutdown.clone())));
+        pools.push(pool);
+    }
+    Ok((handles, pools))
+}
+
+/// The claim time and `run_at` of job `id` (microseconds, server clock) once a worker has claimed it;
+/// `None` if none did within [`URGENT_PATIENCE`].
+async fn wait_claimed(ctx: &Ctx, id: u64) -> BResult<Option<(i64, i64)>> {
+    let deadline = Instant::now() + URGENT_PATIENCE;
+    let claimed = loop {
+        let row: Option<(Option<i64>, i64)> = sqlx::query_as(
+            "SELECT CAST(UNIX_TIMESTAMP(claimed_at) * 1000000 AS SIGNED), \
+             CAST(UNIX_TIMESTAMP(run_at) * 1000000 AS SIGNED) FROM job_queue WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&ctx.pool)
+        .await?;
+        match row {
+            Some((Some(c), run_at)) => break Some((c, run_at)),
+            _ if Instant::now() >= deadline => break None,
+            _ => tokio::time::sleep(Duration::from_millis(2)).await,
+        }
+    };
+    Ok(claimed)
 }
 
 /// Due jobs of `kinds` waiting in `queue`.

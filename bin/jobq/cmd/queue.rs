@@ -63,6 +63,7 @@ pub struct QueueListArgs {
     pub format: Format,
 }
 
+// Long as a list, not as logic: one short arm per `jobq queue` subcommand, a call and its message.
 pub async fn run(env: &Env, cmd: QueueCommand) -> Result<()> {
     let pool = env.migrated_pool(super::SERIAL_CONNECTIONS).await?;
     let queues = Queues::new(pool.clone());
