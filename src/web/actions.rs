@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 
 use super::App;
 use super::guard::{Actor, CSRF_FIELD, CsrfToken, form_field};
-use super::html::{csrf_field, esc, page, query_value};
+use super::html::{capitalised, csrf_field, esc, hidden_field, page, query_value};
 use super::pages::{JobsQuery, failure};
 use crate::admin::jobs::JobAction;
 use crate::error::{Error, Result};
@@ -415,14 +415,6 @@ fn summary(action: JobAction, done: u64, of: usize, refused: &[String]) -> Strin
     msg
 }
 
-fn hidden_field(name: &str, value: &str) -> String {
-    format!(
-        "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
-        esc(name),
-        esc(value)
-    )
-}
-
 /// Does `action` to each of `ids`: how many were changed, and the refusals in words.
 pub(super) async fn apply_many(app: &App, action: JobAction, ids: &[JobId]) -> (u64, Vec<String>) {
     let mut done = 0;
@@ -494,11 +486,4 @@ fn confirm(
             esc(back)
         ),
     )
-}
-
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    c.next()
-        .map(|f| f.to_uppercase().chain(c).collect())
-        .unwrap_or_default()
 }

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 /// 11. Handlers for jobs in other languages.
-pub(super) fn languages_section(o: &mut String, l: &crate::bench::languages::LanguagesReport) {
+pub(super) fn languages_section(o: &mut String, l: &crate::bench::report::LanguagesReport) {
     let _ = writeln!(
         o,
         "\n11. LANGUAGES: handlers for jobs written in other languages, at {} (a process handler runs one copy per slot); latency: jobs inserted at a fixed rate, run_at to finished_at by the server's clock",

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::bench::report::{ClusterReport, Layout};
+use crate::bench::report::{BacklogReport, ClusterReport, Layout};
 
 /// 9. Drains over a Galera cluster's nodes.
 pub(super) fn cluster_section(o: &mut String, c: &ClusterReport) {
@@ -34,7 +34,7 @@ pub(super) fn cluster_section(o: &mut String, c: &ClusterReport) {
 }
 
 /// 10. The deep, wide backlog.
-pub(super) fn backlog_section(o: &mut String, b: &crate::bench::backlog::BacklogReport) {
+pub(super) fn backlog_section(o: &mut String, b: &BacklogReport) {
     let [queues, kinds, served_queues, served_kinds] = b.shape;
     let _ = writeln!(
         o,
