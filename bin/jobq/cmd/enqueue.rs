@@ -8,7 +8,7 @@ use clap::Args;
 use jobq::NewJob;
 
 use super::Env;
-use crate::args::{Format, JobHelp, JobOptions, parse_duration};
+use crate::options::{Format, JobHelp, JobOptions, parse_duration};
 use crate::out::outln;
 
 /// The help of `enqueue`'s [`JobOptions`]: about the one job it inserts.

@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use jobq::{JobLimits, LimitScope};
 
 use super::Env;
-use crate::args::{Format, parse_duration};
+use crate::options::{Format, parse_duration};
 use crate::out::{age, outln};
 
 #[derive(Debug, Subcommand)]

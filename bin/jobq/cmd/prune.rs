@@ -9,7 +9,7 @@ use clap::Args;
 use jobq::{Jobs, ReaperConfig};
 
 use super::Env;
-use crate::args::{human, parse_duration};
+use crate::options::{human, parse_duration};
 use crate::out::outln;
 
 #[derive(Debug, Args)]

@@ -8,7 +8,7 @@ use jobq::config::{HumanDuration, ReaperSection};
 use jobq::{Reaper, ReaperConfig};
 
 use super::Env;
-use crate::args::{MetricsArgs, human, parse_interval, set};
+use crate::options::{MetricsArgs, human, parse_interval, set};
 use crate::out::outln;
 
 #[derive(Debug, Args)]

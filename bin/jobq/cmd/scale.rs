@@ -5,7 +5,7 @@ use clap::Args;
 use jobq::Scale;
 
 use super::Env;
-use crate::args::Format;
+use crate::options::Format;
 use crate::out::{age, outln};
 
 #[derive(Debug, Args)]

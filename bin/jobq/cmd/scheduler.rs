@@ -9,7 +9,7 @@ use jobq::{Scheduler, SchedulerConfig};
 use tracing::info;
 
 use super::Env;
-use crate::args::{MetricsArgs, human, parse_interval, set};
+use crate::options::{MetricsArgs, human, parse_interval, set};
 
 #[derive(Debug, Args)]
 pub struct SchedulerArgs {

@@ -9,7 +9,7 @@ use jobq::State;
 use jobq::{Jobs, Stats, Unserved};
 
 use super::Env;
-use crate::args::{Format, parse_duration};
+use crate::options::{Format, parse_duration};
 use crate::out::{age, out, outln};
 
 #[derive(Debug, Args)]

@@ -17,7 +17,7 @@ use tracing::error;
 
 use super::Env;
 use super::worker::WorkerOptions;
-use crate::args::MetricsArgs;
+use crate::options::MetricsArgs;
 
 /// Most worker processes one supervisor keeps (`-n`): 1,000. Each worker holds an anchor connection
 /// and a pool of its own (MariaDB allows 151 connections by default), and the supervisor sizes its

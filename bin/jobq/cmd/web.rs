@@ -9,7 +9,7 @@ use jobq::web::{AllowedHosts, Credentials, ServeConfig, WebConfig};
 use tracing::info;
 
 use super::Env;
-use crate::args::{MetricsArgs, human, parse_interval};
+use crate::options::{MetricsArgs, human, parse_interval};
 
 /// Where the dashboard listens unless told: the loopback interface, where it needs no credentials.
 const DEFAULT_WEB_BIND: &str = "127.0.0.1:8080";

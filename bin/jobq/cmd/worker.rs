@@ -8,7 +8,7 @@ use jobq::config::{HumanDuration, WorkerSection};
 use jobq::{Mode, Worker, WorkerConfig};
 
 use super::Env;
-use crate::args::{MetricsArgs, human, parse_duration, parse_interval, set};
+use crate::options::{MetricsArgs, human, parse_duration, parse_interval, set};
 
 #[derive(Debug, Args)]
 pub struct WorkerArgs {

@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 
-use crate::args::Format;
+use crate::options::Format;
 
 /// Jobs `jobs list` shows unless told: a screenful.
 const LIST_LIMIT: u32 = 20;

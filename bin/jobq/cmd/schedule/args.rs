@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use jobq::{Misfire, OnError, Overlap};
 
-use crate::args::{Format, JobHelp, JobOptions, NoDue, parse_duration};
+use crate::options::{Format, JobHelp, JobOptions, NoDue, parse_duration};
 
 /// Runs `schedule show` lists under the definition unless told: the latest few.
 const SHOW_RUNS: u32 = 10;
