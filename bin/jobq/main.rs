@@ -7,6 +7,7 @@ mod args;
 mod bench;
 mod cmd;
 mod metrics;
+mod options;
 mod out;
 mod process;
 mod scrape;

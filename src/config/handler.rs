@@ -111,69 +111,72 @@ impl HandlerConfig {
                  program) or `url` (an HTTP endpoint)"
                     .into(),
             ),
-            (Some(argv), None) => {
-                if self.params.is_some() {
-                    return Err(
-                        "`params` belongs to `sql` handlers; a command reads the payload on stdin"
-                            .into(),
-                    );
-                }
-                if self.transactional.is_some() {
-                    return Err(
-                        "`transactional` belongs to `sql` handlers: a command's effects \
-                                are outside the database"
-                            .into(),
-                    );
-                }
-                if argv.is_empty() || argv[0].is_empty() {
-                    return Err(
-                        "`command` must name a program: command = [\"prog\", \"arg\"]".into(),
-                    );
-                }
-                let snooze = self.snooze.map(|d| d.0);
-                if let Some(d) = snooze {
-                    check_snooze(d)?;
-                }
-                Ok(HandlerSpec::Command {
-                    argv: argv.clone(),
-                    env: self.env.clone().unwrap_or_default(),
-                    inherit_env: self.inherit_env.clone(),
-                    snooze,
-                })
-            }
-            (None, Some(sql)) => {
-                if self.env.is_some() || self.inherit_env.is_some() || self.snooze.is_some() {
-                    return Err(
-                        "`env`, `inherit_env` and `snooze` belong to `command` handlers (`env` and \
-                         `inherit_env` to `process` handlers too)"
-                            .into(),
-                    );
-                }
-                let params = self.params.clone().unwrap_or_default();
-                let placeholders = count_placeholders(sql);
-                if placeholders != params.len() {
-                    return Err(format!(
-                        "`sql` has {placeholders} `?` placeholder(s) but `params` names {} field(s)",
-                        params.len()
-                    ));
-                }
-                if sql.trim().trim_end_matches(';').contains(';') {
-                    return Err(
-                        "`sql` must be one statement; wrap several in a procedure and CALL it"
-                            .into(),
-                    );
-                }
-                Ok(HandlerSpec::Sql {
-                    sql: sql.trim().trim_end_matches(';').to_string(),
-                    params,
-                    transactional: self.transactional.unwrap_or(false),
-                })
-            }
+            (Some(argv), None) => self.command_spec(argv),
+            (None, Some(sql)) => self.sql_spec(sql),
         }
     }
 }
 
 impl HandlerConfig {
+    /// `command = […]`: a program per job. The keys of `sql` handlers are refused by name.
+    fn command_spec(&self, argv: &[String]) -> std::result::Result<HandlerSpec, String> {
+        if self.params.is_some() {
+            return Err(
+                "`params` belongs to `sql` handlers; a command reads the payload on stdin".into(),
+            );
+        }
+        if self.transactional.is_some() {
+            return Err(
+                "`transactional` belongs to `sql` handlers: a command's effects \
+                        are outside the database"
+                    .into(),
+            );
+        }
+        if argv.is_empty() || argv[0].is_empty() {
+            return Err("`command` must name a program: command = [\"prog\", \"arg\"]".into());
+        }
+        let snooze = self.snooze.map(|d| d.0);
+        if let Some(d) = snooze {
+            check_snooze(d)?;
+        }
+        Ok(HandlerSpec::Command {
+            argv: argv.to_vec(),
+            env: self.env.clone().unwrap_or_default(),
+            inherit_env: self.inherit_env.clone(),
+            snooze,
+        })
+    }
+
+    /// `sql = "…"`: one statement, with as many placeholders as `params` names. The keys of
+    /// `command` handlers are refused by name.
+    fn sql_spec(&self, sql: &str) -> std::result::Result<HandlerSpec, String> {
+        if self.env.is_some() || self.inherit_env.is_some() || self.snooze.is_some() {
+            return Err(
+                "`env`, `inherit_env` and `snooze` belong to `command` handlers (`env` and \
+                 `inherit_env` to `process` handlers too)"
+                    .into(),
+            );
+        }
+        let params = self.params.clone().unwrap_or_default();
+        let placeholders = count_placeholders(sql);
+        if placeholders != params.len() {
+            return Err(format!(
+                "`sql` has {placeholders} `?` placeholder(s) but `params` names {} field(s)",
+                params.len()
+            ));
+        }
+        if sql.trim().trim_end_matches(';').contains(';') {
+            return Err(
+                "`sql` must be one statement; wrap several in a procedure and CALL it".into(),
+            );
+        }
+        Ok(HandlerSpec::Sql {
+            sql: sql.trim().trim_end_matches(';').to_string(),
+            params,
+            transactional: self.transactional.unwrap_or(false),
+        })
+    }
+
     fn has_http_keys(&self) -> bool {
         self.headers.is_some()
             || self.secret_file.is_some()

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Redirect, Response};
 
 use super::App;
 use super::guard::{Actor, CSRF_FIELD, CsrfToken, form_field};
-use super::html::{csrf_field, esc, page, query_value};
+use super::html::{capitalised, csrf_field, esc, hidden_field, page, query_value};
 use super::pages::{JobsQuery, failure};
 use crate::admin::audit::Auditor;
 use crate::admin::jobs::{BulkOutcome, JobAction};
@@ -318,6 +318,20 @@ async fn bulk_filter(
             "no jobs match the filter",
         );
     }
+    confirm_filter(app, csrf, action, &query, all, ids.len(), &described)
+}
+
+/// The page that asks before a bulk action over a filter: how many jobs match, and the filter again
+/// as hidden fields for the confirmation.
+fn confirm_filter(
+    app: &App,
+    csrf: &CsrfToken,
+    action: JobAction,
+    query: &JobsQuery,
+    all: bool,
+    n: usize,
+    described: &str,
+) -> Response {
     let hidden: String = [
         ("scope", "filter".to_string()),
         ("action", action.as_str().to_string()),
@@ -334,16 +348,12 @@ async fn bulk_filter(
         app,
         csrf,
         &if all {
-            format!(
-                "{} every job, {} in all?",
-                capitalised(action.as_str()),
-                ids.len()
-            )
+            format!("{} every job, {} in all?", capitalised(action.as_str()), n)
         } else {
             format!(
                 "{} all {} jobs matching {described}?",
                 capitalised(action.as_str()),
-                ids.len()
+                n
             )
         },
         "Every job matching the filter when you confirm is changed, one by one; jobs whose state \
@@ -376,14 +386,6 @@ fn summary(action: JobAction, o: &BulkOutcome) -> String {
         let _ = write!(msg, "; stopped by a database error: {e}");
     }
     msg
-}
-
-fn hidden_field(name: &str, value: &str) -> String {
-    format!(
-        "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
-        esc(name),
-        esc(value)
-    )
 }
 
 /// `POST /schedules/{name}/{action}` from a page.
@@ -434,11 +436,4 @@ fn confirm(
             esc(back)
         ),
     )
-}
-
-fn capitalised(s: &str) -> String {
-    let mut c = s.chars();
-    c.next()
-        .map(|f| f.to_uppercase().chain(c).collect())
-        .unwrap_or_default()
 }

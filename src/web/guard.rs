@@ -78,6 +78,7 @@ pub(super) async fn guard(State(app): State<App>, req: Request, next: Next) -> R
 
 /// The checks, in order: a locked-out address, credentials, the body (its deadline and size, JSON under
 /// `/api`), then read-only mode and CSRF for changes.
+// Long on purpose: the checks in the order they must run, each returning its refusal, audited in one place.
 async fn checked(app: &App, req: Request, next: Next) -> Response {
     let client = req
         .extensions()

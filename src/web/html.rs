@@ -31,6 +31,23 @@ pub(super) fn query_value(s: &str) -> String {
     url::form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
+/// A hidden form field, escaped.
+pub(super) fn hidden_field(name: &str, value: &str) -> String {
+    format!(
+        "<input type=\"hidden\" name=\"{}\" value=\"{}\">",
+        esc(name),
+        esc(value)
+    )
+}
+
+/// `s` with its first letter in upper case (`retry` → `Retry`), for a sentence's start.
+pub(super) fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
 /// A time as `2026-11-24 07:31:02 UTC`, with its age beside it.
 pub(super) fn when(t: &DateTime<Utc>) -> String {
     let secs = (Utc::now() - *t).num_milliseconds() as f64 / 1e3;

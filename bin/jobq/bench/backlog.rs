@@ -18,14 +18,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
 use sqlx::{Connection, Executor, MySqlConnection, Row};
 
+use super::report::{BacklogReport, ClaimCost, UrgentPickup};
 use super::{BResult, Ctx, Section, Settings, now_us, quantile};
 use jobq::statements::{
     CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, placeholders,
 };
-use jobq::{ConnectConfig, Handlers, JobContext, Mode, NewJob, Worker, WorkerConfig};
+use jobq::{
+    CancellationToken, ConnectConfig, Handlers, JobContext, Mode, NewJob, Worker, WorkerConfig,
+    WorkerReport,
+};
+use sqlx::MySqlPool;
+use tokio::task::JoinHandle;
 
 /// Queues the backlog is spread over.
 pub(crate) const QUEUES: u32 = 100;
@@ -48,70 +53,6 @@ fn queue(i: u32) -> String {
 
 fn kind(i: u32) -> String {
     format!("bench.bl.k{i:02}")
-}
-
-/// Claims timed on one table.
-#[derive(Debug, Clone, Serialize)]
-pub struct ClaimCost {
-    /// Due rows in the table.
-    pub rows: u64,
-    /// Time to insert them.
-    pub load_secs: f64,
-    /// Claims timed.
-    pub claims: u32,
-    /// Mean rows per claim.
-    pub rows_per_claim: f64,
-    /// Mean time of one claim transaction (SELECT … FOR UPDATE SKIP LOCKED per queue until the batch is
-    /// full, the stamp, the end of the transaction), ms.
-    pub mean_ms: f64,
-    /// Median, ms.
-    pub p50_ms: f64,
-    /// What one claim loop would claim per second at that cost: rows per claim / mean time.
-    pub jobs_per_sec: f64,
-    /// Index entries the claiming session read per claim (`Handler_read_*` and `Handler_icp_attempts`,
-    /// see [`index_reads`]).
-    pub index_reads_per_claim: f64,
-    /// Pages the server read from disk per claim (the global `Innodb_buffer_pool_reads`: other
-    /// clients' reads count too).
-    pub disk_reads_per_claim: f64,
-}
-
-/// The high-priority job behind the backlog.
-#[derive(Debug, Clone, Serialize)]
-pub struct UrgentPickup {
-    /// Worker settings.
-    pub settings: Settings,
-    /// Low-priority due jobs of the served kinds in its queue when it was enqueued.
-    pub backlog: u64,
-    /// It was picked up within the patience.
-    pub picked_up: bool,
-    /// Claims stamped after its INSERT committed and before the claim that took it.
-    pub claims_passed_by: u64,
-    /// Its INSERT (run_at) to its handler's start, ms.
-    pub wait_ms: f64,
-}
-
-/// The section's results.
-#[derive(Debug, Clone, Serialize)]
-pub struct BacklogReport {
-    /// Queues and kinds in the table; queues and kinds served.
-    pub shape: [u32; 4],
-    /// Rows per claim asked for.
-    pub batch: u32,
-    /// The deep table.
-    pub deep: ClaimCost,
-    /// The small table of the same shape.
-    pub small: ClaimCost,
-    /// deep / small, of the median claim times (a median, as the machine may be shared).
-    pub ratio: f64,
-    /// The deep table with the served queues but the last run dry of the served kinds.
-    pub deep_drained: ClaimCost,
-    /// The small table likewise.
-    pub small_drained: ClaimCost,
-    /// deep / small, of their median claim times.
-    pub drained_ratio: f64,
-    /// The high-priority job.
-    pub urgent: UrgentPickup,
 }
 
 pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<BacklogReport> {
@@ -348,39 +289,7 @@ async fn urgent_pickup(ctx: &Ctx, s: Settings) -> BResult<UrgentPickup> {
     let watched = Arc::new(AtomicU64::new(0));
     let calls = Arc::new(AtomicU64::new(0));
     let shutdown = ctx.stop.child_token();
-    let mut handles = Vec::new();
-    let mut pools = Vec::new();
-    for _ in 0..s.workers {
-        let pool = jobq::connect(
-            &ConnectConfig::new(&ctx.url)?.max_connections(super::drain::pool_size(s)),
-        )
-        .await?;
-        let mut handlers = Handlers::new();
-        for k in (0..SERVED_KINDS).map(kind) {
-            let (started, watched, calls) = (started.clone(), watched.clone(), calls.clone());
-            handlers = handlers.register(&k, move |job: JobContext| {
-                let (started, watched, calls) = (started.clone(), watched.clone(), calls.clone());
-                async move {
-                    if job.id.0 == watched.load(Ordering::SeqCst) {
-                        *started.lock().unwrap_or_else(|e| e.into_inner()) =
-                            Some((job.id.0, now_us()));
-                    }
-                    calls.fetch_add(1, Ordering::Relaxed);
-                    Ok::<(), jobq::JobError>(())
-                }
-            })?;
-        }
-        let cfg = WorkerConfig {
-            concurrency: s.concurrency,
-            batch_size: s.batch_size,
-            mode: Mode::Forever,
-            queues: (0..SERVED_QUEUES).map(queue).collect(),
-            ..WorkerConfig::default()
-        };
-        let worker = Worker::new(pool.clone(), handlers, cfg)?;
-        handles.push(tokio::spawn(worker.run(shutdown.clone())));
-        pools.push(pool);
-    }
+    let (handles, pools) = start_watching(ctx, s, &started, &watched, &calls, &shutdown).await?;
     // Busy: a few batches run.
     let busy_by = Instant::now() + Duration::from_secs(10);
     while calls.load(Ordering::Relaxed) < u64::from(s.batch_size) * 3 && Instant::now() < busy_by {
@@ -398,21 +307,7 @@ async fn urgent_pickup(ctx: &Ctx, s: Settings) -> BResult<UrgentPickup> {
     .await?
     .0;
     watched.store(id, Ordering::SeqCst);
-    let deadline = Instant::now() + URGENT_PATIENCE;
-    let claimed = loop {
-        let row: Option<(Option<i64>, i64)> = sqlx::query_as(
-            "SELECT CAST(UNIX_TIMESTAMP(claimed_at) * 1000000 AS SIGNED), \
-             CAST(UNIX_TIMESTAMP(run_at) * 1000000 AS SIGNED) FROM job_queue WHERE id = ?",
-        )
-        .bind(id)
-        .fetch_optional(&ctx.pool)
-        .await?;
-        match row {
-            Some((Some(c), run_at)) => break Some((c, run_at)),
-            _ if Instant::now() >= deadline => break None,
-            _ => tokio::time::sleep(Duration::from_millis(2)).await,
-        }
-    };
+    let claimed = wait_claimed(ctx, id).await?;
     shutdown.cancel();
     for h in handles {
         let _ = h.await;
@@ -460,6 +355,73 @@ async fn urgent_pickup(ctx: &Ctx, s: Settings) -> BResult<UrgentPickup> {
         ),
     );
     Ok(report)
+}
+
+/// Forever workers on the served queues and kinds, whose handlers count their calls and note the start
+/// of job `watched` (once it is set): [`urgent_pickup`]'s workers.
+async fn start_watching(
+    ctx: &Ctx,
+    s: Settings,
+    started: &Arc<Mutex<Option<(u64, i64)>>>,
+    watched: &Arc<AtomicU64>,
+    calls: &Arc<AtomicU64>,
+    shutdown: &CancellationToken,
+) -> BResult<(Vec<JoinHandle<jobq::Result<WorkerReport>>>, Vec<MySqlPool>)> {
+    let mut handles = Vec::new();
+    let mut pools = Vec::new();
+    for _ in 0..s.workers {
+        let pool = jobq::connect(
+            &ConnectConfig::new(&ctx.url)?.max_connections(super::workers::pool_size(s)),
+        )
+        .await?;
+        let mut handlers = Handlers::new();
+        for k in (0..SERVED_KINDS).map(kind) {
+            let (started, watched, calls) = (started.clone(), watched.clone(), calls.clone());
+            handlers = handlers.register(&k, move |job: JobContext| {
+                let (started, watched, calls) = (started.clone(), watched.clone(), calls.clone());
+                async move {
+                    if job.id.0 == watched.load(Ordering::SeqCst) {
+                        *started.lock().unwrap_or_else(|e| e.into_inner()) =
+                            Some((job.id.0, now_us()));
+                    }
+                    calls.fetch_add(1, Ordering::Relaxed);
+                    Ok::<(), jobq::JobError>(())
+                }
+            })?;
+        }
+        let cfg = WorkerConfig {
+            concurrency: s.concurrency,
+            batch_size: s.batch_size,
+            mode: Mode::Forever,
+            queues: (0..SERVED_QUEUES).map(queue).collect(),
+            ..WorkerConfig::default()
+        };
+        let worker = Worker::new(pool.clone(), handlers, cfg)?;
+        handles.push(tokio::spawn(worker.run(shutdown.clone())));
+        pools.push(pool);
+    }
+    Ok((handles, pools))
+}
+
+/// The claim time and `run_at` of job `id` (microseconds, server clock) once a worker has claimed it;
+/// `None` if none did within [`URGENT_PATIENCE`].
+async fn wait_claimed(ctx: &Ctx, id: u64) -> BResult<Option<(i64, i64)>> {
+    let deadline = Instant::now() + URGENT_PATIENCE;
+    let claimed = loop {
+        let row: Option<(Option<i64>, i64)> = sqlx::query_as(
+            "SELECT CAST(UNIX_TIMESTAMP(claimed_at) * 1000000 AS SIGNED), \
+             CAST(UNIX_TIMESTAMP(run_at) * 1000000 AS SIGNED) FROM job_queue WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&ctx.pool)
+        .await?;
+        match row {
+            Some((Some(c), run_at)) => break Some((c, run_at)),
+            _ if Instant::now() >= deadline => break None,
+            _ => tokio::time::sleep(Duration::from_millis(2)).await,
+        }
+    };
+    Ok(claimed)
 }
 
 /// Due jobs of `kinds` waiting in `queue`.

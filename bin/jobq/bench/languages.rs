@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use super::drain::{HandlerKind, Work, start_workers};
+use super::report::{COMMAND, HTTP, LanguageRow, LanguagesReport, PROCESS, RUST};
 use super::{BResult, Ctx, Section, Settings, insert_plain, quantile};
 use jobq::Mode;
 use jobq::config::HandlerConfig;
@@ -39,47 +38,6 @@ worker.run()
 /// Jobs per second inserted for the latency measurement: well below what the slowest handler (a
 /// Python start per job) drains on a 2-core machine, so that latency is a handler's, not a queue's.
 const LATENCY_RATE: f64 = 50.0;
-
-/// One handler's figures.
-#[derive(Debug, Clone, Serialize)]
-pub struct LanguageRow {
-    /// What ran the jobs.
-    pub handler: String,
-    /// Jobs drained.
-    pub jobs: u64,
-    /// Drain throughput.
-    pub jobs_per_sec: f64,
-    /// Jobs measured at [`LATENCY_RATE`].
-    pub latency_jobs: u64,
-    /// run_at → finished_at, median.
-    pub p50_ms: f64,
-    /// run_at → finished_at, 99th percentile.
-    pub p99_ms: f64,
-}
-
-/// The section's results.
-#[derive(Debug, Clone, Serialize)]
-pub struct LanguagesReport {
-    /// Worker settings for every handler (a process handler runs as many copies as the concurrency).
-    pub settings: Settings,
-    /// The Python interpreter, or why the Python rows are missing.
-    pub python: Result<String, String>,
-    /// Rust no-op, HTTP, process (Python), command (the same Python program).
-    pub rows: Vec<LanguageRow>,
-}
-
-impl LanguagesReport {
-    /// The row of `handler`, when it ran.
-    pub fn row(&self, handler: &str) -> Option<&LanguageRow> {
-        self.rows.iter().find(|r| r.handler == handler)
-    }
-}
-
-/// Row names, also used by the targets.
-pub const RUST: &str = "no-op Rust fn";
-pub const HTTP: &str = "HTTP, keep-alive no-op server";
-pub const PROCESS: &str = "process, no-op Python worker";
-pub const COMMAND: &str = "command, the same Python program";
 
 pub(crate) async fn run(ctx: &Ctx, s: Settings) -> BResult<LanguagesReport> {
     let server = NoopServer::start().await?;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 
-use super::drain::KIND;
+use super::workers::KIND;
 use super::{BResult, Ctx, Section, Settings};
 
 /// The hidden subcommand each process runs.

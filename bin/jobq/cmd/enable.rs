@@ -1,10 +1,28 @@
 //! `jobq enable` and `jobq disable`: jobq's schema in and out of a configured database.
 
 use anyhow::{Context, Result};
+use clap::Args;
 
 use super::Env;
-use crate::args::{DisableArgs, EnableArgs};
 use crate::out::outln;
+
+#[derive(Debug, Args)]
+pub struct EnableArgs {
+    /// The [databases.NAME] section of the config file.
+    #[arg(value_name = "DATABASE")]
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct DisableArgs {
+    /// The [databases.NAME] section of the config file.
+    #[arg(value_name = "DATABASE")]
+    pub name: String,
+
+    /// Remove the schema even while jobq processes live or jobs are unfinished there (they are lost).
+    #[arg(long)]
+    pub force: bool,
+}
 
 /// Creates the section's database if it is missing, then migrates it.
 pub async fn enable(env: &Env, args: EnableArgs) -> Result<()> {

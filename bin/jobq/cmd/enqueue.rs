@@ -1,34 +1,98 @@
 //! `jobq enqueue`.
 
+use std::time::Duration;
+
 use anyhow::{Context, Result, anyhow};
 use chrono::{DateTime, NaiveDateTime, Utc};
+use clap::Args;
 use jobq::NewJob;
 
 use super::Env;
-use crate::args::EnqueueArgs;
+use crate::options::{Format, JobHelp, JobOptions, parse_duration};
 use crate::out::outln;
+
+/// The help of `enqueue`'s [`JobOptions`]: about the one job it inserts.
+#[derive(Debug)]
+pub struct OneJob;
+
+impl JobHelp for OneJob {
+    const PAYLOAD: &'static str = "JSON payload. Default {}";
+    const QUEUE: &'static str = "Queue. Default \"default\"";
+    const PRIORITY: &'static str = "Priority: smaller runs first. Default 0";
+    const MAX_ATTEMPTS: &'static str = "Attempts before the job is dead. Default 20";
+    const TIMEOUT: &'static str = "Run-time limit of one attempt (e.g. 90s)";
+}
+
+/// When the job is due, in [`JobOptions`]'s due-time slot.
+#[derive(Debug, Args)]
+pub struct Due {
+    /// Due at this time: RFC 3339 (2026-05-01T12:00:00Z) or "YYYY-MM-DD HH:MM:SS" in UTC.
+    #[arg(long, conflicts_with = "run_in")]
+    pub run_at: Option<String>,
+
+    /// Due after this long (e.g. 30s, 5m, 2h).
+    #[arg(long = "in", value_parser = parse_duration)]
+    pub run_in: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct EnqueueArgs {
+    /// Job kind: picks the handler.
+    pub kind: String,
+
+    #[command(flatten)]
+    pub job: JobOptions<OneJob, Due>,
+
+    /// Unique key (up to 255 bytes): while a job with this key is queued, waiting to retry or running,
+    /// print that job's id instead of inserting another.
+    #[arg(long)]
+    pub unique_key: Option<String>,
+
+    /// With --unique-key: a done job with the key also holds it for this long after it finished
+    /// (e.g. 1h).
+    #[arg(long, value_parser = parse_duration, requires = "unique_key")]
+    pub unique_for: Option<Duration>,
+
+    /// Job ids this job waits for (comma-separated): it runs once every one is done (the last one's
+    /// finish queues it), and is cancelled if one ends dead or cancelled.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "ID,ID",
+        conflicts_with = "after_ended"
+    )]
+    pub after: Vec<u64>,
+
+    /// A batch callback: job ids this job waits for until each has ended in any way (done, dead or
+    /// cancelled); it then runs once with "jobq_batch": {"done": N, "dead": N, "cancelled": N} added to
+    /// its payload.
+    #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
+    pub after_ended: Vec<u64>,
+    #[command(flatten)]
+    pub format: Format,
+}
 
 pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
     let mut job = NewJob::new(&args.kind);
-    if let Some(p) = &args.payload {
+    if let Some(p) = &args.job.payload {
         job = job.payload_json(p).context("invalid --payload")?;
     }
-    if let Some(q) = args.queue {
+    if let Some(q) = args.job.queue {
         job = job.queue(q);
     }
-    if let Some(p) = args.priority {
+    if let Some(p) = args.job.priority {
         job = job.priority(p);
     }
-    if let Some(t) = &args.run_at {
+    if let Some(t) = &args.job.due.run_at {
         job = job.run_at(parse_time(t)?);
     }
-    if let Some(d) = args.run_in {
+    if let Some(d) = args.job.due.run_in {
         job = job.run_in(d);
     }
-    if let Some(n) = args.max_attempts {
+    if let Some(n) = args.job.max_attempts {
         job = job.max_attempts(n);
     }
-    if let Some(t) = args.timeout {
+    if let Some(t) = args.job.timeout {
         job = job.timeout(t);
     }
     if let Some(k) = &args.unique_key {

@@ -1,10 +1,17 @@
 //! `jobq migrate`.
 
 use anyhow::{Context, Result};
+use clap::Args;
 
 use super::Env;
-use crate::args::MigrateArgs;
 use crate::out::outln;
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Create the URL's database first if it does not exist.
+    #[arg(long)]
+    pub create_database: bool,
+}
 
 pub async fn run(env: &Env, args: MigrateArgs) -> Result<()> {
     if args.create_database && jobq::create_database(env.connect_config()?).await? {

@@ -1,22 +1,22 @@
 //! One module per subcommand: arguments in, library call, output out.
 
-mod bench;
-mod enable;
-mod enqueue;
-mod jobs;
-mod limit;
-mod migrate;
+pub(crate) mod bench;
+pub(crate) mod enable;
+pub(crate) mod enqueue;
+pub(crate) mod jobs;
+pub(crate) mod limit;
+pub(crate) mod migrate;
 mod notice;
-mod prune;
-mod queue;
-mod reaper;
-mod scale;
-mod schedule;
-mod scheduler;
-mod stats;
-mod supervise;
-mod web;
-mod worker;
+pub(crate) mod prune;
+pub(crate) mod queue;
+pub(crate) mod reaper;
+pub(crate) mod scale;
+pub(crate) mod schedule;
+pub(crate) mod scheduler;
+pub(crate) mod stats;
+pub(crate) mod supervise;
+pub(crate) mod web;
+pub(crate) mod worker;
 
 use std::path::{Path, PathBuf};
 

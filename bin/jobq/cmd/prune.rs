@@ -5,11 +5,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::Result;
-use jobq::Jobs;
+use clap::Args;
+use jobq::{Jobs, ReaperConfig};
 
 use super::Env;
-use crate::args::PruneArgs;
+use crate::options::{human, parse_duration};
 use crate::out::outln;
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    #[arg(long, value_parser = parse_duration, help = format!(
+        "Keep jobs that finished less than this long ago. Default: prune.retention from the config, \
+         else {}", human(ReaperConfig::DEFAULT_RETENTION)))]
+    pub retention: Option<Duration>,
+}
 
 /// How often the terminal's count of deleted jobs is redrawn.
 const PROGRESS_EVERY: Duration = Duration::from_millis(120);

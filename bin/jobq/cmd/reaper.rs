@@ -1,11 +1,54 @@
 //! `jobq reaper`.
 
+use std::time::Duration;
+
 use anyhow::Result;
+use clap::Args;
+use jobq::config::{HumanDuration, ReaperSection};
 use jobq::{Reaper, ReaperConfig};
 
 use super::Env;
-use crate::args::ReaperArgs;
+use crate::options::{MetricsArgs, human, parse_interval, set};
 use crate::out::outln;
+
+#[derive(Debug, Args)]
+pub struct ReaperArgs {
+    /// One pass, then exit (for cron). Without it the reaper runs until SIGTERM/SIGINT.
+    #[arg(long, conflicts_with = "forever")]
+    pub once: bool,
+
+    /// Run until SIGTERM/SIGINT (the default).
+    #[arg(long)]
+    pub forever: bool,
+
+    #[arg(long, value_parser = parse_interval, help = format!(
+        "Time between passes. Default: reaper.interval from the config, else {}",
+        human(ReaperConfig::DEFAULT_INTERVAL)))]
+    pub interval: Option<Duration>,
+
+    #[arg(long, value_parser = parse_interval, help = format!(
+        "A claimant whose heartbeat is older than this is gone (at least three worker heartbeats). \
+         Default: reaper.lease, else {}", human(ReaperConfig::DEFAULT_LEASE)))]
+    pub lease: Option<Duration>,
+
+    /// Trust only heartbeats, not database sessions (for connections through a multiplexing proxy).
+    #[arg(long)]
+    pub no_session_signals: bool,
+
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+}
+
+impl ReaperArgs {
+    /// Lays the flags given over the config file's `[reaper]` section.
+    pub fn overlay(&self, file: &mut ReaperSection) {
+        set(&mut file.interval, self.interval.map(HumanDuration));
+        set(&mut file.lease, self.lease.map(HumanDuration));
+        if self.no_session_signals {
+            file.session_signals = Some(false);
+        }
+    }
+}
 
 /// The reaper's settings from flags, then the config file, then the defaults.
 pub fn config(env: &Env, args: &ReaperArgs) -> Result<ReaperConfig> {

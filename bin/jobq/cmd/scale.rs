@@ -1,11 +1,35 @@
 //! `jobq scale`.
 
 use anyhow::Result;
+use clap::Args;
 use jobq::Scale;
 
 use super::Env;
-use crate::args::scale::ScaleArgs;
+use crate::options::Format;
 use crate::out::{age, outln};
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("change").args(["workers", "reset"])))]
+pub struct ScaleArgs {
+    /// Workers each supervisor keeps from now on (0 stops them all; the supervisors stay up). Without
+    /// -n or --reset: show the stored counts.
+    #[arg(short = 'n', long = "workers", value_name = "N")]
+    pub workers: Option<u32>,
+
+    /// Only the supervisors of this host (as `jobq stats` lists hosts); a host's count wins over the
+    /// count for every host.
+    #[arg(long)]
+    pub host: Option<String>,
+
+    /// Forget stored counts. With --host, that host's count only (its supervisors then follow the
+    /// count for every host, if one is stored). Without, every stored count (the one for every host and
+    /// each host's): every supervisor goes back to its own -n.
+    #[arg(long)]
+    pub reset: bool,
+
+    #[command(flatten)]
+    pub format: Format,
+}
 
 pub async fn run(env: &Env, args: ScaleArgs) -> Result<()> {
     let pool = env.migrated_pool(super::SERIAL_CONNECTIONS).await?;

@@ -1,11 +1,43 @@
 //! `jobq scheduler`.
 
+use std::time::Duration;
+
 use anyhow::{Context, Result};
+use clap::Args;
+use jobq::config::{HumanDuration, SchedulerSection};
 use jobq::{Scheduler, SchedulerConfig};
 use tracing::info;
 
 use super::Env;
-use crate::args::SchedulerArgs;
+use crate::options::{MetricsArgs, human, parse_interval, set};
+
+#[derive(Debug, Args)]
+pub struct SchedulerArgs {
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+    /// Keep ticking until SIGTERM/SIGINT (registers in the process registry, creates startup runs).
+    #[arg(long, conflicts_with = "once")]
+    pub forever: bool,
+    /// One pass, then exit (the default; for a crontab line). Startup runs are not made in this mode.
+    #[arg(long)]
+    pub once: bool,
+    #[arg(long, value_parser = parse_interval, help = format!(
+        "Time between ticks with --forever. Default: scheduler.interval from the config, else {}",
+        human(SchedulerConfig::DEFAULT_INTERVAL)))]
+    pub interval: Option<Duration>,
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help = format!(
+        "Most jobs one tick creates. Default: scheduler.max_jobs_per_tick from the config, else {}",
+        SchedulerConfig::DEFAULT_MAX_JOBS_PER_TICK))]
+    pub max_jobs_per_tick: Option<u32>,
+}
+
+impl SchedulerArgs {
+    /// Lays the flags given over the config file's `[scheduler]` section.
+    pub fn overlay(&self, file: &mut SchedulerSection) {
+        set(&mut file.interval, self.interval.map(HumanDuration));
+        set(&mut file.max_jobs_per_tick, self.max_jobs_per_tick);
+    }
+}
 
 /// The scheduler's settings from flags, then the config file (`[scheduler]`, and the `[schedules.NAME]`
 /// sections as its definitions), then the defaults.

@@ -4,12 +4,23 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result};
 use chrono::Utc;
+use clap::Args;
 use jobq::State;
 use jobq::{Jobs, stats::Stats, stats::Unserved};
 
 use super::Env;
-use crate::args::StatsArgs;
+use crate::options::{Format, parse_duration};
 use crate::out::{age, out, outln};
+
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub format: Format,
+    /// Count the jobs that have waited for other jobs longer than this (default: the config's
+    /// `[reaper] long_wait`, else 1h).
+    #[arg(long, value_parser = parse_duration)]
+    pub long_wait: Option<std::time::Duration>,
+}
 
 pub async fn run(env: &Env, args: StatsArgs) -> Result<()> {
     if env.serves_many() {

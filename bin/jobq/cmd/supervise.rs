@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use clap::Args;
 use jobq::Reaper;
 use jobq::config::Config;
 use jobq::{CancellationToken, Scheduler};
@@ -15,7 +16,38 @@ use tokio::task::JoinHandle;
 use tracing::error;
 
 use super::Env;
-use crate::args::{SuperviseArgs, WorkerOptions};
+use super::worker::WorkerOptions;
+use crate::options::MetricsArgs;
+
+/// Most worker processes one supervisor keeps (`-n`): 1,000. Each worker holds an anchor connection
+/// and a pool of its own (MariaDB allows 151 connections by default), and the supervisor sizes its
+/// table of children by `-n` up front, so an absurd count must be refused, not attempted. More jobs at
+/// once come from `--concurrency`, more processes from more nodes.
+const MAX_WORKERS: u32 = 1_000;
+
+#[derive(Debug, Args, Clone)]
+pub struct SuperviseArgs {
+    #[arg(short = 'n', long = "workers",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_WORKERS)), help = format!(
+        "Worker processes to keep alive (at most {MAX_WORKERS}; for more jobs at once raise --concurrency). \
+         Default: `workers` from the config (per database with [databases.NAME] sections), else {}",
+        SupervisorConfig::DEFAULT_WORKERS))]
+    pub workers: Option<u32>,
+
+    /// Also run a reaper in the supervisor's process, so one command runs a whole node.
+    #[arg(long)]
+    pub reaper: bool,
+
+    /// Also run a scheduler in the supervisor's process (any number of schedulers may run at once).
+    #[arg(long)]
+    pub scheduler: bool,
+
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+
+    #[command(flatten)]
+    pub opts: WorkerOptions,
+}
 
 mod many;
 

@@ -64,6 +64,7 @@ struct Room {
 /// One try of the limited claim: BEGIN, the carried finishes (as `claim_apart` makes them), then
 /// rounds of pick, admit and stamp until the claim has `want` rows or nothing more can be admitted,
 /// the rate limits' starts, COMMIT.
+// Long on purpose: one transaction whose locks and stamps must come in this order, BEGIN to COMMIT.
 async fn claim_once_limited(
     conn: &mut MySqlConnection,
     args: ClaimArgs<'_>,

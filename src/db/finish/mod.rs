@@ -267,6 +267,7 @@ fn micros(delay: Duration) -> i64 {
 }
 
 impl Statement {
+    // Long on purpose: a table of one statement per kind of finish, side by side so their rules compare.
     pub(super) fn of(finish: &Finish, max_attempts: Option<u16>) -> Self {
         let (sql, delay_us, text): (&str, Option<i64>, Option<String>) = match finish {
             // The published text, which has its dependents clause already (see `text`).

@@ -248,6 +248,7 @@ impl Pool {
         }
     }
 
+    // Long on purpose: one job's way through the pool, top to bottom, every early return dropping its lease.
     async fn run(self: Arc<Self>, job: JobContext) -> Result<(), JobError> {
         // Before a copy is checked out: a payload that is not JSON must not cost a healthy copy.
         let request = protocol::request(&job)?;

@@ -1,7 +1,9 @@
 //! The report of one run: typed (serde for `--json`; the library drains' part in drain.rs), its targets
 //! with PASS/MISS (targets.rs), and the text `jobq bench` prints (render/).
 
+mod backlog;
 mod drain;
+mod languages;
 mod render;
 mod targets;
 
@@ -14,8 +16,10 @@ use super::cpu::{self, CpuUse};
 use super::wire::Commands;
 use super::{BenchConfig, FinishMode, Section, Settings};
 
+pub use backlog::{BacklogReport, ClaimCost, UrgentPickup};
 pub use drain::{DrainReport, DrainRun, HandlerCost, HeadToHead, WireProfile};
 pub(crate) use drain::{median, rates};
+pub use languages::{COMMAND, HTTP, LanguageRow, LanguagesReport, PROCESS, RUST};
 pub use render::render_text;
 
 /// p99 pickup latency above this, and a rate is not sustained.
@@ -64,9 +68,9 @@ pub struct BenchReport {
     /// Drains over a Galera cluster's nodes.
     pub cluster: Option<ClusterReport>,
     /// The deep, wide backlog.
-    pub backlog: Option<crate::bench::backlog::BacklogReport>,
+    pub backlog: Option<BacklogReport>,
     /// HTTP and process handlers beside the Rust no-op and a command.
-    pub languages: Option<crate::bench::languages::LanguagesReport>,
+    pub languages: Option<LanguagesReport>,
     /// Targets next to the measured values.
     pub targets: Vec<Target>,
     /// Correctness checks; a run is good only if all pass.

@@ -84,10 +84,10 @@ impl BenchReport {
     /// HTTP and process handlers against the Rust no-op, and the process handler against a command
     /// that starts the same Python program for every job.
     fn languages_targets(&self, t: &mut Vec<Target>) {
-        use crate::bench::languages::{COMMAND, HTTP, PROCESS, RUST};
+        use crate::bench::report::{COMMAND, HTTP, PROCESS, RUST};
         let Some(l) = &self.languages else { return };
         let Some(rust) = l.row(RUST) else { return };
-        let vs = |of: &crate::bench::languages::LanguageRow| {
+        let vs = |of: &crate::bench::report::LanguageRow| {
             format!(
                 "{:.0}% ({:.0} vs {:.0} jobs/s of the Rust no-op)",
                 100.0 * of.jobs_per_sec / rust.jobs_per_sec.max(f64::MIN_POSITIVE),

@@ -15,8 +15,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tracing::{Instrument, error, info, info_span};
 
+use super::SuperviseArgs;
 use super::{check_reload, serve};
-use crate::args::SuperviseArgs;
 use crate::cmd::Env;
 
 pub(super) async fn run(env: &Env, args: SuperviseArgs, shutdown: CancellationToken) -> Result<()> {

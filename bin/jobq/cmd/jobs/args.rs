@@ -1,75 +1,11 @@
-//! `jobq enqueue` and `jobq jobs`: putting one job in, and looking at or acting on jobs already in.
-
-use std::time::Duration;
+//! The arguments of `jobq jobs`: the subcommands, and the filters `list` and `bulk` share.
 
 use clap::{Args, Subcommand};
 
-use super::{Format, parse_duration};
+use crate::options::Format;
 
 /// Jobs `jobs list` shows unless told: a screenful.
 const LIST_LIMIT: u32 = 20;
-
-#[derive(Debug, Args)]
-pub struct EnqueueArgs {
-    /// Job kind: picks the handler.
-    pub kind: String,
-
-    /// JSON payload. Default {}.
-    #[arg(long, short = 'p')]
-    pub payload: Option<String>,
-
-    /// Queue. Default "default".
-    #[arg(long)]
-    pub queue: Option<String>,
-
-    /// Priority: smaller runs first. Default 0.
-    #[arg(long, allow_negative_numbers = true)]
-    pub priority: Option<i16>,
-
-    /// Due at this time: RFC 3339 (2026-05-01T12:00:00Z) or "YYYY-MM-DD HH:MM:SS" in UTC.
-    #[arg(long, conflicts_with = "run_in")]
-    pub run_at: Option<String>,
-
-    /// Due after this long (e.g. 30s, 5m, 2h).
-    #[arg(long = "in", value_parser = parse_duration)]
-    pub run_in: Option<Duration>,
-
-    /// Attempts before the job is dead. Default 20.
-    #[arg(long)]
-    pub max_attempts: Option<u16>,
-
-    /// Run-time limit of one attempt (e.g. 90s).
-    #[arg(long, value_parser = parse_duration)]
-    pub timeout: Option<Duration>,
-
-    /// Unique key (up to 255 bytes): while a job with this key is queued, waiting to retry or running,
-    /// print that job's id instead of inserting another.
-    #[arg(long)]
-    pub unique_key: Option<String>,
-
-    /// With --unique-key: a done job with the key also holds it for this long after it finished
-    /// (e.g. 1h).
-    #[arg(long, value_parser = parse_duration, requires = "unique_key")]
-    pub unique_for: Option<Duration>,
-
-    /// Job ids this job waits for (comma-separated): it runs once every one is done (the last one's
-    /// finish queues it), and is cancelled if one ends dead or cancelled.
-    #[arg(
-        long,
-        value_delimiter = ',',
-        value_name = "ID,ID",
-        conflicts_with = "after_ended"
-    )]
-    pub after: Vec<u64>,
-
-    /// A batch callback: job ids this job waits for until each has ended in any way (done, dead or
-    /// cancelled); it then runs once with "jobq_batch": {"done": N, "dead": N, "cancelled": N} added to
-    /// its payload.
-    #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
-    pub after_ended: Vec<u64>,
-    #[command(flatten)]
-    pub format: Format,
-}
 
 #[derive(Debug, Subcommand)]
 pub enum JobsCommand {

@@ -6,8 +6,11 @@ use jobq::{
     admin::Link,
 };
 
+mod args;
+
+pub(crate) use args::{BulkArgs, JobsCommand};
+
 use super::Env;
-use crate::args::{BulkArgs, JobsCommand};
 use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: JobsCommand) -> Result<()> {

@@ -1,12 +1,12 @@
-//! The arguments of `jobq schedule` and `jobq scheduler`.
+//! The arguments of `jobq schedule`: its subcommands, the spec grammar of their help, and the options
+//! `create` and `update` share.
 
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use jobq::config::{HumanDuration, SchedulerSection};
-use jobq::{SchedulerConfig, schedule::Misfire, schedule::OnError, schedule::Overlap};
+use jobq::schedule::{Misfire, OnError, Overlap};
 
-use super::{Format, human, parse_duration, parse_interval, set};
+use crate::options::{Format, JobHelp, JobOptions, NoDue, parse_duration};
 
 /// Runs `schedule show` lists under the definition unless told: the latest few.
 const SHOW_RUNS: u32 = 10;
@@ -145,27 +145,26 @@ pub struct Reason {
     pub reason: Option<String>,
 }
 
+/// The help of a schedule's [`JobOptions`]: about each job it makes.
+#[derive(Debug)]
+pub struct EachJob;
+
+impl JobHelp for EachJob {
+    const PAYLOAD: &'static str = "JSON payload of each job. Default {}";
+    const QUEUE: &'static str = "Queue of each job. Default \"default\"";
+    const PRIORITY: &'static str = "Priority of each job: smaller runs first. Default 0";
+    const MAX_ATTEMPTS: &'static str = "Attempts per job. Default 3 with --on-error retry, else 1";
+    const TIMEOUT: &'static str = "Run-time limit of each job (e.g. 10m)";
+}
+
 /// Options shared by `create` and `update`; on `update` only those given change.
 #[derive(Debug, Args)]
 pub struct ScheduleOptions {
     /// IANA time zone of wall-clock specs, e.g. Europe/Paris. Default UTC.
     #[arg(long = "tz")]
     pub time_zone: Option<String>,
-    /// JSON payload of each job. Default {}.
-    #[arg(long, short = 'p')]
-    pub payload: Option<String>,
-    /// Queue of each job. Default "default".
-    #[arg(long)]
-    pub queue: Option<String>,
-    /// Priority of each job: smaller runs first. Default 0.
-    #[arg(long, allow_negative_numbers = true)]
-    pub priority: Option<i16>,
-    /// Attempts per job. Default 3 with --on-error retry, else 1.
-    #[arg(long)]
-    pub max_attempts: Option<u16>,
-    /// Run-time limit of each job (e.g. 10m).
-    #[arg(long, value_parser = parse_duration)]
-    pub timeout: Option<Duration>,
+    #[command(flatten)]
+    pub job: JobOptions<EachJob, NoDue>,
     /// No run before this time (RFC 3339, e.g. 2030-01-01T00:00:00Z). `none` clears it on update.
     #[arg(long)]
     pub start: Option<String>,
@@ -243,32 +242,4 @@ pub struct ScheduleNextArgs {
     pub count: usize,
     #[command(flatten)]
     pub format: Format,
-}
-
-#[derive(Debug, Args)]
-pub struct SchedulerArgs {
-    #[command(flatten)]
-    pub metrics: super::MetricsArgs,
-    /// Keep ticking until SIGTERM/SIGINT (registers in the process registry, creates startup runs).
-    #[arg(long, conflicts_with = "once")]
-    pub forever: bool,
-    /// One pass, then exit (the default; for a crontab line). Startup runs are not made in this mode.
-    #[arg(long)]
-    pub once: bool,
-    #[arg(long, value_parser = parse_interval, help = format!(
-        "Time between ticks with --forever. Default: scheduler.interval from the config, else {}",
-        human(SchedulerConfig::DEFAULT_INTERVAL)))]
-    pub interval: Option<Duration>,
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..), help = format!(
-        "Most jobs one tick creates. Default: scheduler.max_jobs_per_tick from the config, else {}",
-        SchedulerConfig::DEFAULT_MAX_JOBS_PER_TICK))]
-    pub max_jobs_per_tick: Option<u32>,
-}
-
-impl SchedulerArgs {
-    /// Lays the flags given over the config file's `[scheduler]` section.
-    pub fn overlay(&self, file: &mut SchedulerSection) {
-        set(&mut file.interval, self.interval.map(HumanDuration));
-        set(&mut file.max_jobs_per_tick, self.max_jobs_per_tick);
-    }
 }

@@ -7,10 +7,12 @@ use jobq::State;
 use jobq::schedule::{Outcome, RunRecord, ScheduleDef, ScheduleLogEntry, ScheduleRecord, Spec};
 use jobq::{Schedules, scheduler::Upserted};
 
+mod args;
+
+pub(crate) use args::ScheduleCommand;
+use args::{ScheduleCreateArgs, ScheduleNextArgs, ScheduleOptions, ScheduleUpdateArgs};
+
 use super::Env;
-use crate::args::{
-    ScheduleCommand, ScheduleCreateArgs, ScheduleNextArgs, ScheduleOptions, ScheduleUpdateArgs,
-};
 use crate::out::{clean, outln};
 
 pub async fn run(env: &Env, cmd: ScheduleCommand) -> Result<()> {
@@ -233,21 +235,21 @@ fn apply_options(def: &mut ScheduleDef, o: &ScheduleOptions) -> Result<()> {
     if let Some(tz) = &o.time_zone {
         def.time_zone = tz.clone();
     }
-    if let Some(p) = &o.payload {
+    if let Some(p) = &o.job.payload {
         serde_json::from_str::<serde_json::Value>(p)
             .map_err(|e| anyhow!("invalid --payload: payload is not valid JSON: {e}"))?;
         def.payload = p.clone();
     }
-    if let Some(q) = &o.queue {
+    if let Some(q) = &o.job.queue {
         def.queue = q.clone();
     }
-    if let Some(p) = o.priority {
+    if let Some(p) = o.job.priority {
         def.priority = p;
     }
-    if let Some(n) = o.max_attempts {
+    if let Some(n) = o.job.max_attempts {
         def.max_attempts = Some(n);
     }
-    if let Some(t) = o.timeout {
+    if let Some(t) = o.job.timeout {
         def.timeout = Some(t);
     }
     if let Some(s) = &o.start {

@@ -1,0 +1,122 @@
+//! Section 1 of the text: jobq's claim and finish statements in a hand-written loop (the limit), and
+//! the lean-schema cells beside it.
+
+use std::fmt::Write as _;
+
+use super::cpu_text;
+use crate::bench::report::{OTHER_CORES_THRESHOLD, RawCell, RawReport};
+use crate::bench::{FinishMode, raw};
+
+/// The lean-schema cells beside jobq's schema at the same W and B (its best finish there).
+fn lean_lines(o: &mut String, raw: &RawReport) {
+    if raw.lean.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "   lean schema (the smallest claim-token table: one claim index, a token per claim, one UPDATE finishing a claim):"
+    );
+    for l in &raw.lean {
+        let ours: Vec<String> = raw
+            .cells
+            .iter()
+            .filter(|c| c.workers == l.workers && c.batch == l.batch)
+            .map(|c| {
+                format!(
+                    "{} {:.0} ({:.0}%)",
+                    c.finish.label(),
+                    c.jobs_per_sec,
+                    c.jobs_per_sec / l.jobs_per_sec * 100.0
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "   W={:<3} B={:<5} lean {:>8.0} jobs/s; jobq's schema, % of lean: {}{}",
+            l.workers,
+            l.batch,
+            l.jobs_per_sec,
+            if ours.is_empty() {
+                "-".to_string()
+            } else {
+                ours.join(", ")
+            },
+            if l.ok { "" } else { "  NOT OK" }
+        );
+    }
+}
+
+/// 1. The raw-SQL grid.
+pub(super) fn raw_section(o: &mut String, raw: &RawReport) {
+    let _ = writeln!(
+        o,
+        "\n1. RAW SQL LIMIT: jobq's claim (SELECT … FOR UPDATE SKIP LOCKED + UPDATE … WHERE id IN + COMMIT) in a \
+         hand-written loop, {} jobs per cell ({} at B=1, {} from B=100), W connections, B rows per claim; \
+         * = under load, ! = check failed",
+        raw.jobs_per_cell,
+        raw::cell_jobs(raw.jobs_per_cell, 1),
+        raw::cell_jobs(raw.jobs_per_cell, 100)
+    );
+    let _ = writeln!(
+        o,
+        "   finishes: per-job = one fenced UPDATE per job (jobq's `finish`, for a lone job and for failures);\n   \
+         batch-tx = jobq's batched done UPDATE … WHERE claim = ? AND state = 'running' AND (id, attempts) IN (…) per claim between BEGIN and COMMIT (not in jobq);\n   \
+         batched = the same UPDATE in autocommit (jobq's `finish_done_batch`, what its finisher sends for done jobs);\n   \
+         carried = the previous claim's rows finished by the next claim's stamping UPDATE (CLAIM_STAMP_CARRYING: one statement and one commit per claim; what jobq's worker does on a deep queue)"
+    );
+    for finish in FinishMode::ALL {
+        let cells: Vec<&RawCell> = raw.cells.iter().filter(|c| c.finish == finish).collect();
+        if cells.is_empty() {
+            continue;
+        }
+        let mut ws: Vec<u32> = cells.iter().map(|c| c.workers).collect();
+        ws.sort_unstable();
+        ws.dedup();
+        let mut bs: Vec<u32> = cells.iter().map(|c| c.batch).collect();
+        bs.sort_unstable();
+        bs.dedup();
+        let _ = write!(o, "   {:<10} jobs/s", finish.label());
+        for b in &bs {
+            let _ = write!(o, " {:>8}", format!("B={b}"));
+        }
+        o.push('\n');
+        for w in &ws {
+            let _ = write!(o, "   {:<17}", format!("W={w}"));
+            for b in &bs {
+                let cell = cells.iter().find(|c| c.workers == *w && c.batch == *b);
+                let _ = write!(
+                    o,
+                    " {:>8}",
+                    cell.map_or("-".into(), |c| format!(
+                        "{:.0}{}{}",
+                        c.jobs_per_sec,
+                        if c.cpu.other_cores > OTHER_CORES_THRESHOLD {
+                            "*"
+                        } else {
+                            ""
+                        },
+                        if c.ok { "" } else { "!" }
+                    ))
+                );
+            }
+            o.push('\n');
+        }
+        if let Some(b) = raw.best(finish) {
+            let _ = writeln!(
+                o,
+                "   best {}: {:.0} jobs/s at W={} B={} (claim {:.2} ms; {:.1} rows/finish; cpu client/server/other {})",
+                finish.label(),
+                b.jobs_per_sec,
+                b.workers,
+                b.batch,
+                b.claim_ms,
+                b.rows_per_finish,
+                cpu_text(&b.cpu)
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join("/")
+            );
+        }
+    }
+    lean_lines(o, raw);
+}

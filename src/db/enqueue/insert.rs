@@ -1,0 +1,112 @@
+//! The multi-row `INSERT INTO job_queue` statement, built with only the columns the batch sets, so
+//! that it stays as short as the application's own INSERT and every unset column keeps its `DEFAULT`.
+
+use sqlx::{MySql, QueryBuilder};
+
+use super::new_job::{NewJob, RunAt};
+
+/// Rows per multi-row INSERT: at most seven placeholders a row stays far below the protocol's 65,535, and the
+/// statement stays well under the default `max_allowed_packet` for typical payloads.
+pub(super) const ROWS_PER_INSERT: usize = 1000;
+/// The optional columns, in statement order. A column goes into the statement only when some row of the
+/// batch sets it, and a row that does not set it gets the column's `DEFAULT`: the statement stays as
+/// short as the application's own `INSERT INTO job_queue (kind, payload) VALUES …`.
+#[derive(Debug, Clone, Copy)]
+struct Columns {
+    queue: bool,
+    priority: bool,
+    run_at: bool,
+    max_attempts: bool,
+    timeout_secs: bool,
+    unique_key: bool,
+}
+
+impl Columns {
+    fn of(jobs: &[NewJob]) -> Self {
+        Self {
+            queue: jobs.iter().any(|j| j.queue.is_some()),
+            priority: jobs.iter().any(|j| j.priority.is_some()),
+            run_at: jobs.iter().any(|j| j.run_at.is_some()),
+            max_attempts: jobs.iter().any(|j| j.max_attempts.is_some()),
+            timeout_secs: jobs.iter().any(|j| j.timeout_secs.is_some()),
+            unique_key: jobs.iter().any(|j| j.unique_key.is_some()),
+        }
+    }
+
+    fn names(self) -> String {
+        let mut names = vec!["kind", "payload"];
+        for (on, name) in [
+            (self.queue, "queue"),
+            (self.priority, "priority"),
+            (self.run_at, "run_at"),
+            (self.max_attempts, "max_attempts"),
+            (self.timeout_secs, "timeout_secs"),
+            (self.unique_key, "unique_key"),
+        ] {
+            if on {
+                names.push(name);
+            }
+        }
+        names.join(", ")
+    }
+}
+
+fn push_value<T>(b: &mut sqlx::query_builder::Separated<'_, '_, MySql, &'static str>, v: Option<T>)
+where
+    T: for<'q> sqlx::Encode<'q, MySql> + sqlx::Type<MySql> + Send + 'static,
+{
+    match v {
+        Some(v) => b.push_bind(v),
+        None => b.push("DEFAULT"),
+    };
+}
+
+fn push_row(
+    mut b: sqlx::query_builder::Separated<'_, '_, MySql, &'static str>,
+    job: &NewJob,
+    cols: Columns,
+) {
+    b.push_bind(job.kind.clone());
+    b.push_bind(job.payload.clone());
+    if cols.queue {
+        push_value(&mut b, job.queue.clone());
+    }
+    if cols.priority {
+        push_value(&mut b, job.priority);
+    }
+    if cols.run_at {
+        match job.run_at {
+            None => b.push("DEFAULT"),
+            Some(RunAt::At(t)) => b.push_bind(t),
+            Some(RunAt::After(d)) => b
+                .push("NOW(6) + INTERVAL ")
+                .push_bind_unseparated(d.as_micros().min(i64::MAX as u128) as i64)
+                .push_unseparated(" MICROSECOND"),
+        };
+    }
+    if cols.max_attempts {
+        push_value(&mut b, job.max_attempts);
+    }
+    if cols.timeout_secs {
+        push_value(&mut b, job.timeout_secs);
+    }
+    if cols.unique_key {
+        push_value(
+            &mut b,
+            job.unique_key.as_ref().map(|k| k.as_bytes().to_vec()),
+        );
+    }
+}
+
+/// `INSERT INTO job_queue …`, or `INSERT IGNORE` when `skip_duplicates`: only for rows that
+/// [`NewJob::validate`] passed, because IGNORE also turns a value the column cannot hold into a warning.
+pub(super) fn insert_statement<'a>(
+    jobs: &'a [NewJob],
+    skip_duplicates: bool,
+) -> QueryBuilder<'a, MySql> {
+    let cols = Columns::of(jobs);
+    let ignore = if skip_duplicates { " IGNORE" } else { "" };
+    let mut q = QueryBuilder::new(format!("INSERT{ignore} INTO job_queue ({}) ", cols.names()));
+    q.push_values(jobs, |b, job| push_row(b, job, cols));
+    q
+}

@@ -1,0 +1,274 @@
+//! The job to insert, as the builder [`NewJob`] that applications fill in, and the checks it passes
+//! before anything is sent: the server would refuse some bad values only with an unclear CHECK error,
+//! and silently store others (an out-of-range `run_at`).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::error::{Error, Result};
+use crate::job::JobId;
+use crate::name::{Name, check_unique_key};
+
+/// A job to insert. Only the kind is required; everything else has the table's default.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewJob {
+    pub(crate) kind: String,
+    pub(crate) payload: String,
+    pub(crate) queue: Option<String>,
+    pub(crate) priority: Option<i16>,
+    pub(crate) run_at: Option<RunAt>,
+    pub(crate) max_attempts: Option<u16>,
+    pub(crate) timeout_secs: Option<u32>,
+    pub(crate) unique_key: Option<String>,
+    pub(crate) unique_for: Option<Duration>,
+    pub(crate) after: Vec<u64>,
+    /// With `after`: wait until those jobs have ended in any way (a batch's callback), not until done.
+    pub(crate) after_ended: bool,
+}
+
+/// When a job becomes due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RunAt {
+    /// At this instant.
+    At(DateTime<Utc>),
+    /// This long after the database's `NOW(6)` at insert time (so client clock skew does not matter).
+    After(Duration),
+}
+
+impl NewJob {
+    /// A job of `kind` with an empty object as payload.
+    pub fn new(kind: impl Into<String>) -> Self {
+        Self {
+            kind: kind.into(),
+            payload: "{}".into(),
+            queue: None,
+            priority: None,
+            run_at: None,
+            max_attempts: None,
+            timeout_secs: None,
+            unique_key: None,
+            unique_for: None,
+            after: Vec::new(),
+            after_ended: false,
+        }
+    }
+
+    /// Jobs this one waits for: it stays `waiting` (not claimable) until every one of them is done,
+    /// and is cancelled, naming which, if one of them ends dead or cancelled. The jobs must exist
+    /// already, so dependencies never form a cycle. A reaper pass releases it (every 2 s by default):
+    /// run a reaper. At most 1,000; not with a unique key.
+    pub fn after(mut self, jobs: impl IntoIterator<Item = JobId>) -> Self {
+        self.after = jobs.into_iter().map(|id| id.0).collect();
+        self.after.sort_unstable();
+        self.after.dedup();
+        self.after_ended = false;
+        self
+    }
+
+    /// A batch's callback: this job waits until every job of `members` has *ended* (done, dead or
+    /// cancelled), then runs once, with their outcome counts added to its payload as
+    /// `"jobq_batch": {"done": 8, "dead": 1, "cancelled": 1}` (the payload must be a JSON object). It is
+    /// never cancelled by a member's failure. Like [`NewJob::after`], the members must exist already,
+    /// and a reaper pass releases it.
+    pub fn after_all_ended(mut self, members: impl IntoIterator<Item = JobId>) -> Self {
+        self = self.after(members);
+        self.after_ended = true;
+        self
+    }
+
+    /// Sets the payload from any serializable value.
+    pub fn payload<T: serde::Serialize>(mut self, value: &T) -> Result<Self> {
+        self.payload = serde_json::to_string(value).map_err(Error::Payload)?;
+        Ok(self)
+    }
+
+    /// Sets the payload from JSON text, which is checked here so the error names the payload rather than
+    /// the server's CHECK constraint.
+    pub fn payload_json(mut self, text: &str) -> Result<Self> {
+        serde_json::from_str::<serde_json::Value>(text).map_err(Error::Payload)?;
+        self.payload = text.to_string();
+        Ok(self)
+    }
+
+    /// The queue (default `default`).
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Priority: smaller runs first (default 0).
+    pub fn priority(mut self, priority: i16) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Due at this instant (default: now).
+    pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
+        self.run_at = Some(RunAt::At(at));
+        self
+    }
+
+    /// Due this long after the insert, by the database's clock.
+    pub fn run_in(mut self, delay: Duration) -> Self {
+        self.run_at = Some(RunAt::After(delay));
+        self
+    }
+
+    /// Attempts before the job is dead (default 20).
+    pub fn max_attempts(mut self, n: u16) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    /// Maximum run time of one attempt (default: the handler's, else the worker's), in whole seconds,
+    /// rounded up.
+    pub fn timeout(mut self, t: Duration) -> Self {
+        self.timeout_secs = Some(crate::job::timeout_secs(t));
+        self
+    }
+
+    /// A unique key: while a job of the same kind with this key is queued, waiting to retry or running,
+    /// enqueueing another returns that job instead of inserting
+    /// ([`enqueue_unique`](super::enqueue_unique) says which happened).
+    /// Keys are unique within a kind (jobs of two kinds may hold the same key at once) and compared byte
+    /// for byte; at most 255 bytes. Done, dead and cancelled jobs free it,
+    /// unless [`unique_for`](Self::unique_for) says otherwise.
+    pub fn unique_key(mut self, key: impl Into<String>) -> Self {
+        self.unique_key = Some(key.into());
+        self
+    }
+
+    /// Also return a done job with the same key if it finished less than `period` ago (by the database's
+    /// clock), e.g. "at most one report per hour". This is a look-up (a locking read of the key's rows
+    /// still in the table) before the insert, not a constraint: a job with the key that is enqueued,
+    /// claimed and finished entirely between another enqueuer's look-up and its insert is not seen, and
+    /// both run. A live job is never duplicated, period or not. Needs a unique key.
+    pub fn unique_for(mut self, period: Duration) -> Self {
+        self.unique_for = Some(period);
+        self
+    }
+
+    pub(super) fn validate(&self) -> Result<()> {
+        Name::Kind.check(&self.kind)?;
+        if self.after.len() > crate::db::deps::MAX_DEPENDENCIES {
+            return Err(Error::invalid(
+                "after",
+                format!(
+                    "{} jobs; a job waits for at most {}",
+                    self.after.len(),
+                    crate::db::deps::MAX_DEPENDENCIES
+                ),
+            ));
+        }
+        if self.after_ended
+            && !serde_json::from_str::<serde_json::Value>(&self.payload)
+                .is_ok_and(|v| v.is_object())
+        {
+            return Err(Error::invalid(
+                "payload",
+                "a batch callback's payload must be a JSON object (its members' outcome counts are added to it)",
+            ));
+        }
+        if !self.after.is_empty() && self.unique_key.is_some() {
+            return Err(Error::invalid(
+                "after",
+                "a job with a unique key cannot also wait for other jobs",
+            ));
+        }
+        match (&self.unique_key, self.unique_for) {
+            (Some(key), _) => check_unique_key(key)?,
+            (None, Some(_)) => return Err(Error::invalid("unique_for", "needs a unique key")),
+            (None, None) => {}
+        }
+        if self.unique_for == Some(Duration::ZERO) {
+            return Err(Error::invalid("unique_for", "must be above zero"));
+        }
+        if let Some(q) = &self.queue {
+            Name::Queue.check(q)?;
+        }
+        if self.max_attempts == Some(0) {
+            return Err(Error::invalid("max_attempts", "must be at least 1"));
+        }
+        if self.timeout_secs == Some(0) {
+            return Err(Error::invalid("timeout", "must be above zero"));
+        }
+        let due = match self.run_at {
+            None => return Ok(()),
+            Some(RunAt::At(t)) => t,
+            Some(RunAt::After(d)) => chrono::Duration::from_std(d)
+                .ok()
+                .and_then(|d| Utc::now().checked_add_signed(d))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC),
+        };
+        // Out-of-range values would not be refused by the server: bound as a binary temporal value, MariaDB
+        // silently stores the current time instead, and the job would run at once.
+        if !(min_run_at()..=max_run_at()).contains(&due) {
+            return Err(Error::invalid(
+                "run_at",
+                format!(
+                    "{} is outside what the run_at column holds ({})",
+                    due.format("%Y-%m-%d %H:%M:%S UTC"),
+                    crate::job::timestamp_range_text(),
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn min_run_at() -> DateTime<Utc> {
+    crate::job::timestamp_bounds().0
+}
+
+fn max_run_at() -> DateTime<Utc> {
+    crate::job::timestamp_bounds().1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn run_at_must_fit_the_column() {
+        let far = DateTime::from_timestamp(2_300_000_000, 0).unwrap();
+        let e = NewJob::new("k")
+            .run_at(far)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("2042") && e.contains("2038-01-19 03:14:07"),
+            "{e}"
+        );
+        assert!(NewJob::new("k").run_at(max_run_at()).validate().is_ok());
+        let e = NewJob::new("k")
+            .run_in(Duration::from_secs(20 * 366 * 86400))
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("outside"), "{e}");
+        let before_1970 = DateTime::from_timestamp(-5, 0).unwrap();
+        assert!(NewJob::new("k").run_at(before_1970).validate().is_err());
+        let e = NewJob::new("k")
+            .timeout(Duration::ZERO)
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("timeout"), "{e}");
+        assert_eq!(
+            NewJob::new("k")
+                .timeout(Duration::from_millis(1500))
+                .timeout_secs,
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn payload_text_is_checked() {
+        let e = NewJob::new("k")
+            .payload_json("{oops")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("payload is not valid JSON"), "{e}");
+        assert!(NewJob::new("k").payload_json("[1,2]").is_ok());
+    }
+}
