@@ -10,6 +10,7 @@
 //! [`Jobs::stats`] and the dashboard are in [`crate::stats`].
 
 pub(crate) mod audit;
+mod bulk;
 pub(crate) mod jobs;
 pub(crate) mod limits;
 mod minutes;
@@ -21,7 +22,8 @@ pub use crate::db::attempts::AttemptRecord;
 pub use crate::db::deps::{Dependencies, Link, LongWaiting};
 pub use crate::db::scale::ScaleSetting;
 pub use crate::job::{DEFAULT_MAX_ATTEMPTS, Progress};
-pub use jobs::{BulkOutcome, JobAction, Jobs};
+pub use bulk::BulkOutcome;
+pub use jobs::{JobAction, Jobs};
 pub use limits::{JobLimits, Limit, LimitScope};
 pub use queues::{Paused, PausedQueue, QueuePin, Queues};
 pub use scale::Scale;

@@ -12,8 +12,9 @@ use super::App;
 use super::guard::{Actor, CSRF_FIELD, CsrfToken, form_field};
 use super::html::{capitalised, csrf_field, esc, hidden_field, page, query_value};
 use super::pages::{JobsQuery, failure};
+use crate::admin::BulkOutcome;
 use crate::admin::audit::Auditor;
-use crate::admin::jobs::{BulkOutcome, JobAction};
+use crate::admin::jobs::JobAction;
 use crate::error::{Error, Result};
 use crate::job::JobId;
 
