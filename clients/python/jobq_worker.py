@@ -17,6 +17,10 @@ and in jobq.toml:
     [handlers.resize]
     process = ["/usr/bin/python3", "/srv/app/resize_worker.py"]
 
+While it runs, a handler may call job.progress(37.5, "rows 375 of 1000") (a percent from 0 to 100, and
+a message or None) to show how far it has got, and set job.output to any JSON-able value the job leaves on
+its row when it is done.
+
 A handler that raises fails the attempt with the exception's message (jobq retries it with backoff);
 raise Retry(msg, retry_in=30) to name the delay, Fatal(msg) to make the job dead at once, Snooze(300)
 to run it again later without using an attempt. Return FINISHED when the handler finished the job itself
@@ -59,7 +63,9 @@ class Snooze(Exception):
 class Job:
     """One job as jobq sent it."""
 
-    def __init__(self, request):
+    def __init__(self, request, send=None):
+        self._send = send
+        self.output = None
         self.id = request["id"]
         self.kind = request["kind"]
         self.queue = request.get("queue")
@@ -71,6 +77,14 @@ class Job:
         self.payload = request.get("payload")
         self.run_at = request.get("run_at")
         self.deadline = request.get("deadline")
+
+    def progress(self, percent, message=None):
+        """Reports how far the job has got: a percent from 0 to 100, and a short message or None."""
+        line = {"id": self.id, "progress": percent}
+        if message is not None:
+            line["message"] = message
+        if self._send is not None:
+            self._send(line)
 
 
 class Worker:
@@ -110,7 +124,7 @@ class Worker:
         self._out.flush()
 
     def _answer(self, request):
-        job = Job(request)
+        job = Job(request, self._send)
         fn = self.handlers.get(job.kind)
         if fn is None:
             return {"id": job.id, "ok": False, "error": "no handler for kind %r in %s" % (job.kind, sys.argv[0])}
@@ -127,9 +141,12 @@ class Worker:
             return answer
         except Exception as e:  # noqa: BLE001 - every failure is the job's, not the worker's
             return {"id": job.id, "ok": False, "error": _message(e)}
+        answer = {"id": job.id, "ok": True}
         if result is FINISHED:
-            return {"id": job.id, "ok": True, "finished": True}
-        return {"id": job.id, "ok": True}
+            answer["finished"] = True
+        if job.output is not None:
+            answer["output"] = job.output
+        return answer
 
 
 def _message(e):

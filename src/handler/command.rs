@@ -1,7 +1,8 @@
 //! Command handlers: run a configured program for each job.
 //!
 //! The job's payload is written to the program's stdin; `JOBQ_JOB_ID`, `JOBQ_KIND`, `JOBQ_QUEUE`,
-//! `JOBQ_ATTEMPT`, `JOBQ_MAX_ATTEMPTS` and `JOBQ_CLAIM` are in its environment. Exit status 0 finishes
+//! `JOBQ_ATTEMPT`, `JOBQ_MAX_ATTEMPTS` and `JOBQ_CLAIM` are in its environment, and so are
+//! `JOBQ_PROGRESS_FILE` and `JOBQ_OUTPUT_FILE`, through which it reports (see `command_report.rs`). Exit status 0 finishes
 //! the job; any other status, a signal or a timeout fails it, with the tail of stderr as the error. Its stdout is the worker's stdout.
 //! With a `snooze` delay configured, exit status [`EX_TEMPFAIL`] (75) snoozes the job instead: it runs
 //! again after that delay, and the attempt does not count (see [`JobError::snooze`]). The delay is the
@@ -31,6 +32,7 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
+use super::command_report::ReportFiles;
 use super::{BoxFuture, Handler, JobContext, JobError};
 
 /// How much of the end of stderr is kept for `last_error`.
@@ -174,8 +176,14 @@ impl Drop for GroupGuard {
 impl Inner {
     async fn run(&self, job: JobContext) -> Result<(), JobError> {
         let program = &self.argv[0];
+        let files = ReportFiles::create(&job).map_err(|e| {
+            JobError::retry(format!(
+                "cannot make the job's report directory in {}: {e}",
+                std::env::temp_dir().display()
+            ))
+        })?;
         let mut child = self
-            .command(&job)
+            .command(&job, &files)
             .spawn()
             .map_err(|e| JobError::retry(format!("cannot start {program:?}: {e}")))?;
         let guard = GroupGuard::new(child.id());
@@ -192,7 +200,21 @@ impl Inner {
         });
         let stderr = tokio::spawn(read_tail(child.stderr.take()));
 
-        let status = self.wait(&mut child, &guard, &job).await;
+        // The progress file is read once a second while the program runs, and once more after.
+        let mut last = None;
+        let status = {
+            let wait = self.wait(&mut child, &guard, &job);
+            tokio::pin!(wait);
+            let mut tick = tokio::time::interval(super::report::PROGRESS_INTERVAL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    status = &mut wait => break status,
+                    _ = tick.tick() => files.record_progress(&job, &mut last).await,
+                }
+            }
+        };
+        files.record_progress(&job, &mut last).await;
         // Whatever the leader did, nothing of the group outlives the job.
         drop(guard);
         feeder.abort();
@@ -206,7 +228,7 @@ impl Inner {
             .and_then(Result::ok)
             .unwrap_or_default();
         if status.success() {
-            return Ok(());
+            return files.record_output(&job).await;
         }
         if let Some(delay) = self.snooze.filter(|_| status.code() == Some(EX_TEMPFAIL)) {
             return Err(JobError::snooze(delay));
@@ -220,7 +242,7 @@ impl Inner {
     }
 
     /// The command for `job`: see [`program_command`], plus the job's `JOBQ_*` variables.
-    fn command(&self, job: &JobContext) -> Command {
+    fn command(&self, job: &JobContext, files: &ReportFiles) -> Command {
         let mut cmd = program_command(&self.argv, &self.env, self.inherit_only.as_deref());
         cmd.env("JOBQ_JOB_ID", job.id.to_string())
             .env("JOBQ_KIND", &job.kind)
@@ -228,6 +250,8 @@ impl Inner {
             .env("JOBQ_ATTEMPT", job.attempt.to_string())
             .env("JOBQ_MAX_ATTEMPTS", job.max_attempts.to_string())
             .env("JOBQ_CLAIM", &job.claim)
+            .env("JOBQ_PROGRESS_FILE", &files.progress)
+            .env("JOBQ_OUTPUT_FILE", &files.output)
             .stdin(Stdio::piped())
             // stdout goes where the worker's goes (a terminal, the journal): it is the job's output, not
             // its error report. stderr is captured for last_error.

@@ -8,6 +8,7 @@
 //! applied twice can fence them with the same pair the worker uses to finish the job.
 
 pub mod command;
+mod command_report;
 mod context;
 mod error;
 pub mod http;

@@ -164,6 +164,62 @@ async fn command_gets_the_payload_on_stdin_and_the_job_in_its_environment() {
     std::fs::remove_dir_all(&out).ok();
 }
 
+/// A command reports through the two files jobq names: its progress line, read while it runs and once
+/// more when it exits, and its output, read when it exits 0; output that is not JSON kills the job
+/// naming the file. The files' directory goes with the attempt.
+#[tokio::test]
+async fn a_command_reports_progress_and_output_through_its_files() {
+    let db = TestDb::new().await;
+    let out = scratch_dir();
+    let script = "echo \"$JOBQ_PROGRESS_FILE\" > \"$OUT/$JOBQ_JOB_ID.path\"; \
+                  echo '30 resizing' > \"$JOBQ_PROGRESS_FILE\"; sleep 1.5; \
+                  echo '100% resized 3 of 3' > \"$JOBQ_PROGRESS_FILE\"; \
+                  if [ \"$JOBQ_KIND\" = good ]; then echo '{\"thumbs\": 3}' > \"$JOBQ_OUTPUT_FILE\"; \
+                  else echo 'thumbs: 3' > \"$JOBQ_OUTPUT_FILE\"; fi";
+    let mut config = String::new();
+    for kind in ["good", "bad"] {
+        config += &format!(
+            "[handlers.{kind}]\ncommand = {}\nenv = {{ OUT = {} }}\n",
+            toml_list(&["sh", "-c", script]),
+            toml_str(out.to_str().unwrap()),
+        );
+    }
+    let good = enqueue(&db, NewJob::new("good")).await;
+    let bad = enqueue(&db, NewJob::new("bad")).await;
+    run_worker(&db, &config, &["default"]).await;
+
+    let j = job(&db, good).await;
+    assert_eq!(j.state, State::Done, "{}", last_error(&j));
+    let p = j.progress.expect("progress");
+    assert_eq!(
+        (p.percent, p.message.as_deref(), p.attempt),
+        (100.0, Some("resized 3 of 3"), 1),
+        "the last line, read after the exit"
+    );
+    let output = jobq::Jobs::new(db.pool.clone()).output(good).await.unwrap();
+    assert_eq!(
+        output.map(|o| serde_json::from_str::<serde_json::Value>(&o).unwrap()),
+        Some(serde_json::json!({"thumbs": 3}))
+    );
+    let j = job(&db, bad).await;
+    assert_eq!(j.state, State::Dead);
+    assert!(
+        last_error(&j).contains("JOBQ_OUTPUT_FILE") && last_error(&j).contains("not JSON"),
+        "{}",
+        last_error(&j)
+    );
+    for id in [good, bad] {
+        let path = std::fs::read_to_string(out.join(format!("{id}.path"))).unwrap();
+        let dir = Path::new(path.trim()).parent().unwrap().to_path_buf();
+        assert!(
+            !dir.exists(),
+            "{} is removed with the attempt",
+            dir.display()
+        );
+    }
+    std::fs::remove_dir_all(&out).ok();
+}
+
 #[tokio::test]
 async fn a_failing_command_is_retried_later_with_its_status_and_stderr_or_dead_at_max_attempts() {
     let db = TestDb::new().await;

@@ -420,6 +420,58 @@ async fn http_finished_true_leaves_the_finish_to_the_application_and_the_worker_
     );
 }
 
+/// An application reports progress with `jobq_progress` while it works and answers with an output:
+/// both stay on the job; an output over 64 KiB makes the job dead, saying why.
+#[tokio::test]
+async fn the_application_reports_progress_and_answers_with_an_output() {
+    let db = TestDb::new().await;
+    let pool = db.pool.clone();
+    let app = App::start(move |r: Received| {
+        let pool = pool.clone();
+        async move {
+            let doc = r.document();
+            let (reported,): (i64,) =
+                sqlx::query_as("CALL jobq_progress(?, ?, ?, 80, 'sent 4 of 5')")
+                    .bind(doc["id"].as_u64().unwrap())
+                    .bind(doc["claim"].as_str().unwrap())
+                    .bind(doc["attempt"].as_u64().unwrap())
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+            assert_eq!(reported, 1);
+            let body = if doc["payload"]["big"] == true {
+                format!(r#"{{"output": "{}"}}"#, "x".repeat(70_000))
+            } else {
+                r#"{"output": {"sent": 5}}"#.to_string()
+            };
+            reply(200)
+                .header("content-type", "application/json")
+                .body(&body)
+        }
+    })
+    .await;
+    let small = enqueue(&db, "h", serde_json::json!({"big": false})).await;
+    let big = enqueue(&db, "h", serde_json::json!({"big": true})).await;
+    drain(&db, &handler("h", &app.url(), "")).await;
+
+    let j = job(&db, small).await;
+    assert_eq!(j.state, State::Done, "{}", last_error(&j));
+    let p = j.progress.unwrap();
+    assert_eq!(
+        (p.percent, p.message.as_deref()),
+        (80.0, Some("sent 4 of 5"))
+    );
+    let jobs = jobq::Jobs::new(db.pool.clone());
+    assert_eq!(
+        jobs.output(small).await.unwrap().as_deref(),
+        Some(r#"{"sent":5}"#)
+    );
+    let j = job(&db, big).await;
+    assert_eq!(j.state, State::Dead);
+    assert!(last_error(&j).contains("64 KiB"), "{}", last_error(&j));
+    assert_eq!(jobs.output(big).await.unwrap(), None);
+}
+
 #[tokio::test]
 async fn http_429_and_503_with_retry_after_snooze_without_using_an_attempt() {
     let db = TestDb::new().await;

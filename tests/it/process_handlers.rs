@@ -791,3 +791,33 @@ async fn a_worker_refuses_to_start_without_its_process_handlers_program() {
         "{err}"
     );
 }
+
+/// A program reports progress with lines before its answer and leaves an output in it; a progress line
+/// that breaks the protocol fails the attempt, saying why.
+#[tokio::test]
+async fn a_program_reports_progress_and_leaves_an_output() {
+    let Some(py) = python() else { return };
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let text = config(&[&py, &demo("demo.py")], &["report"], "");
+    let worker = spawn_worker(&db, &dir, &text);
+    let id = insert(&db, "report", serde_json::json!({"n": 7}), None).await;
+    let jobs = jobq::Jobs::new(db.pool.clone());
+    wait_until("the first report", Duration::from_secs(30), || async {
+        jobs.get(id).await.unwrap().progress.is_some()
+    })
+    .await;
+    let first = jobs.get(id).await.unwrap();
+    if first.state == State::Running {
+        let p = first.progress.unwrap();
+        assert_eq!((p.percent, p.message.as_deref()), (50.0, Some("half way")));
+    }
+    let j = settled(&db, id, &dir.join("worker.log")).await;
+    assert_eq!(j.state, State::Done, "{}", last_error(&j));
+    let p = j.progress.unwrap();
+    assert_eq!((p.percent, p.message, p.attempt), (100.0, None, 1));
+    let output: serde_json::Value =
+        serde_json::from_str(&jobs.output(id).await.unwrap().unwrap()).unwrap();
+    assert_eq!(output, serde_json::json!({"n": 7, "words": ["ünï", "<b>"]}));
+    stop_worker(worker, &dir).await;
+}

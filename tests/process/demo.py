@@ -95,6 +95,15 @@ def finished(job):
     return FINISHED
 
 
+@worker.handler("report")
+def report(job):
+    """Reports progress twice, a second apart, and leaves an output."""
+    job.progress(50, "half way")
+    time.sleep(1.2)
+    job.progress(100)
+    job.output = {"n": job.payload.get("n"), "words": ["ünï", "<b>"]}
+
+
 @worker.handler("pay")
 def pay(job):
     """Writes a payment and finishes the job in the same transaction (PyMySQL, DEMO_DATABASE_URL)."""

@@ -3,7 +3,7 @@
 //!
 //! | answer | outcome |
 //! |---|---|
-//! | 2xx | done; a JSON body `{"finished": true}`: the application finished the job itself |
+//! | 2xx | done; a JSON body `{"finished": true}`: the application finished the job itself; `"output"` in it: the output the job leaves |
 //! | 429 or 503 with `Retry-After` (seconds or an HTTP date) | snoozed for that long (no attempt used) |
 //! | 429 without `Retry-After` | snoozed for [`DEFAULT_429_SNOOZE`] |
 //! | 3xx | failed (redirects are not followed), naming the `Location` |
@@ -136,6 +136,15 @@ pub(crate) fn excerpt(body: &[u8]) -> String {
     }
 }
 
+/// The `output` of a 2xx body that is a JSON object holding one (`{"output": {...}}`): what the job
+/// leaves on its row.
+pub(crate) fn output(body: &[u8]) -> Option<serde_json::Value> {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(mut m)) => m.remove("output"),
+        _ => None,
+    }
+}
+
 /// True when `body` is a JSON object whose `finished` is `true`.
 fn says_finished(body: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
@@ -181,6 +190,21 @@ mod tests {
 
     fn judge_it(a: Answer<'_>) -> Verdict {
         judge(&a, &[409], now())
+    }
+
+    #[test]
+    fn an_output_is_read_from_a_json_object_body_only() {
+        assert_eq!(
+            output(br#"{"output": {"rows": 3}, "finished": true}"#),
+            Some(serde_json::json!({"rows": 3}))
+        );
+        assert_eq!(
+            output(br#"{"output": null}"#),
+            Some(serde_json::Value::Null)
+        );
+        assert_eq!(output(br#"{"finished": true}"#), None);
+        assert_eq!(output(br#"[{"output": 1}]"#), None);
+        assert_eq!(output(b"<html>output</html>"), None);
     }
 
     #[test]

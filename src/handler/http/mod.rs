@@ -34,7 +34,7 @@ use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use tokio::sync::Semaphore;
-use tracing::debug;
+use tracing::{debug, warn};
 
 pub use answer::DEFAULT_429_SNOOZE;
 
@@ -51,9 +51,10 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 16;
 /// that moment (a request that races such a close fails its attempt).
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 
-/// How much of an answer's body is read: enough for `{"finished": true}` and an error's excerpt. The
-/// rest is not read, and the connection is closed instead of reused.
-const BODY_LIMIT: usize = 64 * 1024;
+/// How much of an answer's body is read: enough for `{"finished": true}`, an output of 64 KiB of JSON
+/// (whose strings may be escaped past that) and an error's excerpt. The rest is not read, and the
+/// connection is closed instead of reused.
+const BODY_LIMIT: usize = 160 * 1024;
 
 /// POSTs each job to one URL. Cloning shares the connection pool.
 #[derive(Clone)]
@@ -168,7 +169,15 @@ impl Inner {
                 parts.status.as_u16()
             )));
         }
-        match answer::judge(&answer, &self.retry_statuses, chrono::Utc::now()) {
+        let verdict = answer::judge(&answer, &self.retry_statuses, chrono::Utc::now());
+        if matches!(verdict, Verdict::Done | Verdict::FinishedByApplication) {
+            if let Some(output) = answer::output(&head) {
+                job.output(&output).await?;
+            } else if head.len() >= BODY_LIMIT {
+                warn!(job_id = %job.id, kind = %job.kind, "the answer's body is over {} KiB and was not read in full: an output in it is not recorded", BODY_LIMIT / 1024);
+            }
+        }
+        match verdict {
             Verdict::Done => {
                 if !head.is_empty() {
                     debug!(job_id = %job.id, kind = %job.kind, status = parts.status.as_u16(),

@@ -135,12 +135,14 @@ impl Instance {
         s.tail.clear();
     }
 
-    /// Sends one request and reads its answer. Any error leaves the copy stopped.
+    /// Sends one request and reads its answer, recording on `job` the progress the program reports
+    /// before it. Any error leaves the copy stopped.
     pub(super) async fn exchange(
         &mut self,
         request: &[u8],
-        id: u64,
+        job: &JobContext,
     ) -> Result<protocol::Answer, Trouble> {
+        let id = job.id.0;
         let written = match self.stdin.as_mut() {
             Some(stdin) => async {
                 stdin.write_all(request).await?;
@@ -154,18 +156,27 @@ impl Instance {
         if written.is_err() {
             return Err(self.exited(&format!("before it read job {id}")).await);
         }
-        match self.read_line().await {
-            Ok(Some(line)) => match protocol::answer(&line, id) {
-                Ok(a) => Ok(a),
-                Err(why) => Err(self
-                    .fail(&format!(
-                        "wrote a line that is not a protocol v1 answer ({why}): {}",
-                        protocol::shown(&line)
-                    ))
-                    .await),
-            },
-            Ok(None) => Err(self.exited(&format!("before it answered job {id}")).await),
-            Err(e) => Err(self.fail(&format!("could not be read from: {e}")).await),
+        loop {
+            let line = match self.read_line().await {
+                Ok(Some(line)) => line,
+                Ok(None) => return Err(self.exited(&format!("before it answered job {id}")).await),
+                Err(e) => return Err(self.fail(&format!("could not be read from: {e}")).await),
+            };
+            match protocol::said(&line, id) {
+                Ok(protocol::Said::Answer(a)) => return Ok(a),
+                // Checked already: a report the context refuses cannot reach here.
+                Ok(protocol::Said::Progress { percent, message }) => {
+                    let _ = job.progress(percent, message.as_deref()).await;
+                }
+                Err(why) => {
+                    return Err(self
+                        .fail(&format!(
+                            "wrote a line that is not a protocol v1 answer ({why}): {}",
+                            protocol::shown(&line)
+                        ))
+                        .await);
+                }
+            }
         }
     }
 

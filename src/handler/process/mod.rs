@@ -314,7 +314,7 @@ impl Pool {
 
         copy.attach(&job);
         let answered = tokio::select! {
-            r = copy.exchange(&request, job.id.0) => Some(r),
+            r = copy.exchange(&request, &job) => Some(r),
             () = job.cancelled() => None,
         };
         let answer = match answered {
@@ -348,7 +348,7 @@ impl Pool {
         } else {
             slot.copy = Some(copy);
         }
-        answer.into_result(&job)
+        answer.into_result(&job).await
     }
 }
 

@@ -16,14 +16,20 @@ pub const VERSION: u64 = 1;
 /// message; anything longer is a program writing something else to stdout.
 pub(crate) const MAX_LINE: usize = 1 << 20;
 
+use crate::db::report::MAX_MESSAGE;
+
 /// How many bytes of a line that is not the protocol go into the error message.
 const SHOWN: usize = 200;
 
 /// What the program answered about one job.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Answer {
-    /// `{"id":N,"ok":true}`; `finished`: it finished the job itself with `jobq_finish`.
-    Ok { finished: bool },
+    /// `{"id":N,"ok":true}`; `finished`: it finished the job itself with `jobq_finish`; `output`: the
+    /// JSON it leaves on the job.
+    Ok {
+        finished: bool,
+        output: Option<Value>,
+    },
     /// `{"id":N,"ok":false,"error":"…"}`, with `retry_in` or `fatal`.
     Failed {
         error: String,
@@ -35,12 +41,17 @@ pub(crate) enum Answer {
 }
 
 impl Answer {
-    /// What the handler returns for this answer (`job` learns about an application finish).
-    pub(crate) fn into_result(self, job: &JobContext) -> Result<(), JobError> {
+    /// What the handler returns for this answer (`job` records its output, and learns about an
+    /// application finish).
+    pub(crate) async fn into_result(self, job: &JobContext) -> Result<(), JobError> {
         match self {
-            Answer::Ok { finished: false } => Ok(()),
-            Answer::Ok { finished: true } => {
-                job.finished_by_application();
+            Answer::Ok { finished, output } => {
+                if let Some(output) = output {
+                    job.output(&output).await?;
+                }
+                if finished {
+                    job.finished_by_application();
+                }
                 Ok(())
             }
             Answer::Failed {
@@ -105,24 +116,78 @@ pub(crate) fn hello(line: &[u8]) -> Result<(), String> {
     no_more(&obj, "a hello line")
 }
 
+/// What the program wrote while it ran job `id`: a progress report, or its answer.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Said {
+    /// `{"id":N,"progress":37.5,"message":"…"}`: how far it has got; the answer is still to come.
+    Progress {
+        percent: f64,
+        message: Option<String>,
+    },
+    /// The answer that ends the job's exchange.
+    Answer(Answer),
+}
+
+/// Checks a line the program wrote while it ran job `id`: a progress report or the answer.
+///
+/// # Errors
+/// Why the line is neither for this job, for the error message.
+pub(crate) fn said(line: &[u8], id: u64) -> Result<Said, String> {
+    let obj = object(line)?;
+    if !obj.contains_key("progress") {
+        return answer_of(obj, id).map(Said::Answer);
+    }
+    progress_of(obj, id)
+}
+
 /// Checks an answer for job `id` and reads it.
 ///
 /// # Errors
 /// Why the line is not a v1 answer for this job, for the error message.
+#[cfg(test)]
 pub(crate) fn answer(line: &[u8], id: u64) -> Result<Answer, String> {
-    let mut obj = object(line)?;
-    match obj.remove("id") {
-        Some(Value::Number(n)) if n.as_u64() == Some(id) => {}
-        Some(Value::Number(n)) => {
-            return Err(format!("it answers for job {n}, but job {id} was sent"));
-        }
-        Some(other) => {
-            return Err(format!(
-                "\"id\" must be the job's id (a number), not {other}"
-            ));
-        }
-        None => return Err("an answer needs the job's \"id\"".into()),
+    answer_of(object(line)?, id)
+}
+
+/// `{"id":N,"progress":P}` with an optional `"message"`.
+fn progress_of(mut obj: Map<String, Value>, id: u64) -> Result<Said, String> {
+    same_id(&mut obj, id)?;
+    let percent = match obj.remove("progress") {
+        Some(Value::Number(n)) => n.as_f64().unwrap_or(f64::NAN),
+        Some(other) => return Err(format!("\"progress\" must be a number, not {other}")),
+        None => unreachable!("checked by the caller"),
+    };
+    if !(0.0..=100.0).contains(&percent) {
+        return Err(format!(
+            "\"progress\" must be a percent from 0 to 100, not {percent}"
+        ));
     }
+    let message = match obj.remove("message") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.chars().count() <= MAX_MESSAGE => Some(s),
+        Some(Value::String(_)) => {
+            return Err(format!("\"message\" is at most {MAX_MESSAGE} characters"));
+        }
+        Some(other) => return Err(format!("\"message\" must be a string, not {other}")),
+    };
+    no_more(&obj, "a progress line")?;
+    Ok(Said::Progress { percent, message })
+}
+
+/// The answer's `id`, which must be the request's.
+fn same_id(obj: &mut Map<String, Value>, id: u64) -> Result<(), String> {
+    match obj.remove("id") {
+        Some(Value::Number(n)) if n.as_u64() == Some(id) => Ok(()),
+        Some(Value::Number(n)) => Err(format!("it answers for job {n}, but job {id} was sent")),
+        Some(other) => Err(format!(
+            "\"id\" must be the job's id (a number), not {other}"
+        )),
+        None => Err("an answer needs the job's \"id\"".into()),
+    }
+}
+
+fn answer_of(mut obj: Map<String, Value>, id: u64) -> Result<Answer, String> {
+    same_id(&mut obj, id)?;
     let ok = obj.remove("ok");
     let snooze = obj.remove("snooze");
     let answer = match (ok, snooze) {
@@ -144,7 +209,10 @@ pub(crate) fn answer(line: &[u8], id: u64) -> Result<Answer, String> {
                     return Err(format!("\"finished\" must be true or false, not {other}"));
                 }
             };
-            Answer::Ok { finished }
+            Answer::Ok {
+                finished,
+                output: obj.remove("output"),
+            }
         }
         (Some(Value::Bool(false)), None) => {
             let error = match obj.remove("error") {
@@ -255,14 +323,63 @@ mod tests {
     }
 
     #[test]
+    fn progress_lines_come_before_the_answer() {
+        let p = |l: &str| said(l.as_bytes(), 41);
+        assert_eq!(
+            p(r#"{"id":41,"progress":37.5,"message":"rows 375 of 1000"}"#),
+            Ok(Said::Progress {
+                percent: 37.5,
+                message: Some("rows 375 of 1000".into())
+            })
+        );
+        assert_eq!(
+            p(r#"{"id":41,"progress":0}"#),
+            Ok(Said::Progress {
+                percent: 0.0,
+                message: None
+            })
+        );
+        assert!(matches!(
+            p(r#"{"id":41,"ok":true}"#),
+            Ok(Said::Answer(Answer::Ok { .. }))
+        ));
+        for (line, why) in [
+            (r#"{"id":41,"progress":101}"#, "from 0 to 100"),
+            (r#"{"id":41,"progress":"half"}"#, "must be a number"),
+            (
+                r#"{"id":41,"progress":5,"message":7}"#,
+                "\"message\" must be a string",
+            ),
+            (r#"{"id":41,"progress":5,"ok":true}"#, "\"ok\""),
+            (r#"{"id":40,"progress":5}"#, "job 40"),
+        ] {
+            let e = p(line).unwrap_err();
+            assert!(e.contains(why), "{line}: {e}");
+        }
+    }
+
+    #[test]
     fn answers() {
         assert_eq!(
             a(r#"{"id":41,"ok":true}"#),
-            Ok(Answer::Ok { finished: false })
+            Ok(Answer::Ok {
+                finished: false,
+                output: None
+            })
         );
         assert_eq!(
             a(r#"{"id":41,"ok":true,"finished":true}"#),
-            Ok(Answer::Ok { finished: true })
+            Ok(Answer::Ok {
+                finished: true,
+                output: None
+            })
+        );
+        assert_eq!(
+            a(r#"{"id":41,"ok":true,"output":{"rows":[1,2]}}"#),
+            Ok(Answer::Ok {
+                finished: false,
+                output: Some(serde_json::json!({"rows": [1, 2]}))
+            })
         );
         assert_eq!(
             a(r#"{"id":41,"ok":false,"error":"boom"}"#),
