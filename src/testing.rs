@@ -6,7 +6,7 @@ pub use crate::claimant::fence::MARGIN;
 pub use crate::claimant::liveness::{ProcessState, local_process};
 pub use crate::claimant::token::ProcessIdentity;
 pub use crate::db::claim::{ClaimedJob, claim_batch, claim_batch_carrying, stamp_selected};
-pub use crate::db::finish::{Finish, finish};
+pub use crate::db::finish::Finish;
 pub use crate::worker::signals::{Counts, Signals};
 
 /// One job by id (as [`crate::Jobs::get`]), for tests that name ids as numbers.
@@ -15,4 +15,17 @@ pub async fn get_job(
     id: impl Into<crate::JobId>,
 ) -> crate::Result<crate::JobRecord> {
     crate::db::admin::get_job(pool, id.into()).await
+}
+
+/// Applies `outcome` to job `id` if the row still carries `token` (any text) and `attempt`, as a
+/// worker's fenced finish does. False when the fence did not match.
+pub async fn finish(
+    pool: &sqlx::MySqlPool,
+    id: crate::JobId,
+    token: &str,
+    attempt: u16,
+    outcome: &Finish,
+) -> crate::Result<bool> {
+    let token = crate::claimant::token::TokenText::from(token);
+    crate::db::finish::finish(pool, id, &token, attempt, outcome).await
 }

@@ -11,7 +11,7 @@
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::error::Error;
 
@@ -84,6 +84,38 @@ pub(crate) struct ServerIdentity {
     /// When the server started, in Unix seconds (`UNIX_TIMESTAMP() - Uptime`; may differ by a second
     /// between two readings).
     pub epoch: i64,
+}
+
+/// A claimant's token as rows carry it in `job_queue.claim`: what a claim stamps and every fenced
+/// write compares, from the worker's registration down to each statement. Made once from the
+/// [`ClaimToken`]; cheap to clone. Only the statement binders below `db/` take its text (`as_str`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct TokenText(Arc<str>);
+
+impl TokenText {
+    /// The text, to bind.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&ClaimToken> for TokenText {
+    fn from(token: &ClaimToken) -> Self {
+        Self(token.to_string().into())
+    }
+}
+
+/// Any text as a claim: for the test entry points, whose tests stamp short names (`"w"`) of their own.
+impl From<&str> for TokenText {
+    fn from(text: &str) -> Self {
+        Self(text.into())
+    }
+}
+
+impl fmt::Display for TokenText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
 }
 
 /// A claimant's name, stamped into `job_queue.claim`.

@@ -3,6 +3,7 @@
 
 use sqlx::MySqlPool;
 
+use crate::claimant::token::TokenText;
 use crate::db::finish::fenced;
 use crate::db::retry_transient;
 use crate::error::Result;
@@ -24,7 +25,7 @@ const TRIES: u32 = 3;
 pub(crate) async fn progress(
     pool: &MySqlPool,
     key: AttemptKey,
-    claim: &str,
+    claim: &TokenText,
     percent: f64,
     message: Option<&str>,
 ) -> Result<bool> {
@@ -37,7 +38,7 @@ pub(crate) async fn progress(
         .bind(percent)
         .bind(message)
         .bind(key.id)
-        .bind(claim)
+        .bind(claim.as_str())
         .bind(key.attempt)
         .execute(pool)
         .await
@@ -51,7 +52,7 @@ pub(crate) async fn progress(
 pub(crate) async fn output(
     pool: &MySqlPool,
     key: AttemptKey,
-    claim: &str,
+    claim: &TokenText,
     json: &str,
 ) -> Result<bool> {
     retry_transient("output", TRIES, || async {
@@ -61,7 +62,7 @@ pub(crate) async fn output(
         ))
         .bind(json)
         .bind(key.id)
-        .bind(claim)
+        .bind(claim.as_str())
         .bind(key.attempt)
         .execute(pool)
         .await

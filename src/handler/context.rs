@@ -92,7 +92,13 @@ impl JobContext {
         &self,
         conn: &mut sqlx::MySqlConnection,
     ) -> std::result::Result<bool, sqlx::Error> {
-        let done = crate::db::finish::done_in(conn, self.id, &self.claim, self.attempt).await?;
+        let done = crate::db::finish::done_in(
+            conn,
+            self.id,
+            &crate::claimant::token::TokenText::from(self.claim.as_str()),
+            self.attempt,
+        )
+        .await?;
         if done {
             self.finished
                 .store(Finished::InTransaction as u8, Ordering::SeqCst);

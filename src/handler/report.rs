@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use sqlx::MySqlPool;
 
 use super::JobError;
+use crate::claimant::token::TokenText;
 use crate::db::report::{self, MAX_MESSAGE, MAX_OUTPUT};
 use crate::job::AttemptKey;
 use crate::sync::lock;
@@ -28,7 +29,7 @@ pub(crate) struct Reporter {
 struct Target {
     pool: MySqlPool,
     key: AttemptKey,
-    claim: String,
+    claim: TokenText,
     throttle: Mutex<Throttle>,
 }
 
@@ -44,7 +45,7 @@ struct Throttle {
 
 impl Reporter {
     /// Reports of the attempt `key`, written under `claim` through `pool`.
-    pub(crate) fn new(pool: MySqlPool, key: AttemptKey, claim: String) -> Self {
+    pub(crate) fn new(pool: MySqlPool, key: AttemptKey, claim: TokenText) -> Self {
         Self {
             to: Some(Arc::new(Target {
                 pool,

@@ -147,7 +147,7 @@ async fn run_handler(
         queue: job.queue.clone(),
         attempt: job.attempt(),
         max_attempts: max_attempts(shared, job),
-        claim: shared.token.clone(),
+        claim: shared.token.to_string(),
         payload: job.payload.clone(),
         cancel: cancel.clone(),
         deadline: chrono::Duration::from_std(timeout)

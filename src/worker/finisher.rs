@@ -31,6 +31,7 @@ use sqlx::MySqlPool;
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
 
+use crate::claimant::token::TokenText;
 use crate::db::dedicated::Dedicated;
 use crate::db::finish::finish_done_batch;
 use crate::error::{Error, Result};
@@ -142,7 +143,7 @@ impl Finisher {
     /// be about to finish.
     pub(crate) fn start(
         pool: MySqlPool,
-        token: String,
+        token: TokenText,
         in_flight: Arc<AtomicUsize>,
         stop: CancellationToken,
         hard_stop: CancellationToken,
@@ -186,7 +187,7 @@ fn stopped() -> Arc<Error> {
 
 async fn run(
     pool: MySqlPool,
-    token: String,
+    token: TokenText,
     queue: Arc<Queue>,
     in_flight: Arc<AtomicUsize>,
     stop: CancellationToken,
@@ -204,7 +205,7 @@ async fn run(
 
 async fn run_on(
     conn: &mut Dedicated,
-    token: &str,
+    token: &TokenText,
     queue: &Queue,
     in_flight: &AtomicUsize,
     stop: &CancellationToken,
@@ -261,7 +262,7 @@ async fn wait_for_more(queue: &Queue, in_flight: &AtomicUsize) {
 /// [`super::patiently`] on the finisher's own connection.
 async fn patiently(
     conn: &mut Dedicated,
-    token: &str,
+    token: &TokenText,
     items: &[AttemptKey],
     hard_stop: &CancellationToken,
 ) -> Result<Vec<bool>> {

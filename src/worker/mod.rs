@@ -45,6 +45,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::claimant::fence::Fence;
+use crate::claimant::token::TokenText;
 use crate::db::dedicated::Dedicated;
 use crate::db::registry::{Bounds, Role};
 use crate::error::{Error, Result};
@@ -67,7 +68,8 @@ pub(crate) struct Shared {
     pub(crate) pool: MySqlPool,
     pub(crate) handlers: Arc<Handlers>,
     pub(crate) cfg: WorkerConfig,
-    pub(crate) token: String,
+    /// The claim token this worker stamps and fences by.
+    pub(crate) token: TokenText,
     pub(crate) counters: Counters,
     /// Signalled each time a job task ends, so a draining worker can claim again.
     pub(crate) job_ended: Notify,
@@ -185,7 +187,7 @@ struct Running {
 impl Running {
     /// Starts the finisher and the claim watcher under `registration`'s token.
     fn start(worker: &Worker, registration: &Registration) -> Self {
-        let token = registration.token().to_string();
+        let token = TokenText::from(registration.token());
         let hard_stop = CancellationToken::new();
         let finisher_stop = CancellationToken::new();
         let ledger = ledger::Ledger::default();

@@ -111,7 +111,7 @@ async fn claim_once_limited(
             None => (picked, Vec::new()),
         };
         // Stamped now: a row locked but not stamped still looks due to this transaction's next pick.
-        jobs.extend(stamp_selected(&mut tx, token, admitted).await?);
+        jobs.extend(stamp_selected(&mut tx, token.as_str(), admitted).await?);
         let queue_full = rooms.as_ref().is_some_and(|rooms| {
             rooms
                 .iter()

@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use sqlx::mysql::MySqlRow;
 use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 
+use crate::claimant::token::TokenText;
 use crate::db::dedicated::Dedicated;
 use crate::db::row::text;
 use crate::error::Result;
@@ -154,7 +155,7 @@ pub(crate) enum Reach {
 /// far it looks (see [`Reach`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClaimArgs<'a> {
-    pub(crate) token: &'a str,
+    pub(crate) token: &'a TokenText,
     pub(crate) queue: &'a str,
     pub(crate) kinds: &'a [String],
     pub(crate) limit: u32,
@@ -201,6 +202,7 @@ pub async fn claim_batch_carrying(
     limit: u32,
     carry: &[(u64, u16)],
 ) -> Result<(Vec<ClaimedJob>, bool)> {
+    let token = &TokenText::from(token);
     let carry: &[AttemptKey] = &carry
         .iter()
         .copied()
@@ -291,13 +293,13 @@ where
 /// Running rows stamped with `token`, with their attempt numbers and whether an operator asked to
 /// cancel them: what a worker compares with what it runs, once a second, to stop a copy whose row was
 /// taken away, to stop cancelled jobs, and to hand back rows of a claim whose outcome was uncertain.
-pub(crate) async fn held_rows(pool: &MySqlPool, token: &str) -> Result<Vec<HeldRow>> {
+pub(crate) async fn held_rows(pool: &MySqlPool, token: &TokenText) -> Result<Vec<HeldRow>> {
     // Through the claimant index `(claim, state)`: a tight range however large the table is.
     Ok(sqlx::query_as(
         "SELECT id, attempts, cancel_requested_at IS NOT NULL AS cancel_requested \
          FROM job_queue WHERE claim = ? AND state = 'running'",
     )
-    .bind(token)
+    .bind(token.as_str())
     .fetch_all(pool)
     .await?)
 }
@@ -336,7 +338,7 @@ async fn claim_carrying(
         crate::db::finish::done_batch_in(&mut tx, token, carry).await?
     } else {
         let ids: Vec<u64> = jobs.iter().map(|j| j.id.0).collect();
-        let changed = claim_stamp_carrying(token, carry, &ids)
+        let changed = claim_stamp_carrying(token.as_str(), carry, &ids)
             .build()
             .execute(&mut *tx)
             .await?
@@ -367,7 +369,7 @@ async fn claim_apart(
         end(tx, carried && !args.carry.is_empty()).await?;
         return Ok(Claim { jobs, carried });
     }
-    let jobs = stamp_selected(&mut tx, args.token, jobs).await?;
+    let jobs = stamp_selected(&mut tx, args.token.as_str(), jobs).await?;
     tx.commit().await?;
     Ok(Claim { jobs, carried })
 }

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use sqlx::{Connection, MySql, MySqlConnection, QueryBuilder};
 
 use super::{Fence, Finish, Statement, TRIES, finish_parent};
+use crate::claimant::token::TokenText;
 use crate::db::dedicated::Dedicated;
 use crate::db::deps::settle_dependents_of;
 use crate::error::Result;
@@ -24,9 +25,10 @@ use crate::statements::{FINISH_DONE_BATCH, HAS_DEPENDENTS, MIN_PAIRS, NO_DEPENDE
 /// batch `FOR UPDATE` first drained 13–27 % slower still.
 pub(crate) async fn finish_done_batch(
     conn: &mut Dedicated,
-    token: &str,
+    token: &TokenText,
     items: &[AttemptKey],
 ) -> Result<Vec<bool>> {
+    let token = token.as_str();
     if let [AttemptKey { id, attempt }] = items {
         let (id, attempt) = (*id, *attempt);
         let stmt = &Statement::of(&Finish::Done, None);
@@ -64,9 +66,10 @@ pub(crate) async fn finish_done_batch(
 /// when it changed fewer, the caller rolls back and the finisher redoes them exactly.
 pub(crate) async fn done_batch_in(
     conn: &mut MySqlConnection,
-    token: &str,
+    token: &TokenText,
     items: &[AttemptKey],
 ) -> Result<bool, sqlx::Error> {
+    let token = token.as_str();
     if items.is_empty() {
         return Ok(true);
     }

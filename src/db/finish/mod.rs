@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use sqlx::{Connection, MySql, MySqlConnection, MySqlPool};
 
+use crate::claimant::token::TokenText;
 use crate::db::deps::settle_dependents_of;
 use crate::id::JobId;
 use crate::job::row_max_attempts;
@@ -82,9 +83,10 @@ pub(super) const TRIES: u32 = 14;
 pub(crate) async fn done_in(
     conn: &mut sqlx::MySqlConnection,
     id: JobId,
-    token: &str,
+    token: &TokenText,
     attempt: u16,
 ) -> std::result::Result<bool, sqlx::Error> {
+    let token = token.as_str();
     Statement::of(&Finish::Done, None)
         .run_settling(conn, id, token, attempt)
         .await
@@ -117,9 +119,10 @@ pub(crate) enum ByApplication {
 pub(crate) async fn by_application(
     pool: &MySqlPool,
     id: JobId,
-    token: &str,
+    token: &TokenText,
     attempt: u16,
 ) -> Result<ByApplication> {
+    let token = token.as_str();
     let row: Option<(String, bool, u16, bool)> = retry_transient("finish check", TRIES, || {
         sqlx::query_as(
             "SELECT CAST(state AS CHAR), claim <=> ?, attempts, has_dependents FROM job_queue \
@@ -157,11 +160,10 @@ pub(crate) async fn by_application(
 
 /// Applies `finish` to job `id` if the row still carries `token` and `attempt`. Returns false when the
 /// fence did not match (the claim was lost), true when the row changed.
-#[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
-pub async fn finish(
+pub(crate) async fn finish(
     pool: &MySqlPool,
     id: JobId,
-    token: &str,
+    token: &TokenText,
     attempt: u16,
     finish: &Finish,
 ) -> Result<bool> {
@@ -173,11 +175,12 @@ pub async fn finish(
 pub(crate) async fn finish_bounded(
     pool: &MySqlPool,
     id: JobId,
-    token: &str,
+    token: &TokenText,
     attempt: u16,
     finish: &Finish,
     max_attempts: Option<u16>,
 ) -> Result<bool> {
+    let token = token.as_str();
     let stmt = Statement::of(finish, max_attempts);
     let Some(outcome) = attempt_outcome(finish) else {
         return retry_transient("finish", TRIES, || async {
