@@ -126,7 +126,7 @@ fn check_distinct(sections: &BTreeMap<String, Config>) -> std::result::Result<()
         let Some(url) = config.database_url.as_deref() else {
             continue;
         };
-        let key = database_key(url);
+        let key = crate::db::database_key(url);
         if let Some(other) = seen.insert(key, name) {
             return Err(format!(
                 "databases.{other} and databases.{name} name the same database; each section \
@@ -135,18 +135,4 @@ fn check_distinct(sections: &BTreeMap<String, Config>) -> std::result::Result<()
         }
     }
     Ok(())
-}
-
-/// `host:port/database` of a URL, lower-cased, for [`check_distinct`]; the URL itself when it does
-/// not parse (the connection reports that error later, naming the URL).
-fn database_key(url: &str) -> String {
-    match url::Url::parse(url) {
-        Ok(u) => format!(
-            "{}:{}{}",
-            u.host_str().unwrap_or("").to_ascii_lowercase(),
-            u.port().unwrap_or(3306),
-            u.path()
-        ),
-        Err(_) => url.to_string(),
-    }
 }

@@ -39,6 +39,7 @@ use crate::errno::{self, is_transient};
 pub(crate) use connect::open_anchor;
 pub use connect::{connect, connect_lazy, create_database};
 pub use tls::{SslMode, check_ca_file};
+pub(crate) use url::database_key;
 pub use url::{ConnectConfig, UrlSettings};
 
 /// Pushes `ids` as a bound list for `IN (…)`, padded to the next power of two by repeating the last id.

@@ -282,6 +282,21 @@ pub(crate) fn redact_url(url: &str) -> String {
     }
 }
 
+/// `host:port/database` of a URL, lower-cased: which database it names, so that two sections of a
+/// config naming the same one can be told apart from two naming different ones; the URL itself when it
+/// does not parse (the connection reports that error later, naming the URL).
+pub(crate) fn database_key(url: &str) -> String {
+    match url::Url::parse(url) {
+        Ok(u) => format!(
+            "{}:{}{}",
+            u.host_str().unwrap_or("").to_ascii_lowercase(),
+            u.port().unwrap_or(3306),
+            u.path()
+        ),
+        Err(_) => url.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
