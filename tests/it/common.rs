@@ -239,6 +239,48 @@ pub fn run_jobq(url: Option<&str>, args: &[&str]) -> Output {
     wait_output(child, Duration::from_secs(60))
 }
 
+/// Tests that open many connections at once (several worker processes, each with its program copies'
+/// own sessions) take this in turn: two of them at once can pass the server's connection limit (151 by
+/// default), and every test running beside them would fail to connect.
+pub static HEAVY: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
+/// A child process that is killed and reaped when dropped, so that a test failing part way leaves no
+/// worker running (and holding connections) into the tests after it.
+pub struct KillOnDrop(Option<Child>);
+
+impl KillOnDrop {
+    pub fn new(child: Child) -> Self {
+        Self(Some(child))
+    }
+
+    /// The child, no longer killed on drop: the test ends it itself.
+    pub fn take(mut self) -> Child {
+        self.0.take().expect("a child")
+    }
+}
+
+impl std::ops::Deref for KillOnDrop {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        self.0.as_ref().expect("a child")
+    }
+}
+
+impl std::ops::DerefMut for KillOnDrop {
+    fn deref_mut(&mut self) -> &mut Child {
+        self.0.as_mut().expect("a child")
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Waits for a child with a time limit, killing it if it overruns.
 pub fn wait_output(mut child: Child, limit: Duration) -> Output {
     let deadline = Instant::now() + limit;

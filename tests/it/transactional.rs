@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::common::{TestDb, jobq, scratch_dir, wait_output, wait_until, write_config};
+use crate::common::{
+    HEAVY, KillOnDrop, TestDb, jobq, scratch_dir, wait_output, wait_until, write_config,
+};
 
 const JOBS: i64 = 1200;
 
@@ -74,13 +76,18 @@ async fn effects_happen_exactly_once_while_workers_and_sessions_are_killed() {
 /// killed (a worker's claim, finish or heartbeat, a statement in the middle of a transaction, or the
 /// application's own). Asserts that every job ended done with exactly one row in `effects`.
 async fn drain_under_fire(db: &TestDb, cfg: &std::path::Path, dir: &std::path::Path) {
+    let _heavy = HEAVY.acquire().await.unwrap();
     let log = dir.join("workers.log");
-    let mut workers: Vec<Child> = (0..3).map(|_| spawn_worker(db, cfg, &log)).collect();
-    let mut reaper = jobq(Some(&db.url), &["reaper", "--interval", "200ms"])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("reaper.log")).unwrap())
-        .spawn()
-        .unwrap();
+    let mut workers: Vec<KillOnDrop> = (0..3)
+        .map(|_| KillOnDrop::new(spawn_worker(db, cfg, &log)))
+        .collect();
+    let mut reaper = KillOnDrop::new(
+        jobq(Some(&db.url), &["reaper", "--interval", "200ms"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("reaper.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
     let (mut sigkills, mut session_kills) = (0, 0);
     let chaos_until = Instant::now() + Duration::from_secs(8);
     let mut round = 0u32;
@@ -91,7 +98,7 @@ async fn drain_under_fire(db: &TestDb, cfg: &std::path::Path, dir: &std::path::P
             let i = rand::random::<u32>() as usize % workers.len();
             let _ = workers[i].kill();
             let _ = workers[i].wait();
-            workers[i] = spawn_worker(db, cfg, &log);
+            workers[i] = KillOnDrop::new(spawn_worker(db, cfg, &log));
             sigkills += 1;
         } else {
             // Any session in the test's database but this one: a worker's claim, finish, heartbeat or
@@ -122,7 +129,7 @@ async fn drain_under_fire(db: &TestDb, cfg: &std::path::Path, dir: &std::path::P
     }
     kill(Pid::from_raw(reaper.id() as i32), Signal::SIGTERM).unwrap();
     for w in workers {
-        wait_output(w, Duration::from_secs(30));
+        wait_output(w.take(), Duration::from_secs(30));
     }
     let _ = reaper.wait();
     let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
