@@ -19,6 +19,9 @@
 // the job dead at once, new Snooze("5m") to run it again later without using an attempt. Return FINISHED
 // when the handler finished the job itself with CALL jobq_finish(job.id, job.claim, job.attempt) in its
 // own committed transaction. Jobs run one at a time: the next request comes after the answer.
+// While it runs, a handler may call job.progress(37.5, 'rows 375 of 1000') (a percent from 0 to 100, and
+// a message or nothing) to show how far it has got, and set job.output to any JSON-able value the job
+// leaves on its row when it is done.
 //
 // stdout belongs to the protocol: while run() runs, console.log and process.stdout.write go to stderr,
 // which jobq logs under the job's id.
@@ -84,12 +87,21 @@ class Worker {
       payload: request.payload,
       runAt: request.run_at,
       deadline: request.deadline,
+      output: undefined,
+      progress(percent, message) {
+        const line = { id: request.id, progress: percent };
+        if (message !== undefined && message !== null) line.message = message;
+        send(line);
+      },
     };
     const fn = this.handlers.get(job.kind);
     if (!fn) return { id: job.id, ok: false, error: `no handler for kind ${JSON.stringify(job.kind)}` };
     try {
       const result = await fn(job);
-      return result === FINISHED ? { id: job.id, ok: true, finished: true } : { id: job.id, ok: true };
+      const answer = { id: job.id, ok: true };
+      if (result === FINISHED) answer.finished = true;
+      if (job.output !== undefined) answer.output = job.output;
+      return answer;
     } catch (e) {
       if (e instanceof Snooze) return { id: job.id, snooze: e.delay };
       if (e instanceof Fatal) return { id: job.id, ok: false, error: messageOf(e), fatal: true };

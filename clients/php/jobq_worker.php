@@ -19,7 +19,9 @@
 // throw new JobqRetry($msg, 30) to name the delay (seconds, or a string such as "30s"), new
 // JobqFatal($msg) to make the job dead at once, new JobqSnooze('5m') to run it again later without
 // using an attempt. Return JobqWorker::FINISHED when the handler finished the job itself with
-// CALL jobq_finish(id, claim, attempt) in its own committed transaction.
+// CALL jobq_finish(id, claim, attempt) in its own committed transaction. While it runs, a handler may
+// call $job->progress(37.5, 'rows 375 of 1000') (a percent from 0 to 100, and a message or null) to show
+// how far it has got, and set $job->output to any JSON-able value the job leaves on its row when done.
 //
 // stdout belongs to the protocol: while run() runs, echo and print go to stderr, which jobq logs under
 // the job's id.
@@ -62,9 +64,13 @@ final class JobqJob
     public $payload;
     public $runAt;
     public $deadline;
+    /** What the job leaves on its row when it is done (any JSON-able value), or null. */
+    public $output = null;
+    private $send;
 
-    public function __construct(array $r)
+    public function __construct(array $r, ?callable $send = null)
     {
+        $this->send = $send;
         $this->id = $r['id'];
         $this->kind = $r['kind'];
         $this->queue = $r['queue'] ?? null;
@@ -74,6 +80,18 @@ final class JobqJob
         $this->payload = $r['payload'] ?? null;
         $this->runAt = $r['run_at'] ?? null;
         $this->deadline = $r['deadline'] ?? null;
+    }
+
+    /** Reports how far the job has got: a percent from 0 to 100, and a short message or null. */
+    public function progress($percent, ?string $message = null): void
+    {
+        $line = ['id' => $this->id, 'progress' => $percent];
+        if ($message !== null) {
+            $line['message'] = $message;
+        }
+        if ($this->send !== null) {
+            ($this->send)($line);
+        }
     }
 }
 
@@ -119,7 +137,9 @@ final class JobqWorker
 
     private function answer(array $request): array
     {
-        $job = new JobqJob($request);
+        $job = new JobqJob($request, function (array $line) {
+            $this->send($line);
+        });
         $fn = $this->handlers[$job->kind] ?? null;
         if ($fn === null) {
             return ['id' => $job->id, 'ok' => false, 'error' => "no handler for kind {$job->kind}"];
@@ -141,10 +161,14 @@ final class JobqWorker
                 ob_flush();
             }
         }
+        $answer = ['id' => $job->id, 'ok' => true];
         if ($result === self::FINISHED) {
-            return ['id' => $job->id, 'ok' => true, 'finished' => true];
+            $answer['finished'] = true;
         }
-        return ['id' => $job->id, 'ok' => true];
+        if ($job->output !== null) {
+            $answer['output'] = $job->output;
+        }
+        return $answer;
     }
 
     private static function message(Throwable $e): string

@@ -18,7 +18,9 @@
 # raise JobqWorker::Retry.new(msg, retry_in: 30) to name the delay (seconds, or a string such as "30s"),
 # JobqWorker::Fatal to make the job dead at once, JobqWorker::Snooze.new("5m") to run it again later
 # without using an attempt. Return JobqWorker::FINISHED when the block finished the job itself with
-# CALL jobq_finish(id, claim, attempt) in its own committed transaction.
+# CALL jobq_finish(id, claim, attempt) in its own committed transaction. While it runs, a block may call
+# job.progress(37.5, "rows 375 of 1000") (a percent from 0 to 100, and a message or nil) to show how far
+# it has got, and set job.output to any JSON-able value the job leaves on its row when it is done.
 #
 # stdout belongs to the protocol: while run runs, puts and print go to stderr, which jobq logs under the
 # job's id.
@@ -51,8 +53,16 @@ module JobqWorker
   end
 
   # One job as jobq sent it. `claim`, with `id` and `attempt`, fences the application's own writes; it
-  # is also what jobq_finish takes.
-  Job = Struct.new(:id, :kind, :queue, :attempt, :max_attempts, :claim, :payload, :run_at, :deadline)
+  # is also what jobq_finish takes. `output`: what the job leaves on its row when it is done.
+  Job = Struct.new(:id, :kind, :queue, :attempt, :max_attempts, :claim, :payload, :run_at, :deadline,
+                   :output, :reporter) do
+    # Reports how far the job has got: a percent from 0 to 100, and a short message or nil.
+    def progress(percent, message = nil)
+      line = { "id" => id, "progress" => percent }
+      line["message"] = message unless message.nil?
+      reporter&.call(line)
+    end
+  end
 
   class Worker
     def initialize
@@ -87,7 +97,7 @@ module JobqWorker
 
     def answer(r)
       job = Job.new(r["id"], r["kind"], r["queue"], r["attempt"], r["max_attempts"], r["claim"],
-                    r["payload"], r["run_at"], r["deadline"])
+                    r["payload"], r["run_at"], r["deadline"], nil, method(:send_line))
       block = @handlers[job.kind]
       return { "id" => job.id, "ok" => false, "error" => "no handler for kind #{job.kind.inspect}" } unless block
 
@@ -102,9 +112,10 @@ module JobqWorker
         answer["retry_in"] = e.retry_in if e.is_a?(Retry) && !e.retry_in.nil?
         return answer
       end
-      return { "id" => job.id, "ok" => true, "finished" => true } if result.equal?(FINISHED)
-
-      { "id" => job.id, "ok" => true }
+      answer = { "id" => job.id, "ok" => true }
+      answer["finished"] = true if result.equal?(FINISHED)
+      answer["output"] = job.output unless job.output.nil?
+      answer
     end
 
     def message(e)

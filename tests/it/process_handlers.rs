@@ -609,7 +609,9 @@ async fn a_program_finishes_its_job_in_its_own_transaction_with_jobq_finish() {
 async fn outcomes(interpreter: &str, file: &str) {
     let db = TestDb::new().await;
     let dir = scratch_dir();
-    let kinds = ["echo", "fail", "later", "fatal", "snooze", "finished"];
+    let kinds = [
+        "echo", "fail", "later", "fatal", "snooze", "finished", "reported",
+    ];
     let text = config(&[interpreter, &demo(file)], &kinds, "processes = 2");
     let out = dir.join("echo.txt");
     let echo = insert(
@@ -624,6 +626,7 @@ async fn outcomes(interpreter: &str, file: &str) {
     let fatal = insert(&db, "fatal", serde_json::json!({}), None).await;
     let snooze = insert(&db, "snooze", serde_json::json!({}), None).await;
     let finished = insert(&db, "finished", serde_json::json!({}), None).await;
+    let reported = insert(&db, "reported", serde_json::json!({"n": 3}), None).await;
     let worker = spawn_worker(&db, &dir, &text);
     let log = dir.join("worker.log");
 
@@ -674,6 +677,21 @@ async fn outcomes(interpreter: &str, file: &str) {
         last_error(&j).contains("did not commit"),
         "{}",
         last_error(&j)
+    );
+
+    // Progress before the answer, and an output in it.
+    let j = settled(&db, reported, &log).await;
+    assert_eq!(j.state, State::Done, "{}", last_error(&j));
+    let p = j.progress.expect("the progress line was recorded");
+    assert_eq!((p.percent, p.message.as_deref()), (50.0, Some("half way")));
+    let output = jobq::Jobs::new(db.pool.clone())
+        .output(reported)
+        .await
+        .unwrap()
+        .expect("the answer's output was recorded");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&output).unwrap(),
+        serde_json::json!({"n": 3, "words": ["ünï", "<b>"]})
     );
 
     stop_worker(worker, &dir).await;

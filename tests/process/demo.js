@@ -14,4 +14,8 @@ worker.handle('later', () => { throw new Retry('rate limited', '1h'); });
 worker.handle('fatal', () => { throw new Fatal('bad input, never retry'); });
 worker.handle('snooze', () => { throw new Snooze('10m'); });
 worker.handle('finished', () => FINISHED);
+worker.handle('reported', (job) => {
+  job.progress(50, 'half way');
+  job.output = { n: job.payload.n, words: ['ünï', '<b>'] };
+});
 worker.run();

@@ -13,4 +13,8 @@ $worker->handle('later', function () { throw new JobqRetry('rate limited', '1h')
 $worker->handle('fatal', function () { throw new JobqFatal('bad input, never retry'); });
 $worker->handle('snooze', function () { throw new JobqSnooze('10m'); });
 $worker->handle('finished', function () { return JobqWorker::FINISHED; });
+$worker->handle('reported', function (JobqJob $job) {
+    $job->progress(50, 'half way');
+    $job->output = ['n' => $job->payload['n'], 'words' => ['ünï', '<b>']];
+});
 $worker->run();

@@ -95,6 +95,12 @@ def finished(job):
     return FINISHED
 
 
+@worker.handler("reported")
+def reported(job):
+    job.progress(50, "half way")
+    job.output = {"n": job.payload.get("n"), "words": ["ünï", "<b>"]}
+
+
 @worker.handler("report")
 def report(job):
     """Reports progress twice, a second apart, and leaves an output."""

@@ -13,4 +13,8 @@ worker.handle("later") { raise JobqWorker::Retry.new("rate limited", retry_in: "
 worker.handle("fatal") { raise JobqWorker::Fatal, "bad input, never retry" }
 worker.handle("snooze") { raise JobqWorker::Snooze.new("10m") }
 worker.handle("finished") { JobqWorker::FINISHED }
+worker.handle("reported") do |job|
+  job.progress(50, "half way")
+  job.output = { "n" => job.payload["n"], "words" => ["ünï", "<b>"] }
+end
 worker.run
