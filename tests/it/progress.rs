@@ -66,6 +66,25 @@ async fn a_library_handler_reports_progress_and_leaves_output() {
         (30.0, Some("a third".into()), 1),
         "20 was replaced before it was written"
     );
+    // While it runs, its page reloads itself so that the progress moves; a finished job's does not.
+    let app = jobq::web::router(db.pool.clone(), jobq::web::WebConfig::default()).unwrap();
+    let refresh_of = |uri: String| {
+        let app = app.clone();
+        async move {
+            let req = Request::get(uri)
+                .header(header::HOST, "127.0.0.1:8080")
+                .body(Body::empty())
+                .unwrap();
+            let resp = app.oneshot(req).await.unwrap();
+            resp.headers()
+                .get(header::REFRESH)
+                .map(|v| v.to_str().unwrap().to_string())
+        }
+    };
+    assert_eq!(
+        refresh_of(format!("/jobs/{id}")).await.as_deref(),
+        Some("5")
+    );
     go_on.notify_one();
     wait_until("done", Duration::from_secs(20), || async {
         jobq::Jobs::new(db.pool.clone())
@@ -109,7 +128,7 @@ async fn a_library_handler_reports_progress_and_leaves_output() {
     assert_eq!(json["progress"]["attempt"], 1);
 
     // The dashboard's page and API.
-    let app = jobq::web::router(db.pool.clone(), jobq::web::WebConfig::default()).unwrap();
+    assert_eq!(refresh_of(format!("/jobs/{id}")).await, None);
     let body = |uri: String| {
         let app = app.clone();
         async move {

@@ -14,6 +14,10 @@ use crate::web::guard::CsrfToken;
 use crate::web::html::{badge, button, esc, page, when, when_opt};
 use crate::{JobId, db::attempts::AttemptRecord};
 
+/// How often a running job's page reloads itself, in seconds: progress is written at most once a
+/// second, and a reload costs four primary key reads.
+const REFRESH_RUNNING: &str = "5";
+
 pub(in crate::web) async fn job(
     State(app): State<App>,
     Extension(csrf): Extension<CsrfToken>,
@@ -77,7 +81,15 @@ pub(in crate::web) async fn job(
         );
     }
     b.push_str(&attempts_table(&j, &attempts));
-    page(&app, &format!("Job {id}"), n.notice.as_deref(), &b)
+    let mut response = page(&app, &format!("Job {id}"), n.notice.as_deref(), &b);
+    if j.state == JobState::Running {
+        // The page runs no script: a running job's page reloads itself, so its progress moves.
+        response.headers_mut().insert(
+            axum::http::header::REFRESH,
+            axum::http::HeaderValue::from_static(REFRESH_RUNNING),
+        );
+    }
+    response
 }
 
 /// The actions the job's state allows. Cancel and delete ask for confirmation on a page of their own.
