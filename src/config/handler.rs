@@ -165,6 +165,15 @@ impl HandlerConfig {
                 params.len()
             ));
         }
+        if let Some(p) = params
+            .iter()
+            .find(|p| p.starts_with('$') && !crate::handler::sql::JOB_PARAMS.contains(&p.as_str()))
+        {
+            return Err(format!(
+                "`params` names {p:?}: the names starting with `$` are jobq's own, {}",
+                crate::handler::sql::JOB_PARAMS.join(", ")
+            ));
+        }
         if sql.trim().trim_end_matches(';').contains(';') {
             return Err(
                 "`sql` must be one statement; wrap several in a procedure and CALL it".into(),

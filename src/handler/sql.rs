@@ -4,6 +4,9 @@
 //! <payload.region>)` as a prepared statement. The statement text comes only from the configuration; a
 //! payload field is always bound as a value, never spliced into SQL. Strings, numbers, booleans and null
 //! bind as themselves; objects and arrays bind as JSON text. A missing field fails the job for good.
+//! Three names bind the job's own facts instead of a payload field ([`JOB_PARAMS`]): `$job_id`, `$claim`
+//! and `$attempt`, what a statement needs to fence its own writes or to call `jobq_progress`,
+//! `jobq_output` or `jobq_finish`.
 //!
 //! A statement that outlives its timeout is stopped with `KILL QUERY` from another connection.
 //!
@@ -95,9 +98,22 @@ impl Handler for SqlHandler {
     }
 }
 
+/// The `params` names that bind the job's own facts rather than payload fields.
+pub const JOB_PARAMS: &[&str] = &["$job_id", "$claim", "$attempt"];
+
+/// The value of one of [`JOB_PARAMS`] for `job`; `None` for a payload field's name.
+fn job_value(name: &str, job: &JobContext) -> Option<Value> {
+    match name {
+        "$job_id" => Some(Value::from(job.id.0)),
+        "$claim" => Some(Value::String(job.claim.clone())),
+        "$attempt" => Some(Value::from(job.attempt)),
+        _ => None,
+    }
+}
+
 impl Inner {
     async fn run(&self, job: JobContext) -> Result<(), JobError> {
-        let args = self.bind_values(job.payload_str())?;
+        let args = self.bind_values(&job)?;
         let mut conn = self.pool.acquire().await?;
         let (conn_id, locked): (u64, Option<i64>) =
             sqlx::query_as(&format!("SELECT CONNECTION_ID(), GET_LOCK({JOB_LOCK}, 0)"))
@@ -216,12 +232,17 @@ impl Inner {
         }
     }
 
-    /// The payload fields to bind, in placeholder order.
-    fn bind_values(&self, payload: &str) -> Result<Vec<Value>, JobError> {
-        if self.params.is_empty() {
-            return Ok(Vec::new());
+    /// The values to bind, in placeholder order: the job's own for [`JOB_PARAMS`], else payload
+    /// fields.
+    fn bind_values(&self, job: &JobContext) -> Result<Vec<Value>, JobError> {
+        if self.params.iter().all(|p| job_value(p, job).is_some()) {
+            return Ok(self
+                .params
+                .iter()
+                .filter_map(|p| job_value(p, job))
+                .collect());
         }
-        let value: Value = serde_json::from_str(payload)
+        let value: Value = serde_json::from_str(job.payload_str())
             .map_err(|e| JobError::fatal(format!("payload is not JSON: {e}")))?;
         let Value::Object(fields) = value else {
             return Err(JobError::fatal(format!(
@@ -232,6 +253,9 @@ impl Inner {
         self.params
             .iter()
             .map(|name| {
+                if let Some(v) = job_value(name, job) {
+                    return Ok(v);
+                }
                 fields.get(name).cloned().ok_or_else(|| {
                     JobError::fatal(format!(
                         "payload has no field {name:?}, which the handler's params bind"

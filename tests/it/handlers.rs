@@ -457,6 +457,41 @@ sql = "CALL boom(?)"
 params = ["x"]
 "#;
 
+/// `$job_id`, `$claim` and `$attempt` bind the job's own facts: here what `jobq_output` takes, so a
+/// statement leaves the job's output; a `$` name jobq does not know is refused with the config.
+#[tokio::test]
+async fn an_sql_handler_binds_the_jobs_id_claim_and_attempt_by_name() {
+    let db = TestDb::new().await;
+    let config = "[handlers.rollup]\nsql = \"CALL jobq_output(?, ?, ?, ?)\"\n\
+                  params = [\"$job_id\", \"$claim\", \"$attempt\", \"result\"]\n";
+    let id = enqueue(
+        &db,
+        NewJob::new("rollup")
+            .payload(&serde_json::json!({"result": {"rows": 2}}))
+            .unwrap(),
+    )
+    .await;
+    let report = run_worker(&db, config, &["default"]).await;
+    assert_eq!((report.claimed, report.done), (1, 1), "{report:?}");
+    let output = jobq::Jobs::new(db.pool.clone()).output(id).await.unwrap();
+    assert_eq!(
+        output.map(|o| serde_json::from_str::<serde_json::Value>(&o).unwrap()),
+        Some(serde_json::json!({"rows": 2}))
+    );
+
+    let dir = scratch_dir();
+    let path = write_config(
+        &dir,
+        "[handlers.rollup]\nsql = \"DO ?\"\nparams = [\"$job\"]\n",
+    );
+    let e = format!("{:#}", Config::load(&path).unwrap_err());
+    assert!(
+        e.contains("\"$job\"") && e.contains("$job_id, $claim, $attempt"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 async fn sql_fixture(db: &TestDb) {
     db.exec("CREATE TABLE rollups (d DATE NOT NULL, region VARCHAR(100) NOT NULL, n INT NOT NULL)")
         .await;
