@@ -78,7 +78,7 @@ async fn a_running_command_gets_sigterm_and_the_cli_reports_the_request() {
     )
     .unwrap();
     assert!(
-        wait_output(worker, Duration::from_secs(10))
+        wait_output(worker.take(), Duration::from_secs(10))
             .status
             .success()
     );

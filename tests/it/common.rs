@@ -318,16 +318,19 @@ pub fn write_config(dir: &Path, text: &str) -> PathBuf {
     p
 }
 
-/// `jobq worker --forever --config CONFIG` against the test database, stdout discarded.
-pub fn spawn_forever_worker(db: &TestDb, config: &Path) -> Child {
-    jobq(
-        Some(&db.url),
-        &["worker", "--forever", "--config", config.to_str().unwrap()],
+/// `jobq worker --forever --config CONFIG` against the test database, stdout discarded; killed if the
+/// test drops it (fails) before it ends it (`take`).
+pub fn spawn_forever_worker(db: &TestDb, config: &Path) -> KillOnDrop {
+    KillOnDrop::new(
+        jobq(
+            Some(&db.url),
+            &["worker", "--forever", "--config", config.to_str().unwrap()],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn jobq worker"),
     )
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("spawn jobq worker")
 }
 
 /// A library worker for one test, from [`TestDb::worker`]: the test's handlers, a forever worker at the

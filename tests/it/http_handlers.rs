@@ -728,7 +728,8 @@ async fn http_a_sigkilled_worker_s_request_is_closed_and_the_job_runs_again() {
     })
     .await;
     kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
-    let _ = tokio::task::spawn_blocking(move || wait_output(worker, Duration::from_secs(5))).await;
+    let _ = tokio::task::spawn_blocking(move || wait_output(worker.take(), Duration::from_secs(5)))
+        .await;
     wait_until("the connection closed", Duration::from_secs(5), || async {
         app.closed.load(Ordering::SeqCst) == 1
     })

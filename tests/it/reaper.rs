@@ -59,7 +59,7 @@ async fn a_sigkilled_workers_job_is_runnable_within_two_intervals_and_runs_again
     let reaper_task = tokio::spawn(reaper.run(stop.clone()));
     kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
     let killed_at = Instant::now();
-    let _ = wait_output(worker, Duration::from_secs(5));
+    let _ = wait_output(worker.take(), Duration::from_secs(5));
     wait_until(
         "the job runnable again",
         Duration::from_secs(15),

@@ -600,7 +600,7 @@ async fn sigterm_lets_the_binarys_running_jobs_finish_and_exits_0() {
         .await;
     assert_eq!(registered, child.id());
     kill(pid, Signal::SIGTERM).unwrap();
-    let out = wait_output(child, Duration::from_secs(15));
+    let out = wait_output(child.take(), Duration::from_secs(15));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "exit {:?}: {stderr}", out.status);
     assert_eq!(db.states().await, "done=3", "{stderr}");
@@ -642,7 +642,7 @@ async fn a_second_signal_exits_at_once() {
         .expect("the worker took the first signal: it waits for its running job");
     let t0 = Instant::now();
     kill(pid, Signal::SIGINT).unwrap();
-    let out = wait_output(child, Duration::from_secs(5));
+    let out = wait_output(child.take(), Duration::from_secs(5));
     assert!(t0.elapsed() < Duration::from_secs(2));
     assert_eq!(out.status.code(), Some(130));
     // The claim stays on the row: recovering it is the reaper's job.
