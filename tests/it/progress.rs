@@ -18,6 +18,23 @@ async fn progress_row(db: &TestDb, id: jobq::JobId) -> Option<(f64, Option<Strin
     j.progress.map(|p| (p.percent, p.message, p.attempt))
 }
 
+/// GETs `uri` from the dashboard as a browser on the machine would: its `Refresh` header and body.
+async fn get(app: &axum::Router, uri: &str) -> (Option<String>, String) {
+    let req = Request::get(uri)
+        .header(header::HOST, "127.0.0.1:8080")
+        .body(Body::empty())
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let refresh = resp
+        .headers()
+        .get(header::REFRESH)
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (refresh, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
 /// Reports are written at most once a second and the last one is never lost; the output stays on the
 /// job after it is done; the CLI, the page and the API show both.
 #[tokio::test]
@@ -68,21 +85,8 @@ async fn a_library_handler_reports_progress_and_leaves_output() {
     );
     // While it runs, its page reloads itself so that the progress moves; a finished job's does not.
     let app = jobq::web::router(db.pool.clone(), jobq::web::WebConfig::default()).unwrap();
-    let refresh_of = |uri: String| {
-        let app = app.clone();
-        async move {
-            let req = Request::get(uri)
-                .header(header::HOST, "127.0.0.1:8080")
-                .body(Body::empty())
-                .unwrap();
-            let resp = app.oneshot(req).await.unwrap();
-            resp.headers()
-                .get(header::REFRESH)
-                .map(|v| v.to_str().unwrap().to_string())
-        }
-    };
     assert_eq!(
-        refresh_of(format!("/jobs/{id}")).await.as_deref(),
+        get(&app, &format!("/jobs/{id}")).await.0.as_deref(),
         Some("5")
     );
     go_on.notify_one();
@@ -128,29 +132,15 @@ async fn a_library_handler_reports_progress_and_leaves_output() {
     assert_eq!(json["progress"]["attempt"], 1);
 
     // The dashboard's page and API.
-    assert_eq!(refresh_of(format!("/jobs/{id}")).await, None);
-    let body = |uri: String| {
-        let app = app.clone();
-        async move {
-            let req = Request::get(uri)
-                .header(header::HOST, "127.0.0.1:8080")
-                .body(Body::empty())
-                .unwrap();
-            let resp = app.oneshot(req).await.unwrap();
-            let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
-                .await
-                .unwrap();
-            String::from_utf8(bytes.to_vec()).unwrap()
-        }
-    };
-    let page = body(format!("/jobs/{id}")).await;
+    let (refresh, page) = get(&app, &format!("/jobs/{id}")).await;
+    assert_eq!(refresh, None);
     assert!(
         page.contains("<progress max=\"100\" value=\"99.5\"></progress> 99.5%: almost"),
         "{page}"
     );
     assert!(page.contains("&lt;b&gt;"), "the output is escaped: {page}");
     let api: serde_json::Value =
-        serde_json::from_str(&body(format!("/api/jobs/{id}")).await).unwrap();
+        serde_json::from_str(&get(&app, &format!("/api/jobs/{id}")).await.1).unwrap();
     assert_eq!(api["output"], v);
     assert_eq!(api["progress"]["percent"], 99.5);
 
