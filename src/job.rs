@@ -175,6 +175,11 @@ pub struct JobRecord {
     /// Its unique key, if it has one ([`NewJob::unique_key`](crate::NewJob::unique_key)); bytes that
     /// are not UTF-8 (possible from plain SQL) are shown replaced.
     pub unique_key: Option<String>,
+    /// Its debounce key while it takes part in debouncing ([`NewJob::debounce`](crate::NewJob::debounce));
+    /// cleared when a started job comes back to the queue or an ended one is retried.
+    pub debounce_key: Option<String>,
+    /// How many enqueues after the first were merged into it.
+    pub debounced: u32,
     /// What it last reported of its progress, if it did ([`JobContext::progress`](crate::JobContext::progress),
     /// `jobq_progress`). Its output, which may be large, is read on its own:
     /// [`Jobs::output`](crate::Jobs::output).
@@ -201,6 +206,20 @@ impl JobRecord {
     pub fn max_attempts_text(&self) -> String {
         self.max_attempts
             .map_or_else(|| "default".to_string(), |n| n.to_string())
+    }
+
+    /// What debouncing did to the job, as a person reads it: `key "customer:7", 999 later enqueues
+    /// merged`; `None` for a job that was never debounced.
+    pub fn debounce_summary(&self) -> Option<String> {
+        let merged = match self.debounced {
+            1 => "1 later enqueue merged".to_string(),
+            n => format!("{n} later enqueues merged"),
+        };
+        match (&self.debounce_key, self.debounced) {
+            (Some(k), _) => Some(format!("key {k:?}, {merged}")),
+            (None, 0) => None,
+            (None, _) => Some(format!("{merged} (no longer debounced)")),
+        }
     }
 }
 

@@ -151,6 +151,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0024_jobq_output.sql",
         sql: include_str!("../../migrations/0024_jobq_output.sql"),
     },
+    Migration {
+        version: 25,
+        name: "0025_debounce.sql",
+        sql: include_str!("../../migrations/0025_debounce.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -224,7 +224,7 @@ async fn reset_once(
          finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= ",
         row_max_attempts!(),
         " THEN NOW(6) ELSE NULL END, \
-         claim = NULL, last_error = ",
+         claim = NULL, debounce_key = NULL, last_error = ",
     ));
     q.push_bind(crate::db::finish::truncate_error(reason));
     q.push(" WHERE claim = ").push_bind(claim);

@@ -77,6 +77,8 @@ mod schedule_log;
 mod clients;
 // Unique jobs: a live job holds its key against enqueues from the library, SQL and the CLI.
 mod unique;
+// Debounced jobs.
+mod debounce;
 // The docs' examples: TOML blocks load, SQL blocks run, command lines parse, alerting rules fire.
 mod docs;
 // Several databases from one config: `--database`, `jobq enable`/`disable`, one supervisor for all.

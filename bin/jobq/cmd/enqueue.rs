@@ -53,6 +53,17 @@ pub struct EnqueueArgs {
     #[arg(long, value_parser = parse_duration, requires = "unique_key")]
     pub unique_for: Option<Duration>,
 
+    /// With --unique-key: debounce. While a job of the kind with the key is queued and has not
+    /// started, this enqueue replaces its payload and moves its run to this long from now (e.g. 5s),
+    /// instead of inserting another.
+    #[arg(long, value_parser = parse_duration, requires = "unique_key", conflicts_with_all = ["unique_for", "run_at", "run_in"])]
+    pub debounce: Option<Duration>,
+
+    /// With --debounce: the longest the job waits after the first enqueue of its key, however many
+    /// follow (e.g. 1m). Default ten windows
+    #[arg(long, value_parser = parse_duration, requires = "debounce")]
+    pub debounce_max: Option<Duration>,
+
     /// Job ids this job waits for (comma-separated): it runs once every one is done (the last one's
     /// finish queues it), and is cancelled if one ends dead or cancelled.
     #[arg(
@@ -107,19 +118,33 @@ pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
     if let Some(p) = args.unique_for {
         job = job.unique_for(p);
     }
+    if let Some(w) = args.debounce {
+        job = job.debounce(w);
+    }
+    if let Some(m) = args.debounce_max {
+        job = job.debounce_max(m);
+    }
     let pool = env.migrated_pool(super::SERIAL_CONNECTIONS).await?;
     let done = jobq::enqueue_unique(&pool, &job).await?;
     let id = done.id();
     if args.format.json {
-        crate::out::json(&serde_json::json!({ "id": id, "existing": done.is_existing() }))?;
+        crate::out::json(&serde_json::json!({
+            "id": id,
+            "existing": done.is_existing(),
+            "merged": matches!(done, jobq::Enqueued::Merged(_)),
+        }))?;
     } else {
         // stdout stays the bare id either way, for `id=$(jobq enqueue …)`; which one it is goes to stderr.
         outln!("{id}")?;
-        if done.is_existing() {
-            crate::out::err_line(format_args!(
-                "job {id} holds unique key {:?}; nothing inserted",
-                crate::out::clean(args.unique_key.as_deref().unwrap_or_default(), false)
-            ));
+        let key = crate::out::clean(args.unique_key.as_deref().unwrap_or_default(), false);
+        match done {
+            jobq::Enqueued::Inserted(_) => {}
+            jobq::Enqueued::Existing(_) => crate::out::err_line(format_args!(
+                "job {id} holds unique key {key:?}; nothing inserted"
+            )),
+            jobq::Enqueued::Merged(_) => crate::out::err_line(format_args!(
+                "merged into job {id} (debounce key {key:?}): it takes this payload and runs later"
+            )),
         }
     }
     Ok(())

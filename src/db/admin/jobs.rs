@@ -12,7 +12,7 @@ use crate::job::{JobId, JobRecord, Progress, State};
 
 const JOB_COLUMNS: &str = "id, queue, kind, payload, priority, run_at, state, attempts, max_attempts, \
      timeout_secs, last_error, claim, claimed_at, created_at, started_at, finished_at, unique_key, \
-     CAST(progress AS DOUBLE) AS progress, progress_message, reported_attempt, reported_at";
+     debounce_key, debounced, CAST(progress AS DOUBLE) AS progress, progress_message, reported_attempt, reported_at";
 
 /// Filters for [`Jobs::list`](crate::Jobs::list).
 #[derive(Debug, Clone, Default)]
@@ -163,6 +163,10 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for JobRecord {
             unique_key: row
                 .try_get::<Option<Vec<u8>>, _>("unique_key")?
                 .map(|b| String::from_utf8_lossy(&b).into_owned()),
+            debounce_key: row
+                .try_get::<Option<Vec<u8>>, _>("debounce_key")?
+                .map(|b| String::from_utf8_lossy(&b).into_owned()),
+            debounced: row.try_get("debounced")?,
             progress: match row.try_get::<Option<f64>, _>("progress")? {
                 Some(percent) => Some(Progress {
                     percent,
@@ -192,7 +196,7 @@ pub(crate) async fn retry_job(pool: &MySqlPool, id: JobId) -> Result<()> {
     // assignments left to right, so it still sees the attempts being reset.
     let done = sqlx::query(
         "UPDATE job_queue SET state = 'queued', run_at = NOW(6), finished_at = NULL, \
-         cancel_requested_at = NULL, claim = NULL, \
+         cancel_requested_at = NULL, claim = NULL, debounce_key = NULL, \
          last_error = IF(attempts > 0, \
            CONCAT('retried by operator after ', attempts, ' attempt(s); last error: ', \
                   COALESCE(last_error, '-')), \

@@ -109,7 +109,7 @@ pub(super) async fn apply(
         .collect();
     if !plain.is_empty() {
         let mut u = QueryBuilder::<MySql>::new(
-            "UPDATE job_queue FORCE INDEX (PRIMARY) SET state = 'queued' WHERE id IN (",
+            "UPDATE job_queue FORCE INDEX (PRIMARY) SET state = 'queued', debounce_key = NULL WHERE id IN (",
         );
         push_id_list(&mut u, &plain);
         u.push(") AND state = 'waiting'");
@@ -119,7 +119,7 @@ pub(super) async fn apply(
         match verdict {
             Verdict::Release(Some([done, dead, cancelled])) => {
                 out.released += sqlx::query(
-                    "UPDATE job_queue SET state = 'queued', payload = JSON_SET(payload, '$.jobq_batch', \
+                    "UPDATE job_queue SET state = 'queued', debounce_key = NULL, payload = JSON_SET(payload, '$.jobq_batch', \
                      JSON_OBJECT('done', ?, 'dead', ?, 'cancelled', ?)) WHERE id = ? AND state = 'waiting'",
                 )
                 .bind(done)

@@ -1,11 +1,13 @@
 //! The multi-row `INSERT INTO job_queue` statement, built with only the columns the batch sets, so
 //! that it stays as short as the application's own INSERT and every unset column keeps its `DEFAULT`.
 
+use std::time::Duration;
+
 use sqlx::{MySql, QueryBuilder};
 
 use super::new_job::{NewJob, RunAt};
 
-/// Rows per multi-row INSERT: at most seven placeholders a row stays far below the protocol's 65,535, and the
+/// Rows per multi-row INSERT: at most eight placeholders a row stays far below the protocol's 65,535, and the
 /// statement stays well under the default `max_allowed_packet` for typical payloads.
 pub(super) const ROWS_PER_INSERT: usize = 1000;
 /// The optional columns, in statement order. A column goes into the statement only when some row of the
@@ -19,6 +21,7 @@ struct Columns {
     max_attempts: bool,
     timeout_secs: bool,
     unique_key: bool,
+    debounce_key: bool,
 }
 
 impl Columns {
@@ -26,10 +29,15 @@ impl Columns {
         Self {
             queue: jobs.iter().any(|j| j.queue.is_some()),
             priority: jobs.iter().any(|j| j.priority.is_some()),
-            run_at: jobs.iter().any(|j| j.run_at.is_some()),
+            run_at: jobs
+                .iter()
+                .any(|j| j.run_at.is_some() || j.debounce.is_some()),
             max_attempts: jobs.iter().any(|j| j.max_attempts.is_some()),
             timeout_secs: jobs.iter().any(|j| j.timeout_secs.is_some()),
-            unique_key: jobs.iter().any(|j| j.unique_key.is_some()),
+            unique_key: jobs
+                .iter()
+                .any(|j| j.unique_key.is_some() && j.debounce.is_none()),
+            debounce_key: jobs.iter().any(|j| j.debounce.is_some()),
         }
     }
 
@@ -42,6 +50,7 @@ impl Columns {
             (self.max_attempts, "max_attempts"),
             (self.timeout_secs, "timeout_secs"),
             (self.unique_key, "unique_key"),
+            (self.debounce_key, "debounce_key"),
         ] {
             if on {
                 names.push(name);
@@ -75,7 +84,9 @@ fn push_row(
         push_value(&mut b, job.priority);
     }
     if cols.run_at {
-        match job.run_at {
+        // A debounced job is due its window after the enqueue (validate refused a due time of its own).
+        let due = job.debounce.map(|d| RunAt::After(d.window)).or(job.run_at);
+        match due {
             None => b.push("DEFAULT"),
             Some(RunAt::At(t)) => b.push_bind(t),
             Some(RunAt::After(d)) => b
@@ -90,11 +101,13 @@ fn push_row(
     if cols.timeout_secs {
         push_value(&mut b, job.timeout_secs);
     }
+    // A debounced job's key goes to debounce_key, any other's to unique_key.
+    let key = || job.unique_key.as_ref().map(|k| k.as_bytes().to_vec());
     if cols.unique_key {
-        push_value(
-            &mut b,
-            job.unique_key.as_ref().map(|k| k.as_bytes().to_vec()),
-        );
+        push_value(&mut b, key().filter(|_| job.debounce.is_none()));
+    }
+    if cols.debounce_key {
+        push_value(&mut b, key().filter(|_| job.debounce.is_some()));
     }
 }
 
@@ -108,5 +121,28 @@ pub(super) fn insert_statement<'a>(
     let ignore = if skip_duplicates { " IGNORE" } else { "" };
     let mut q = QueryBuilder::new(format!("INSERT{ignore} INTO job_queue ({}) ", cols.names()));
     q.push_values(jobs, |b, job| push_row(b, job, cols));
+    q
+}
+
+/// The INSERT of debounced jobs that share one maximum wait: a row whose kind and key a queued,
+/// never-started job holds (the UNIQUE index on `(debounce_pending, kind)`, schema 25) updates that
+/// job instead: the new payload, run_at moved to the new row's (now + its window) but never past `max`
+/// after the job was first enqueued, and one more merged enqueue counted. `id = LAST_INSERT_ID(id)`
+/// makes the merged job's id the statement's insert id, as a new row's is.
+///
+/// The server reports 1 affected row per inserted row and 2 per merged one (the counter always
+/// changes, so a merge is never "unchanged").
+///
+/// `VALUES(col)` is the form both servers take: MySQL 8.0.20+ prefers a row alias (`AS new`) and warns
+/// that `VALUES()` is deprecated, but MariaDB has no row alias.
+pub(super) fn debounce_statement<'a>(jobs: &'a [NewJob], max: Duration) -> QueryBuilder<'a, MySql> {
+    let mut q = insert_statement(jobs, false);
+    // Assignments apply left to right; none of these reads a column an earlier one wrote.
+    q.push(
+        " ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), payload = VALUES(payload), \
+         run_at = LEAST(VALUES(run_at), created_at + INTERVAL ",
+    )
+    .push_bind(max.as_micros().min(i64::MAX as u128) as i64)
+    .push(" MICROSECOND), debounced = debounced + 1");
     q
 }

@@ -11,6 +11,7 @@
 //! This file holds the entry points; the job being built and its checks are in `new_job.rs`, the INSERT
 //! statement in `insert.rs`, and the look-ups and rounds of a keyed enqueue in `unique.rs`.
 
+mod debounce;
 mod insert;
 mod new_job;
 mod unique;
@@ -33,19 +34,22 @@ pub enum Enqueued {
     /// A job with the same unique key holds it (live, or done within the job's
     /// [`unique_for`](NewJob::unique_for) period); nothing was inserted and this is that job.
     Existing(JobId),
+    /// A [debounced](NewJob::debounce) job of the same kind and key was queued and had not started:
+    /// it took this enqueue's payload and due time, and this is that job.
+    Merged(JobId),
 }
 
 impl Enqueued {
     /// The job's id, new or existing.
     pub fn id(self) -> JobId {
         match self {
-            Enqueued::Inserted(id) | Enqueued::Existing(id) => id,
+            Enqueued::Inserted(id) | Enqueued::Existing(id) | Enqueued::Merged(id) => id,
         }
     }
 
-    /// Whether the id is an existing job's.
+    /// Whether the id is an existing job's (one that holds the key, or that this enqueue merged into).
     pub fn is_existing(self) -> bool {
-        matches!(self, Enqueued::Existing(_))
+        !matches!(self, Enqueued::Inserted(_))
     }
 }
 
@@ -83,6 +87,9 @@ where
     let one = std::slice::from_ref(job);
     if !job.after.is_empty() {
         return Ok(Enqueued::Inserted(insert_waiting(&mut conn, job).await?));
+    }
+    if let Some(d) = job.debounced() {
+        return debounce::enqueue_one(&mut conn, job, d).await;
     }
     let Some(key) = &job.unique_key else {
         let done = insert_statement(one, false)
@@ -137,7 +144,8 @@ async fn insert_waiting(conn: &mut sqlx::MySqlConnection, job: &NewJob) -> Resul
 /// job holds the key, including an earlier job of the same call (the first of several with one key
 /// wins), or, with [`unique_for`](NewJob::unique_for), a job done within its period (one look-up per
 /// such job before its batch). Callers who need the ids of the jobs holding the keys use
-/// [`enqueue_unique`] per job.
+/// [`enqueue_unique`] per job. [Debounced](NewJob::debounce) jobs are sent in statements of their own
+/// (one per maximum wait), and one that merges into a queued job is not counted.
 pub async fn enqueue_many(conn: &mut sqlx::MySqlConnection, jobs: &[NewJob]) -> Result<u64> {
     for job in jobs {
         job.validate()?;
@@ -148,7 +156,9 @@ pub async fn enqueue_many(conn: &mut sqlx::MySqlConnection, jobs: &[NewJob]) -> 
             ));
         }
     }
-    let mut n = 0;
+    let (debounced, jobs): (Vec<&NewJob>, Vec<&NewJob>) =
+        jobs.iter().partition(|j| j.debounced().is_some());
+    let mut n = debounce::enqueue_many(conn, &debounced).await?;
     for chunk in jobs.chunks(ROWS_PER_INSERT) {
         let mut rows = Vec::with_capacity(chunk.len());
         for job in chunk {
@@ -159,7 +169,7 @@ pub async fn enqueue_many(conn: &mut sqlx::MySqlConnection, jobs: &[NewJob]) -> 
             {
                 continue;
             }
-            rows.push(job.clone());
+            rows.push((*job).clone());
         }
         if rows.is_empty() {
             continue;

@@ -22,10 +22,24 @@ pub struct NewJob {
     pub(crate) timeout_secs: Option<u32>,
     pub(crate) unique_key: Option<String>,
     pub(crate) unique_for: Option<Duration>,
+    pub(crate) debounce: Option<Debounce>,
     pub(crate) after: Vec<u64>,
     /// With `after`: wait until those jobs have ended in any way (a batch's callback), not until done.
     pub(crate) after_ended: bool,
 }
+
+/// A debounced job's window and maximum wait ([`NewJob::debounce`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Debounce {
+    /// How long after the last enqueue of the key the job runs.
+    pub(crate) window: Duration,
+    /// How long after the first enqueue it runs at the latest, however many follow.
+    pub(crate) max: Duration,
+}
+
+/// The maximum wait of a debounced job that sets none, in windows: without one, a key enqueued more
+/// often than its window would never run.
+pub(crate) const DEBOUNCE_MAX_WINDOWS: u32 = 10;
 
 /// When a job becomes due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,6 +63,7 @@ impl NewJob {
             timeout_secs: None,
             unique_key: None,
             unique_for: None,
+            debounce: None,
             after: Vec::new(),
             after_ended: false,
         }
@@ -149,6 +164,34 @@ impl NewJob {
         self
     }
 
+    /// Debounces the job by its [unique key](Self::unique_key): while a job of its kind with the key is
+    /// queued and has not started, enqueueing another replaces that job's payload and moves its run to
+    /// `window` after this enqueue, never later than [`debounce_max`](Self::debounce_max) after the
+    /// first (ten windows unless set). A burst of enqueues of one key becomes one
+    /// job, run once the burst is over, with the last payload
+    /// ([`enqueue_unique`](super::enqueue_unique) answers [`Merged`](super::Enqueued::Merged)).
+    ///
+    /// Unlike a plain unique key, the key does not hold while the job runs: a running job has read its
+    /// payload, so an enqueue then queues a new job, which the next ones merge into. The key is kept in
+    /// the `debounce_key` column (docs/debounce.md gives the plain SQL). Needs a unique key; not with
+    /// [`unique_for`](Self::unique_for), a due time or dependencies.
+    pub fn debounce(mut self, window: Duration) -> Self {
+        let max = self
+            .debounce
+            .map_or(window.saturating_mul(DEBOUNCE_MAX_WINDOWS), |d| d.max);
+        self.debounce = Some(Debounce { window, max });
+        self
+    }
+
+    /// The longest a debounced job waits after the first enqueue of its key, however many follow
+    /// (default: ten windows). Needs [`debounce`](Self::debounce), given before
+    /// or after.
+    pub fn debounce_max(mut self, max: Duration) -> Self {
+        let window = self.debounce.map_or(Duration::ZERO, |d| d.window);
+        self.debounce = Some(Debounce { window, max });
+        self
+    }
+
     pub(super) fn validate(&self) -> Result<()> {
         Name::Kind.check(&self.kind)?;
         if self.after.len() > crate::db::deps::MAX_DEPENDENCIES {
@@ -180,6 +223,9 @@ impl NewJob {
             (Some(key), _) => check_unique_key(key)?,
             (None, Some(_)) => return Err(Error::invalid("unique_for", "needs a unique key")),
             (None, None) => {}
+        }
+        if let Some(d) = self.debounce {
+            self.validate_debounce(d)?;
         }
         if self.unique_for == Some(Duration::ZERO) {
             return Err(Error::invalid("unique_for", "must be above zero"));
@@ -214,6 +260,52 @@ impl NewJob {
             ));
         }
         Ok(())
+    }
+}
+
+impl NewJob {
+    fn validate_debounce(&self, d: Debounce) -> Result<()> {
+        let refuse = |why: &str| Err(Error::invalid("debounce", why.to_string()));
+        if self.unique_key.is_none() {
+            return refuse("needs a unique key: the key names the jobs that merge");
+        }
+        if self.unique_for.is_some() {
+            return refuse("cannot be combined with unique_for");
+        }
+        if !self.after.is_empty() {
+            return refuse("a debounced job cannot wait for other jobs");
+        }
+        if self.run_at.is_some() {
+            return refuse(
+                "a debounced job runs its window after the last enqueue; it takes no due time",
+            );
+        }
+        if d.window.is_zero() {
+            return refuse("the window must be above zero");
+        }
+        if d.max < d.window {
+            return Err(Error::invalid(
+                "debounce_max",
+                format!(
+                    "{} is shorter than the window ({})",
+                    humantime::format_duration(d.max),
+                    humantime::format_duration(d.window)
+                ),
+            ));
+        }
+        // Both end up as microseconds added to NOW(6): keep them inside the run_at column.
+        if d.max > Duration::from_secs(366 * 86_400) {
+            return Err(Error::invalid(
+                "debounce_max",
+                "is longer than a year; a debounced job waits at most that",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The debounce settings, for the statement builders.
+    pub(super) fn debounced(&self) -> Option<Debounce> {
+        self.debounce
     }
 }
 

@@ -310,7 +310,8 @@ impl Statement {
                     "UPDATE job_queue SET \
                  state = IF(cancel_requested_at IS NULL, 'queued', 'cancelled'), \
                  finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), \
-                 claim = NULL, claimed_at = NULL, started_at = NULL, attempts = attempts - 1",
+                 claim = NULL, claimed_at = NULL, started_at = NULL, attempts = attempts - 1, \
+                 debounce_key = NULL",
                     fenced!()
                 ),
                 None,
@@ -328,7 +329,7 @@ impl Statement {
                     " THEN 'dead' ELSE 'queued' END, \
                      finished_at = IF(cancel_requested_at IS NULL AND attempts < ",
                     row_max_attempts!(),
-                    ", NULL, NOW(6)), claim = NULL, last_error = ?",
+                    ", NULL, NOW(6)), claim = NULL, debounce_key = NULL, last_error = ?",
                     fenced!()
                 ),
                 None,
@@ -345,7 +346,7 @@ impl Statement {
                  attempts = IF(cancel_requested_at IS NULL, attempts - 1, attempts), \
                  claimed_at = IF(cancel_requested_at IS NULL, NULL, claimed_at), \
                  started_at = IF(cancel_requested_at IS NULL, NULL, started_at), \
-                 claim = NULL",
+                 claim = NULL, debounce_key = NULL",
                     fenced!()
                 ),
                 Some(micros(*delay)),

@@ -145,6 +145,12 @@ fn fields(j: &JobRecord, claimant: &str) -> String {
     field("started", when_opt(&j.started_at));
     field("finished", when_opt(&j.finished_at));
     field("claimant", claimant.to_string());
+    if let Some(k) = &j.unique_key {
+        field("unique key", format!("<code>{}</code>", esc(k)));
+    }
+    if let Some(text) = j.debounce_summary() {
+        field("debounce", esc(&text));
+    }
     b.push_str("</dl>");
     b
 }
