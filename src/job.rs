@@ -180,6 +180,9 @@ pub struct JobRecord {
     pub debounce_key: Option<String>,
     /// How many enqueues after the first were merged into it.
     pub debounced: u32,
+    /// Its order key, if it was enqueued with one ([`NewJob::order_key`](crate::NewJob::order_key)):
+    /// it runs after the job of the key enqueued before it.
+    pub order_key: Option<String>,
     /// What it last reported of its progress, if it did ([`JobContext::progress`](crate::JobContext::progress),
     /// `jobq_progress`). Its output, which may be large, is read on its own:
     /// [`Jobs::output`](crate::Jobs::output).

@@ -74,15 +74,22 @@ pub(crate) const UNIQUE_KEY_MAX_BYTES: usize = 255;
 /// # Errors
 /// [`Error::Invalid`] for `unique key`, saying the length found and allowed.
 pub(crate) fn check_unique_key(key: &str) -> Result<()> {
+    check_key("unique key", key)
+}
+
+/// `Ok` when `key` fits a key column of `job_queue` (`unique_key`, `debounce_key`, `order_key`: all
+/// `VARBINARY(255)`); `what` names the key in the error (`unique key`, `order key`).
+pub(crate) fn check_key(what: &'static str, key: &str) -> Result<()> {
     if key.is_empty() {
-        return Err(Error::invalid("unique key", "must not be empty"));
+        return Err(Error::invalid(what, "must not be empty"));
     }
     if key.len() > UNIQUE_KEY_MAX_BYTES {
         return Err(Error::invalid(
-            "unique key",
+            what,
             format!(
-                "is {} bytes long; the unique_key column holds at most {UNIQUE_KEY_MAX_BYTES}",
-                key.len()
+                "is {} bytes long; the {} column holds at most {UNIQUE_KEY_MAX_BYTES}",
+                key.len(),
+                what.replace(' ', "_")
             ),
         ));
     }

@@ -156,6 +156,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0025_debounce.sql",
         sql: include_str!("../../migrations/0025_debounce.sql"),
     },
+    Migration {
+        version: 26,
+        name: "0026_ordered_keys.sql",
+        sql: include_str!("../../migrations/0026_ordered_keys.sql"),
+    },
+    Migration {
+        version: 27,
+        name: "0027_jobq_enqueue_ordered.sql",
+        sql: include_str!("../../migrations/0027_jobq_enqueue_ordered.sql"),
+    },
 ];
 
 /// The schema version this build needs.

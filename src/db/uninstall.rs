@@ -18,10 +18,12 @@ const PROCEDURES: &[&str] = &[
     "jobq_finish",
     "jobq_progress",
     "jobq_output",
+    "jobq_enqueue_ordered",
 ];
 /// Tables. The migrations' bookkeeping table is last, so a removal cut short leaves the version
 /// behind and is finished by running it again (every drop is `IF EXISTS`).
 const TABLES: &[&str] = &[
+    "jobq_order_keys",
     "jobq_job_deps",
     "jobq_attempts",
     "jobq_audit",

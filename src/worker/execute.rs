@@ -101,10 +101,16 @@ pub(super) async fn run_job(
             telemetry::job_finished(&job.queue, &job.kind, "claim_lost");
         }
     }
+    let gave_back_early = slot.is_none();
     shared.ledger.leave(AttemptKey {
         id: job.id,
         attempt,
     });
+    if gave_back_early {
+        // The outcome is written now: a draining worker that found nothing while it was being written
+        // waits for this to look again (see `Fetch::judge`).
+        shared.job_ended.notify_one();
+    }
     give_back(&shared, &mut slot, claimed);
 }
 

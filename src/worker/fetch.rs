@@ -231,9 +231,15 @@ impl Fetch<'_> {
         ended_before_claim: u64,
     ) -> Claimed {
         match result {
+            // Idle: no slot taken, and no job whose outcome is still being written. A done job gives
+            // its slot back before its finish is made, so that the next claim can carry it; a finish
+            // that releases waiting jobs (dependents, the next job of an order key) is made by the
+            // finisher after that claim, and a draining worker that stopped then would leave the
+            // released jobs to the next cron tick.
             Ok(jobs) if jobs.is_empty() => Claimed::Nothing {
                 idle: self.slots.available_permits() + asked
-                    == self.shared.cfg.concurrency as usize,
+                    == self.shared.cfg.concurrency as usize
+                    && self.shared.ledger.in_flight.load(Ordering::SeqCst) == 0,
                 ended_meanwhile: self.shared.ledger.ended.load(Ordering::SeqCst)
                     != ended_before_claim,
             },

@@ -90,7 +90,7 @@ impl Ledger {
             .next();
         copies.retain(|(a, _)| *a != attempt);
         copies.push((attempt, entry.clone()));
-        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
         (entry, older)
     }
 
@@ -107,7 +107,7 @@ impl Ledger {
             }
         }
         drop(entries);
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Counts a job giving its slot back after holding it for `held`; call it before the slot is given

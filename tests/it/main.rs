@@ -79,6 +79,8 @@ mod clients;
 mod unique;
 // Debounced jobs.
 mod debounce;
+// Ordered keys: one job of a key at a time, in order.
+mod ordered;
 // The docs' examples: TOML blocks load, SQL blocks run, command lines parse, alerting rules fire.
 mod docs;
 // Several databases from one config: `--database`, `jobq enable`/`disable`, one supervisor for all.

@@ -64,6 +64,16 @@ pub struct EnqueueArgs {
     #[arg(long, value_parser = parse_duration, requires = "debounce")]
     pub debounce_max: Option<Duration>,
 
+    /// Order key: jobs with the same key run one at a time, in the order they were enqueued (this
+    /// one waits until the one before it has ended)
+    #[arg(long, conflicts_with_all = ["unique_key", "after", "after_ended"])]
+    pub order_key: Option<String>,
+
+    /// With --order-key: if this job ends dead, the jobs after it wait until it is retried, cancelled or
+    /// deleted, instead of going on without it
+    #[arg(long, requires = "order_key")]
+    pub order_halt: bool,
+
     /// Job ids this job waits for (comma-separated): it runs once every one is done (the last one's
     /// finish queues it), and is cancelled if one ends dead or cancelled.
     #[arg(
@@ -117,6 +127,9 @@ pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
     }
     if let Some(p) = args.unique_for {
         job = job.unique_for(p);
+    }
+    if let Some(k) = &args.order_key {
+        job = job.order_key(k).order_halt(args.order_halt);
     }
     if let Some(w) = args.debounce {
         job = job.debounce(w);

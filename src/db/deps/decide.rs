@@ -10,6 +10,39 @@ pub(crate) enum Until {
     Done,
     /// Until it has ended in any way (a batch's callback).
     Ended,
+    /// Until the job before it with the same order key has ended in any way, or is gone (schema 26).
+    Next,
+    /// Until the job before it with the same order key is done or cancelled, or is gone: one that ends
+    /// dead holds the key until an operator retries, cancels or deletes it.
+    Halt,
+}
+
+impl Until {
+    /// The `jobq_job_deps.until` value; one this build does not know is taken as `done`, the strictest.
+    pub(crate) fn parse(text: &str) -> Self {
+        match text {
+            "ended" => Until::Ended,
+            "next" => Until::Next,
+            "halt" => Until::Halt,
+            _ => Until::Done,
+        }
+    }
+
+    /// As `jobq_job_deps.until` stores it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Until::Done => "done",
+            Until::Ended => "ended",
+            Until::Next => "next",
+            Until::Halt => "halt",
+        }
+    }
+
+    /// Whether a predecessor that no longer exists holds nothing (an ordered key's), rather than making
+    /// the job impossible to run.
+    fn gone_is_ended(self) -> bool {
+        matches!(self, Until::Next | Until::Halt)
+    }
 }
 
 /// One dependency of a waiting job, as read: its id, how it is waited for, and its state (`None`: no
@@ -39,10 +72,15 @@ pub(crate) enum Verdict {
 pub(crate) fn decide(edges: &[Edge]) -> Verdict {
     let mut edges = edges.to_vec();
     edges.sort_by_key(|e| e.after);
-    if let Some(e) = edges.iter().find(|e| e.state.is_none()) {
+    if let Some(e) = edges
+        .iter()
+        .find(|e| e.state.is_none() && !e.until.gone_is_ended())
+    {
         return Verdict::Cancel(format!("waits on job {}, which does not exist", e.after));
     }
-    let state = |e: &Edge| e.state.expect("missing ones returned above");
+    // The edges left without a state are an order key's to a predecessor that is gone: ended.
+    let edges: Vec<Edge> = edges.into_iter().filter(|e| e.state.is_some()).collect();
+    let state = |e: &Edge| e.state.expect("missing ones filtered out above");
     if let Some(e) = edges
         .iter()
         .find(|e| e.until == Until::Done && matches!(state(e), State::Dead | State::Cancelled))
@@ -55,7 +93,8 @@ pub(crate) fn decide(edges: &[Edge]) -> Verdict {
     }
     let pending = edges.iter().any(|e| match e.until {
         Until::Done => state(e) != State::Done,
-        Until::Ended => !state(e).is_final(),
+        Until::Ended | Until::Next => !state(e).is_final(),
+        Until::Halt => !matches!(state(e), State::Done | State::Cancelled),
     });
     if pending {
         return Verdict::Wait;
@@ -130,5 +169,32 @@ mod tests {
             Verdict::Release(Some([2, 1, 1]))
         );
         assert_eq!(decide(&[m(1, Done), m(2, Queued)]), Verdict::Wait);
+    }
+
+    #[test]
+    fn an_ordered_job_runs_after_its_predecessor_ended_or_halts_on_a_dead_one() {
+        use State::*;
+        let next = |s| edge(5, Until::Next, s);
+        let halt = |s| edge(5, Until::Halt, s);
+        for s in [Queued, Retry, Running, Waiting] {
+            assert_eq!(decide(&[next(Some(s))]), Verdict::Wait, "{s}");
+            assert_eq!(decide(&[halt(Some(s))]), Verdict::Wait, "{s}");
+        }
+        for s in [Done, Dead, Cancelled] {
+            assert_eq!(decide(&[next(Some(s))]), Verdict::Release(None), "{s}");
+        }
+        assert_eq!(decide(&[halt(Some(Done))]), Verdict::Release(None));
+        assert_eq!(decide(&[halt(Some(Cancelled))]), Verdict::Release(None));
+        assert_eq!(
+            decide(&[halt(Some(Dead))]),
+            Verdict::Wait,
+            "held by a dead job"
+        );
+        // A predecessor deleted or pruned holds nothing; no outcome counts are added.
+        assert_eq!(decide(&[next(None)]), Verdict::Release(None));
+        assert_eq!(decide(&[halt(None)]), Verdict::Release(None));
+        for u in [Until::Done, Until::Ended, Until::Next, Until::Halt] {
+            assert_eq!(Until::parse(u.as_str()), u);
+        }
     }
 }

@@ -30,6 +30,7 @@ use sqlx::{MySql, MySqlConnection, QueryBuilder};
 use crate::db::push_id_list;
 use crate::error::{Error, Result};
 
+pub(crate) use decide::Until;
 pub use read::{Dependencies, Link, LongWaiting};
 pub(crate) use read::{long_waiting, of_job};
 use settle::settle;
@@ -63,8 +64,8 @@ pub(crate) async fn prepare_wait(conn: &mut MySqlConnection, after: &[u64]) -> R
     Ok(())
 }
 
-/// Makes job `id` wait for `after` (until they are done, or with `ended` until they have ended in any
-/// way): the jobs of `after` are locked and marked as having a dependent, the job's state becomes
+/// Makes job `id` wait for `after` (`until` they are done, have ended in any way, or, for an order
+/// key's predecessor, as [`Until::Next`] and [`Until::Halt`] say): the jobs of `after` are locked and marked as having a dependent, the job's state becomes
 /// `waiting`, one edge per dependency is stored, and if its dependencies have already ended it is
 /// settled at once (queued, or cancelled). In the caller's transaction, with the insert of the job,
 /// after [`prepare_wait`].
@@ -72,13 +73,13 @@ pub(crate) async fn wait_for(
     conn: &mut MySqlConnection,
     id: u64,
     after: &[u64],
-    ended: bool,
+    until: Until,
 ) -> Result<()> {
     sqlx::query("UPDATE job_queue SET state = 'waiting' WHERE id = ?")
         .bind(id)
         .execute(&mut *conn)
         .await?;
-    let until = if ended { "ended" } else { "done" };
+    let until = until.as_str();
     let mut q =
         QueryBuilder::<MySql>::new("INSERT IGNORE INTO jobq_job_deps (job_id, after_id, until) ");
     q.push_values(after, |mut row, after_id| {

@@ -13,8 +13,9 @@ pub struct Link {
     pub id: crate::id::JobId,
     /// Its state; `None` when no such job exists (it was deleted).
     pub state: Option<State>,
-    /// How the waiting job waits for the other: `done` (runs once it is done) or `ended` (once it
-    /// has ended in any way: a batch's callback).
+    /// How the waiting job waits for the other: `done` (runs once it is done), `ended` (once it
+    /// has ended in any way: a batch's callback), or, for the job before it with the same order key,
+    /// `next` (once it has ended in any way) or `halt` (once it is done or cancelled).
     pub until: String,
 }
 

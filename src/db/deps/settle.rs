@@ -75,11 +75,7 @@ async fn settle_locked(conn: &mut MySqlConnection, waiting: &[u64]) -> Result<Sw
         q.build_query_as().fetch_all(&mut *conn).await?;
     let mut edges: BTreeMap<u64, Vec<Edge>> = waiting.iter().map(|id| (*id, Vec::new())).collect();
     for (job, after, until, state) in rows {
-        let until = if until == "ended" {
-            Until::Ended
-        } else {
-            Until::Done
-        };
+        let until = Until::parse(&until);
         // A state this build does not know (a newer schema's) is taken as not ended yet.
         let state = state.map(|s| s.parse().unwrap_or(State::Running));
         edges.entry(job).or_default().push(Edge {

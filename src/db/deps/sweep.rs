@@ -49,7 +49,8 @@ pub(crate) async fn sweep(pool: &MySqlPool) -> Result<Swept> {
          HAVING COUNT(d.after_id) = 0 OR SUM(p.id IS NULL) > 0 \
          OR SUM(d.until = 'done' AND p.state IN ('dead', 'cancelled')) > 0 \
          OR (SUM(d.until = 'done' AND p.state <> 'done') = 0 \
-             AND SUM(d.until = 'ended' AND p.state NOT IN ('done', 'dead', 'cancelled')) = 0)",
+             AND SUM(d.until IN ('ended', 'next') AND p.state NOT IN ('done', 'dead', 'cancelled')) = 0 \
+             AND SUM(d.until = 'halt' AND p.state NOT IN ('done', 'cancelled')) = 0)",
     )
     .fetch_all(pool)
     .await?;

@@ -7,7 +7,7 @@ use sqlx::{MySql, QueryBuilder};
 
 use super::new_job::{NewJob, RunAt};
 
-/// Rows per multi-row INSERT: at most eight placeholders a row stays far below the protocol's 65,535, and the
+/// Rows per multi-row INSERT: at most nine placeholders a row stays far below the protocol's 65,535, and the
 /// statement stays well under the default `max_allowed_packet` for typical payloads.
 pub(super) const ROWS_PER_INSERT: usize = 1000;
 /// The optional columns, in statement order. A column goes into the statement only when some row of the
@@ -22,6 +22,7 @@ struct Columns {
     timeout_secs: bool,
     unique_key: bool,
     debounce_key: bool,
+    order_key: bool,
 }
 
 impl Columns {
@@ -38,6 +39,7 @@ impl Columns {
                 .iter()
                 .any(|j| j.unique_key.is_some() && j.debounce.is_none()),
             debounce_key: jobs.iter().any(|j| j.debounce.is_some()),
+            order_key: jobs.iter().any(|j| j.order_key.is_some()),
         }
     }
 
@@ -51,6 +53,7 @@ impl Columns {
             (self.timeout_secs, "timeout_secs"),
             (self.unique_key, "unique_key"),
             (self.debounce_key, "debounce_key"),
+            (self.order_key, "order_key"),
         ] {
             if on {
                 names.push(name);
@@ -108,6 +111,12 @@ fn push_row(
     }
     if cols.debounce_key {
         push_value(&mut b, key().filter(|_| job.debounce.is_some()));
+    }
+    if cols.order_key {
+        push_value(
+            &mut b,
+            job.order_key.as_ref().map(|k| k.as_bytes().to_vec()),
+        );
     }
 }
 

@@ -14,6 +14,7 @@
 mod debounce;
 mod insert;
 mod new_job;
+mod ordered;
 mod unique;
 
 use sqlx::{Connection, MySql};
@@ -88,6 +89,11 @@ where
     if !job.after.is_empty() {
         return Ok(Enqueued::Inserted(insert_waiting(&mut conn, job).await?));
     }
+    if let Some(key) = &job.order_key {
+        return Ok(Enqueued::Inserted(
+            ordered::insert(&mut conn, job, key).await?,
+        ));
+    }
     if let Some(d) = job.debounced() {
         return debounce::enqueue_one(&mut conn, job, d).await;
     }
@@ -132,7 +138,12 @@ async fn insert_waiting(conn: &mut sqlx::MySqlConnection, job: &NewJob) -> Resul
         .execute(&mut *tx)
         .await?
         .last_insert_id();
-    crate::db::deps::wait_for(&mut tx, id, &job.after, job.after_ended).await?;
+    let until = if job.after_ended {
+        crate::db::deps::Until::Ended
+    } else {
+        crate::db::deps::Until::Done
+    };
+    crate::db::deps::wait_for(&mut tx, id, &job.after, until).await?;
     tx.commit().await?;
     Ok(JobId(id))
 }
@@ -153,6 +164,12 @@ pub async fn enqueue_many(conn: &mut sqlx::MySqlConnection, jobs: &[NewJob]) -> 
             return Err(Error::invalid(
                 "after",
                 "enqueue_many takes no dependencies: enqueue a job that waits on its own",
+            ));
+        }
+        if job.order_key.is_some() {
+            return Err(Error::invalid(
+                "order_key",
+                "enqueue_many takes no ordered jobs: enqueue each with enqueue, in its order",
             ));
         }
     }

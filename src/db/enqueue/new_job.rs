@@ -23,6 +23,9 @@ pub struct NewJob {
     pub(crate) unique_key: Option<String>,
     pub(crate) unique_for: Option<Duration>,
     pub(crate) debounce: Option<Debounce>,
+    pub(crate) order_key: Option<String>,
+    /// With `order_key`: a job of the key that ends dead holds the key (see [`NewJob::order_halt`]).
+    pub(crate) order_halt: bool,
     pub(crate) after: Vec<u64>,
     /// With `after`: wait until those jobs have ended in any way (a batch's callback), not until done.
     pub(crate) after_ended: bool,
@@ -64,6 +67,8 @@ impl NewJob {
             unique_key: None,
             unique_for: None,
             debounce: None,
+            order_key: None,
+            order_halt: false,
             after: Vec::new(),
             after_ended: false,
         }
@@ -192,6 +197,26 @@ impl NewJob {
         self
     }
 
+    /// An order key: jobs with the same key run one at a time, in the order they were enqueued, while
+    /// jobs of other keys run beside them (webhooks per endpoint, postings per account). The job waits
+    /// (`waiting`) until the job enqueued before it with the key has ended: through that job's retries,
+    /// and, once it has ended dead or cancelled, it runs (see [`order_halt`](Self::order_halt) to hold
+    /// the key instead). Keys are compared byte for byte, at most 255 bytes, across kinds and queues.
+    /// Not with a unique key, debounce or dependencies; [`enqueue_many`](super::enqueue_many) refuses
+    /// ordered jobs.
+    pub fn order_key(mut self, key: impl Into<String>) -> Self {
+        self.order_key = Some(key.into());
+        self
+    }
+
+    /// With [`order_key`](Self::order_key): when this job ends dead, the jobs after it wait until an
+    /// operator retries it (it runs again, first), cancels it or deletes it, instead of going on without
+    /// it: for work whose order matters more than its progress (postings to one account).
+    pub fn order_halt(mut self, halt: bool) -> Self {
+        self.order_halt = halt;
+        self
+    }
+
     pub(super) fn validate(&self) -> Result<()> {
         Name::Kind.check(&self.kind)?;
         if self.after.len() > crate::db::deps::MAX_DEPENDENCIES {
@@ -227,6 +252,7 @@ impl NewJob {
         if let Some(d) = self.debounce {
             self.validate_debounce(d)?;
         }
+        self.validate_order()?;
         if self.unique_for == Some(Duration::ZERO) {
             return Err(Error::invalid("unique_for", "must be above zero"));
         }
@@ -299,6 +325,26 @@ impl NewJob {
                 "debounce_max",
                 "is longer than a year; a debounced job waits at most that",
             ));
+        }
+        Ok(())
+    }
+
+    fn validate_order(&self) -> Result<()> {
+        let Some(key) = &self.order_key else {
+            if self.order_halt {
+                return Err(Error::invalid("order_halt", "needs an order key"));
+            }
+            return Ok(());
+        };
+        crate::name::check_key("order key", key)?;
+        let refuse = |why: &str| Err(Error::invalid("order_key", why.to_string()));
+        if self.unique_key.is_some() {
+            return refuse("cannot be combined with a unique key or debounce");
+        }
+        if !self.after.is_empty() {
+            return refuse(
+                "an ordered job waits for the job before it; it takes no other dependencies",
+            );
         }
         Ok(())
     }

@@ -1,0 +1,395 @@
+//! Ordered keys (schemas 26 and 27): jobs that share a key run one at a time in the order they were
+//! enqueued, other keys beside them; through retries, dead jobs (going on, or halting), an operator's
+//! retry, a SIGKILLed worker, plain SQL and the CLI.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use jobq::{Handlers, JobContext, JobError, NewJob, State};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+use crate::common::{
+    TestDb, jobq, run_jobq, scratch_dir, spawn_forever_worker, wait_output, wait_until,
+    write_config,
+};
+
+fn ordered(key: &str, seq: u64) -> NewJob {
+    NewJob::new("post")
+        .order_key(key)
+        .payload(&serde_json::json!({ "key": key, "seq": seq }))
+        .unwrap()
+}
+
+async fn state(db: &TestDb, id: jobq::JobId) -> State {
+    jobq::Jobs::new(db.pool.clone())
+        .get(id)
+        .await
+        .unwrap()
+        .state
+}
+
+/// What the handlers saw: per key, the sequence numbers in the order they started, and the most jobs
+/// of one key and of all keys that ran at once.
+#[derive(Debug, Default)]
+struct Seen {
+    started: Mutex<BTreeMap<String, Vec<u64>>>,
+    running: Mutex<HashMap<String, usize>>,
+    most_per_key: AtomicUsize,
+    all: AtomicUsize,
+    most_all: AtomicUsize,
+}
+
+impl Seen {
+    fn handlers(
+        self: &Arc<Self>,
+        fail: impl Fn(u64, u16) -> Option<JobError> + Send + Sync + 'static,
+    ) -> Handlers {
+        let (seen, fail) = (self.clone(), Arc::new(fail));
+        Handlers::new()
+            .register("post", move |job: JobContext| {
+                let (seen, fail) = (seen.clone(), fail.clone());
+                async move {
+                    let p: serde_json::Value = job.payload()?;
+                    let key = p["key"].as_str().unwrap().to_string();
+                    let seq = p["seq"].as_u64().unwrap();
+                    {
+                        let mut running = seen.running.lock().unwrap();
+                        let n = running.entry(key.clone()).or_default();
+                        *n += 1;
+                        seen.most_per_key.fetch_max(*n, Ordering::SeqCst);
+                    }
+                    let all = seen.all.fetch_add(1, Ordering::SeqCst) + 1;
+                    seen.most_all.fetch_max(all, Ordering::SeqCst);
+                    seen.started
+                        .lock()
+                        .unwrap()
+                        .entry(key.clone())
+                        .or_default()
+                        .push(seq);
+                    tokio::time::sleep(Duration::from_millis(15)).await;
+                    seen.all.fetch_sub(1, Ordering::SeqCst);
+                    *seen.running.lock().unwrap().get_mut(&key).unwrap() -= 1;
+                    match fail(seq, job.attempt) {
+                        Some(e) => Err(e),
+                        None => Ok(()),
+                    }
+                }
+            })
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn jobs_of_one_key_run_one_at_a_time_in_order_and_keys_run_side_by_side() {
+    let db = TestDb::new().await;
+    let mut ids = Vec::new();
+    // Interleaved, as webhooks of three endpoints arrive.
+    for seq in 0..12 {
+        for key in ["endpoint:1", "endpoint:2", "endpoint:3"] {
+            ids.push(jobq::enqueue(&db.pool, &ordered(key, seq)).await.unwrap());
+        }
+    }
+    // Only the first job of each key is runnable; the others wait for the one before them.
+    assert_eq!(db.states().await, "queued=3 waiting=33");
+    let seen = Arc::new(Seen::default());
+    let worker = db
+        .worker(seen.handlers(|_, _| None))
+        .config(|c| c.concurrency = 8)
+        .start()
+        .await;
+    wait_until("every job done", Duration::from_secs(60), || async {
+        db.states().await == "done=36"
+    })
+    .await;
+    worker.stop().await;
+    for (key, seqs) in seen.started.lock().unwrap().iter() {
+        assert_eq!(seqs, &(0..12).collect::<Vec<_>>(), "{key}");
+    }
+    assert_eq!(seen.most_per_key.load(Ordering::SeqCst), 1);
+    assert!(
+        seen.most_all.load(Ordering::SeqCst) > 1,
+        "keys ran side by side"
+    );
+    let job = jobq::Jobs::new(db.pool.clone()).get(ids[3]).await.unwrap();
+    assert_eq!(job.order_key.as_deref(), Some("endpoint:1"));
+}
+
+/// A job that fails holds its key through its retries. Once it is dead, the next job runs (`next`), or
+/// waits until an operator retries the dead one, which then runs first (`halt`).
+#[tokio::test]
+async fn a_failing_job_holds_its_key_through_retries_and_a_dead_one_goes_on_or_halts() {
+    let db = TestDb::new().await;
+    let go_on = |seq| ordered("a", seq).max_attempts(2);
+    let halt = |seq| ordered("b", seq).max_attempts(2).order_halt(true);
+    let a: Vec<jobq::JobId> = {
+        let mut v = Vec::new();
+        for seq in 0..3 {
+            v.push(jobq::enqueue(&db.pool, &go_on(seq)).await.unwrap());
+        }
+        v
+    };
+    let b: Vec<jobq::JobId> = {
+        let mut v = Vec::new();
+        for seq in 0..3 {
+            v.push(jobq::enqueue(&db.pool, &halt(seq)).await.unwrap());
+        }
+        v
+    };
+    // Job 1 of each key fails both its attempts (a short backoff); the others succeed.
+    let fail_first = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let failing = fail_first.clone();
+    let seen = Arc::new(Seen::default());
+    let handlers = seen.handlers(move |seq, _attempt| {
+        (seq == 1 && failing.load(Ordering::SeqCst))
+            .then(|| JobError::retry_after("boom", Duration::from_millis(50)))
+    });
+    let worker = db.worker(handlers).start().await;
+    wait_until("a done, b halted", Duration::from_secs(30), || async {
+        state(&db, a[2]).await == State::Done && state(&db, b[1]).await == State::Dead
+    })
+    .await;
+    worker.settled().await;
+    assert_eq!(state(&db, a[1]).await, State::Dead);
+    assert_eq!(
+        state(&db, b[2]).await,
+        State::Waiting,
+        "held by the dead job before it"
+    );
+    {
+        let started = seen.started.lock().unwrap();
+        // Job 1 ran twice (its retry) before job 2 started.
+        assert_eq!(started["a"], vec![0, 1, 1, 2]);
+        assert_eq!(started["b"], vec![0, 1, 1]);
+    }
+    // The operator retries the dead job: it runs first, then the one it held.
+    fail_first.store(false, Ordering::SeqCst);
+    jobq::Jobs::new(db.pool.clone()).retry(b[1]).await.unwrap();
+    wait_until("b done", Duration::from_secs(30), || async {
+        state(&db, b[2]).await == State::Done
+    })
+    .await;
+    worker.stop().await;
+    assert_eq!(seen.started.lock().unwrap()["b"], vec![0, 1, 1, 1, 2]);
+    assert_eq!(seen.most_per_key.load(Ordering::SeqCst), 1);
+
+    // Cancelling or deleting a halted key's dead job lets the next one go too.
+    let c0 = jobq::enqueue(&db.pool, &ordered("c", 0).order_halt(true))
+        .await
+        .unwrap();
+    let c1 = jobq::enqueue(&db.pool, &ordered("c", 1).order_halt(true))
+        .await
+        .unwrap();
+    db.exec(&format!(
+        "UPDATE job_queue SET state = 'dead', finished_at = NOW(6) WHERE id = {c0}"
+    ))
+    .await;
+    let reaper = jobq::Reaper::new(
+        db.pool.clone(),
+        jobq::ReaperConfig {
+            retention: None,
+            ..jobq::ReaperConfig::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(reaper.run_once().await.unwrap().released_waiting, 0);
+    assert_eq!(state(&db, c1).await, State::Waiting);
+    jobq::Jobs::new(db.pool.clone()).delete(c0).await.unwrap();
+    assert_eq!(state(&db, c1).await, State::Queued);
+}
+
+/// A worker SIGKILLed in the middle of a key's third job: the reaper makes that job runnable again,
+/// and the fourth starts only after the third's second attempt has ended.
+#[tokio::test]
+async fn a_sigkilled_worker_leaves_the_order_intact() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = write_config(
+        &dir,
+        &format!(
+            "[handlers.post]\ncommand = [\"sh\", \"-c\", \
+             \"echo start $JOBQ_JOB_ID $JOBQ_ATTEMPT $$ >> {d}/effects; \
+             if [ $JOBQ_JOB_ID = 3 ] && [ $JOBQ_ATTEMPT = 1 ]; then sleep 30; fi; \
+             echo end $JOBQ_JOB_ID >> {d}/effects\"]\n",
+            d = dir.display()
+        ),
+    );
+    for seq in 0..5 {
+        let out = run_jobq(
+            Some(&db.url),
+            &[
+                "enqueue",
+                "post",
+                "--order-key",
+                "account:9",
+                "--payload",
+                &format!("{{\"seq\": {seq}}}"),
+            ],
+        );
+        assert!(out.status.success(), "{out:?}");
+    }
+    let worker = spawn_forever_worker(&db, &cfg);
+    wait_until("job 3 running", Duration::from_secs(20), || async {
+        std::fs::read_to_string(dir.join("effects")).is_ok_and(|e| e.contains("start 3 1"))
+    })
+    .await;
+    kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
+    let _ = wait_output(worker.take(), Duration::from_secs(5));
+    let reaper = jobq::Reaper::new(db.pool.clone(), jobq::ReaperConfig::default()).unwrap();
+    wait_until("job 3 runnable again", Duration::from_secs(15), || async {
+        reaper.run_once().await.unwrap();
+        db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE id = 3 AND state = 'queued'")
+            .await
+            == 1
+    })
+    .await;
+    assert_eq!(
+        db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'waiting'")
+            .await,
+        2,
+        "jobs 4 and 5 still wait"
+    );
+    let out = jobq(
+        Some(&db.url),
+        &["worker", "--config", cfg.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(db.states().await, "done=5");
+    let effects = std::fs::read_to_string(dir.join("effects")).unwrap();
+    let lines: Vec<Vec<&str>> = effects.lines().map(|l| l.split(' ').collect()).collect();
+    let events: Vec<String> = lines.iter().map(|l| format!("{} {}", l[0], l[1])).collect();
+    assert_eq!(
+        events,
+        [
+            "start 1", "end 1", "start 2", "end 2", "start 3", "start 3", "end 3", "start 4",
+            "end 4", "start 5", "end 5"
+        ],
+        "{effects}"
+    );
+    // The first attempt's command was orphaned by the SIGKILL; clean it up.
+    let killed = lines
+        .iter()
+        .find(|l| l[0] == "start" && l[1] == "3")
+        .unwrap();
+    let _ = killpg(Pid::from_raw(killed[3].parse().unwrap()), Signal::SIGKILL);
+}
+
+#[tokio::test]
+async fn plain_sql_enqueues_in_order_with_the_procedure() {
+    let db = TestDb::new().await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    // docs/ordered-keys.md's statements.
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let id: u64 = sqlx::query_scalar(&format!(
+            "CALL jobq_enqueue_ordered('post', '{{\"key\": \"account:9\", \"seq\": {n}}}', 'account:9', FALSE)"
+        ))
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+        ids.push(id);
+    }
+    let states: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(state AS CHAR) FROM job_queue WHERE order_key = 'account:9' ORDER BY id",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    assert_eq!(states, ["queued", "waiting", "waiting"]);
+    // The library joins the same chain.
+    let lib = jobq::enqueue(&db.pool, &ordered("account:9", 3))
+        .await
+        .unwrap();
+    let deps = jobq::Jobs::new(db.pool.clone())
+        .dependencies(lib)
+        .await
+        .unwrap();
+    assert_eq!(deps.waits_for.len(), 1);
+    assert_eq!(deps.waits_for[0].id.0, ids[2]);
+    assert_eq!(deps.waits_for[0].until, "next");
+    // Inside a transaction with the application's own writes; rolled back, it leaves nothing.
+    let mut tx = db.pool.begin().await.unwrap();
+    sqlx::query("CALL jobq_enqueue_ordered('post', '{}', 'account:9', TRUE)")
+        .fetch_all(&mut *tx)
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(db.scalar::<i64>("SELECT COUNT(*) FROM job_queue").await, 4);
+    let e = sqlx::query("CALL jobq_enqueue_ordered('post', '{}', '', FALSE)")
+        .fetch_all(&mut *conn)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("the order key must not be empty"), "{e}");
+    // The chain runs in order.
+    let seen = Arc::new(Seen::default());
+    let report = db.worker(seen.handlers(|_, _| None)).drain().await;
+    assert_eq!(report.done, 4);
+}
+
+#[tokio::test]
+async fn bad_order_settings_are_refused_naming_what_is_wrong() {
+    let db = TestDb::new().await;
+    for (job, needle) in [
+        (
+            NewJob::new("x").order_key(""),
+            "invalid order key: must not be empty",
+        ),
+        (
+            NewJob::new("x").order_key("k".repeat(256)),
+            "invalid order key: is 256 bytes long; the order_key column holds at most 255",
+        ),
+        (
+            NewJob::new("x").order_key("k").unique_key("u"),
+            "invalid order_key: cannot be combined with a unique key",
+        ),
+        (
+            NewJob::new("x").order_halt(true),
+            "invalid order_halt: needs an order key",
+        ),
+    ] {
+        let e = jobq::enqueue(&db.pool, &job).await.unwrap_err().to_string();
+        assert!(e.contains(needle), "{e}");
+    }
+    let mut conn = db.pool.acquire().await.unwrap();
+    let e = jobq::enqueue_many(&mut conn, &[NewJob::new("x").order_key("k")])
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("enqueue_many takes no ordered jobs"), "{e}");
+    let out = run_jobq(
+        Some(&db.url),
+        &["enqueue", "x", "--order-key", "k", "--unique-key", "u"],
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("cannot be used with"),
+        "{out:?}"
+    );
+    assert_eq!(db.scalar::<i64>("SELECT COUNT(*) FROM job_queue").await, 0);
+
+    // jobs show names the key and the job it waits for.
+    let url = Some(db.url.as_str());
+    run_jobq(url, &["enqueue", "post", "--order-key", "account:1"]);
+    let second = run_jobq(
+        url,
+        &[
+            "enqueue",
+            "post",
+            "--order-key",
+            "account:1",
+            "--order-halt",
+        ],
+    );
+    let id = String::from_utf8_lossy(&second.stdout).trim().to_string();
+    let show = String::from_utf8_lossy(&run_jobq(url, &["jobs", "show", &id]).stdout).to_string();
+    assert!(show.contains("order key:    account:1"), "{show}");
+    let v: serde_json::Value =
+        serde_json::from_slice(&run_jobq(url, &["jobs", "show", &id, "--json"]).stdout).unwrap();
+    assert_eq!(v["order_key"], serde_json::json!("account:1"));
+    assert_eq!(v["waits_for"][0]["until"], serde_json::json!("halt"));
+}
