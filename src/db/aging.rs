@@ -153,7 +153,9 @@ pub(crate) async fn top_level(conn: &mut MySqlConnection, queue: &str) -> Result
 
 /// The next priority level of `queue`'s waiting jobs after `above`, or `None`: one dive, as
 /// [`top_level`]. Walking the levels this way is a loose index scan whose cost does not depend on the
-/// optimizer's statistics (a `GROUP BY priority` may or may not be planned as one).
+/// optimizer: MariaDB 10.11 did not plan `SELECT priority … WHERE ready_queue = ? GROUP BY priority` as
+/// one (50,000 waiting jobs on five levels, after ANALYZE: Handler_read_next 50,000), where the five
+/// dives of this walk read one key each.
 pub(crate) async fn next_level(
     conn: &mut MySqlConnection,
     queue: &str,

@@ -183,7 +183,12 @@ impl Reaper {
         let swept = crate::db::deps::sweep(&self.pool).await?;
         report.released_waiting = swept.released;
         report.cancelled_waiting = swept.cancelled;
-        report.aged = aging::pass(&mut *self.pool.acquire().await?, &self.aging).await?;
+        // A failed aging pass (its statements are retried on deadlocks already) is logged, not
+        // returned: it must not hold up the pruning and survey below; the next pass catches up.
+        match aging::pass(&mut *self.pool.acquire().await?, &self.aging).await {
+            Ok(n) => report.aged = n,
+            Err(e) => warn!(error = %e, "priority aging pass failed; trying again next pass"),
+        }
         crate::telemetry::aged(report.aged);
         let prune_due = self.cfg.retention.is_some() && self.prune.due(self.cfg.prune_every);
         if let Some(retention) = self.cfg.retention.filter(|_| prune_due) {

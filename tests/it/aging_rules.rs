@@ -273,7 +273,12 @@ async fn the_cli_the_dashboard_and_the_api_show_aging() {
     assert_eq!(json["aging"][1]["every_secs"], 300.0);
     assert_eq!(json["aging"][0]["floor_priority"], 0);
 
-    pass(&db).await;
+    let reaper = jobq::Reaper::new(db.pool.clone(), jobq::ReaperConfig::default()).unwrap();
+    assert_eq!(
+        reaper.run_once().await.unwrap().aged,
+        1,
+        "a reaper pass ages"
+    );
     let ids = id.to_string();
     let show = String::from_utf8(run_jobq(url, &["jobs", "show", &ids]).stdout).unwrap();
     assert!(show.contains("priority:     0 (aged from 10)"), "{show}");
