@@ -146,8 +146,13 @@ pub struct JobRecord {
     /// JSON payload, as stored.
     #[serde(serialize_with = "crate::json::embedded")]
     pub payload: String,
-    /// Smaller runs first.
+    /// Smaller runs first. For a job that priority aging raised, the aged priority (what the claim
+    /// orders by).
     pub priority: i16,
+    /// The priority the job was enqueued with, when priority aging has raised it since (then
+    /// `priority` is smaller); `None` for a job never aged. A retry or a snooze puts the job back at
+    /// this priority.
+    pub base_priority: Option<i16>,
     /// When the job becomes due.
     pub run_at: DateTime<Utc>,
     /// Current state.

@@ -133,6 +133,12 @@ const METRICS: &[(&str, Kind, Option<Unit>, &str)] = &[
         "1 while this process's heartbeat reaches the database, 0 after it failed.",
     ),
     (
+        "jobq_aged_jobs_total",
+        Kind::Counter,
+        None,
+        "Waiting jobs whose priority the reaper's aging pass raised.",
+    ),
+    (
         "jobq_pruned_jobs_total",
         Kind::Counter,
         None,
@@ -346,6 +352,11 @@ pub(crate) fn released(by: &str, reason: &'static str, requeued: u64, ended: u64
         counter!("jobq_released_jobs_total", "by" => by.to_string(), "reason" => reason, "now" => now)
             .increment(n);
     }
+}
+
+/// The aging pass raised the priority of `n` waiting jobs.
+pub(crate) fn aged(n: u64) {
+    counter!("jobq_aged_jobs_total").increment(n);
 }
 
 /// `n` finished jobs were pruned.

@@ -29,3 +29,10 @@ pub async fn finish(
     let token = crate::claimant::token::TokenText::from(token);
     crate::db::finish::finish(pool, id, &token, attempt, outcome).await
 }
+
+/// One priority aging pass over every queue with aging, on `conn` (as a reaper's pass makes it, from
+/// the first level of each queue): how many jobs it raised. On a connection of the test's own, so that
+/// it can count what the pass read.
+pub async fn age_priorities(conn: &mut sqlx::MySqlConnection) -> crate::Result<u64> {
+    crate::reaper::aging::pass(conn, &Default::default()).await
+}

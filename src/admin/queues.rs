@@ -1,4 +1,5 @@
-//! Queue control: pausing and resuming queues, for every worker on every host at once.
+//! Queue control: pausing and resuming queues, for every worker on every host at once, and pinning them
+//! to hosts. Priority aging, the queues' other setting, is in `aging.rs`.
 
 use sqlx::MySqlPool;
 
@@ -13,8 +14,8 @@ use crate::name::Name;
 /// finish. Pauses live in the database, so they outlast restarts.
 #[derive(Debug, Clone)]
 pub struct Queues {
-    pool: MySqlPool,
-    auditor: Auditor,
+    pub(super) pool: MySqlPool,
+    pub(super) auditor: Auditor,
 }
 
 /// What [`Queues::pause`] did.

@@ -153,18 +153,28 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 25,
-        name: "0025_debounce.sql",
-        sql: include_str!("../../migrations/0025_debounce.sql"),
+        name: "0025_job_columns.sql",
+        sql: include_str!("../../migrations/0025_job_columns.sql"),
     },
     Migration {
         version: 26,
-        name: "0026_ordered_keys.sql",
-        sql: include_str!("../../migrations/0026_ordered_keys.sql"),
+        name: "0026_debounce.sql",
+        sql: include_str!("../../migrations/0026_debounce.sql"),
     },
     Migration {
         version: 27,
-        name: "0027_jobq_enqueue_ordered.sql",
-        sql: include_str!("../../migrations/0027_jobq_enqueue_ordered.sql"),
+        name: "0027_ordered_keys.sql",
+        sql: include_str!("../../migrations/0027_ordered_keys.sql"),
+    },
+    Migration {
+        version: 28,
+        name: "0028_jobq_enqueue_ordered.sql",
+        sql: include_str!("../../migrations/0028_jobq_enqueue_ordered.sql"),
+    },
+    Migration {
+        version: 29,
+        name: "0029_priority_aging.sql",
+        sql: include_str!("../../migrations/0029_priority_aging.sql"),
     },
 ];
 
@@ -352,9 +362,13 @@ mod tests {
     }
 
     #[test]
-    fn versions_are_increasing_and_match_file_names() {
-        for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(m.version, i as i64 + 1);
+    fn versions_are_dense_and_match_file_names() {
+        // Dense: `ensure_migrated` compares only the highest version applied, so a gap could hide a
+        // version a database never got. Changes made side by side renumber theirs before they land.
+        let mut last = 0;
+        for m in MIGRATIONS {
+            assert_eq!(m.version, last + 1, "{} does not follow {last}", m.name);
+            last = m.version;
             assert!(m.name.starts_with(&format!("{:04}_", m.version)));
             assert!(!statements(m.sql).is_empty());
         }

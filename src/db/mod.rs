@@ -2,6 +2,7 @@
 //! concern, so there is one place to look for each table's queries.
 
 pub(crate) mod admin;
+pub(crate) mod aging;
 pub(crate) mod attempts;
 pub(crate) mod audit;
 pub(crate) mod claim;

@@ -15,8 +15,10 @@
 //!
 //! This file holds the service and its pass; its settings are in `config.rs`, the judging of
 //! claimants in `judge.rs`, the database gauges in `gauges.rs`, the warning about due jobs nobody will
-//! claim in `unserved.rs`, and the timer of its less frequent chores in `every.rs`.
+//! claim in `unserved.rs`, the timer of its less frequent chores in `every.rs`, and priority aging (and
+//! why it is the reaper's) in `aging.rs`.
 
+pub(crate) mod aging;
 mod config;
 mod every;
 mod gauges;
@@ -56,6 +58,8 @@ pub struct ReapReport {
     pub released_waiting: u64,
     /// Waiting jobs cancelled because a job they waited for ended dead or cancelled.
     pub cancelled_waiting: u64,
+    /// Waiting jobs whose priority aging raised (queues set with `jobq queue age`).
+    pub aged: u64,
 }
 
 crate::counts::counters!(ReapReport {
@@ -66,7 +70,8 @@ crate::counts::counters!(ReapReport {
     pruned,
     unserved,
     released_waiting,
-    cancelled_waiting
+    cancelled_waiting,
+    aged
 });
 
 impl crate::service::PassReport for ReapReport {
@@ -84,6 +89,8 @@ pub struct Reaper {
     prune: Every,
     survey: Every,
     gauges: Every,
+    /// Where the aging pass resumes in queues with more priority levels than one pass visits.
+    aging: aging::Cursors,
 }
 
 /// Takes a gone claimant's rows back (see [`reap::reset_claim`]), logs each one, and removes the
@@ -121,6 +128,7 @@ impl Reaper {
             prune: Every::default(),
             survey: Every::default(),
             gauges: Every::default(),
+            aging: aging::Cursors::default(),
         })
     }
 
@@ -152,7 +160,7 @@ impl Reaper {
     }
 
     /// One pass: judge every claimant and registered process, reset the dead ones' rows, forget them,
-    /// and prune if it is time.
+    /// settle waiting jobs, age the priorities of queues with aging, and prune if it is time.
     ///
     /// # Errors
     /// When a statement fails; the next pass tries again.
@@ -175,6 +183,13 @@ impl Reaper {
         let swept = crate::db::deps::sweep(&self.pool).await?;
         report.released_waiting = swept.released;
         report.cancelled_waiting = swept.cancelled;
+        // A failed aging pass (its statements are retried on deadlocks already) is logged, not
+        // returned: it must not hold up the pruning and survey below; the next pass catches up.
+        match aging::pass(&mut *self.pool.acquire().await?, &self.aging).await {
+            Ok(n) => report.aged = n,
+            Err(e) => warn!(error = %e, "priority aging pass failed; trying again next pass"),
+        }
+        crate::telemetry::aged(report.aged);
         let prune_due = self.cfg.retention.is_some() && self.prune.due(self.cfg.prune_every);
         if let Some(retention) = self.cfg.retention.filter(|_| prune_due) {
             report.pruned = crate::db::prune::prune_finished(&self.pool, retention).await?;

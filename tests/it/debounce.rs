@@ -1,4 +1,4 @@
-//! Debounced jobs (schema 25): a burst of enqueues of one kind and key becomes one job with the last
+//! Debounced jobs (schema 26): a burst of enqueues of one kind and key becomes one job with the last
 //! payload, bounded by a maximum wait; from the library, plain SQL and the CLI, under racing enqueuers
 //! and a worker, and through every path that puts a job back in the queue.
 

@@ -13,6 +13,9 @@ mod wire;
 
 // The claim engine: fences, plans, concurrency.
 mod claim;
+// Priority aging: starvation under a flood, what it costs, its rules, and how it is shown.
+mod aging;
+mod aging_rules;
 // Holds an operator can see: warnings for changes that would hold jobs back.
 mod holds;
 // The schema: defaults for plain INSERTs, time zones, migrations, pruning.

@@ -1,4 +1,4 @@
-//! Ordered keys (schemas 26 and 27): jobs that share a key run one at a time in the order they were
+//! Ordered keys (schemas 27 and 28): jobs that share a key run one at a time in the order they were
 //! enqueued, other keys beside them; through retries, dead jobs (going on, or halting), an operator's
 //! retry, a SIGKILLed worker, plain SQL and the CLI.
 

@@ -55,3 +55,13 @@ pub async fn unserved_kind(env: &Env, pool: &MySqlPool, kind: &str) {
         ));
     }
 }
+
+/// Warns when no reaper is registered: the passes `consequence` needs are a reaper's.
+pub async fn no_reaper(pool: &MySqlPool, consequence: &str) {
+    if !processes(pool).await.iter().any(|p| p.role == "reaper") {
+        err_line(format_args!(
+            "warning: no reaper is running (`jobq reaper`, `jobq supervise --reaper`, or `jobq \
+             reaper --once` from cron); {consequence}"
+        ));
+    }
+}

@@ -1,11 +1,13 @@
-//! `jobq queue pause|resume|list`.
+//! `jobq queue pause|resume|list|pin|unpin|age`.
+
+use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
 use jobq::Queues;
 
 use super::Env;
-use crate::options::Format;
+use crate::options::{Format, parse_duration};
 use crate::out::{age, outln};
 
 #[derive(Debug, Subcommand)]
@@ -22,6 +24,32 @@ pub enum QueueCommand {
     Pin(PinArgs),
     /// Serve QUEUE on every host again (or, with --host, no longer on that one).
     Unpin(UnpinArgs),
+    /// Let QUEUE's waiting jobs gain priority as they wait: one step (priority - 1) per --every they
+    /// have been due, up to --floor or the queue's most urgent waiting priority, so low-priority
+    /// jobs are delayed by urgent ones but never starved. Done by the reaper's passes.
+    Age(AgeArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("how").required(true).args(["every", "off"])))]
+pub struct AgeArgs {
+    /// The queue whose jobs age.
+    pub queue: String,
+    /// One step of priority per this long due (`5m`, `1h`, `200ms`; whole milliseconds up to a week).
+    #[arg(long, value_name = "STEP", value_parser = parse_duration)]
+    pub every: Option<Duration>,
+    /// Never raise a job past this priority (default: the most urgent priority among the queue's
+    /// waiting jobs).
+    #[arg(
+        long,
+        value_name = "PRIORITY",
+        allow_negative_numbers = true,
+        requires = "every"
+    )]
+    pub floor: Option<i16>,
+    /// Stop aging QUEUE's jobs (jobs raised already keep their priority until they run).
+    #[arg(long)]
+    pub off: bool,
 }
 
 #[derive(Debug, Args)]
@@ -118,14 +146,21 @@ pub async fn run(env: &Env, cmd: QueueCommand) -> Result<()> {
                 (_, None) => outln!("queue {} is served on every host again", a.queue)?,
             }
         }
+        QueueCommand::Age(a) => set_aging(&pool, &queues, a).await?,
         QueueCommand::List(a) => {
             let paused = queues.paused().await?;
             let pins = queues.pins().await?;
+            let aging = queues.aging().await?;
             if a.format.json {
-                return crate::out::json(&serde_json::json!({ "paused": paused, "pins": pins }));
+                return crate::out::json(
+                    &serde_json::json!({ "paused": paused, "pins": pins, "aging": aging }),
+                );
             }
             for p in &pins {
                 outln!("{:<20} pinned to {}", p.queue, p.host)?;
+            }
+            for g in &aging {
+                outln!("{:<20} {}", g.queue, aging_text(g))?;
             }
             if paused.is_empty() {
                 outln!("no paused queues")?;
@@ -144,4 +179,43 @@ pub async fn run(env: &Env, cmd: QueueCommand) -> Result<()> {
         }
     }
     Ok(())
+}
+
+async fn set_aging(pool: &sqlx::MySqlPool, queues: &Queues, a: AgeArgs) -> Result<()> {
+    let Some(every) = a.every else {
+        match queues.stop_aging(&a.queue).await? {
+            true => outln!(
+                "queue {}: its jobs no longer age (jobs raised already keep their priority until \
+                 they run)",
+                a.queue
+            )?,
+            false => outln!("queue {} had no aging", a.queue)?,
+        }
+        return Ok(());
+    };
+    queues
+        .age(&a.queue, every, a.floor, &super::actor())
+        .await?;
+    let g = queues
+        .aging()
+        .await?
+        .into_iter()
+        .find(|g| g.queue == a.queue);
+    if let Some(g) = g {
+        outln!("queue {}: {}", a.queue, aging_text(&g))?;
+    }
+    super::notice::no_reaper(pool, "jobs age only during a reaper's passes").await;
+    Ok(())
+}
+
+/// A queue's aging in words: `jobs gain 1 priority per 5m waited, up to 0`.
+fn aging_text(g: &jobq::admin::QueueAging) -> String {
+    format!(
+        "jobs gain 1 priority per {} waited, up to {}",
+        humantime::format_duration(g.every),
+        g.floor.map_or_else(
+            || "the most urgent waiting priority".to_string(),
+            |f| f.to_string()
+        )
+    )
 }

@@ -5,12 +5,13 @@ use chrono::{DateTime, Utc};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
+use crate::db::aging::unaged;
 use crate::db::deps;
 use crate::db::row::{opt_text, parsed, text};
 use crate::error::{Error, Result};
 use crate::job::{JobId, JobRecord, Progress, State};
 
-const JOB_COLUMNS: &str = "id, queue, kind, payload, priority, run_at, state, attempts, max_attempts, \
+const JOB_COLUMNS: &str = "id, queue, kind, payload, priority, base_priority, run_at, state, attempts, max_attempts, \
      timeout_secs, last_error, claim, claimed_at, created_at, started_at, finished_at, unique_key, \
      debounce_key, debounced, order_key, CAST(progress AS DOUBLE) AS progress, progress_message, reported_attempt, reported_at";
 
@@ -149,6 +150,7 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for JobRecord {
             kind: text(row, "kind")?,
             payload: text(row, "payload")?,
             priority: row.try_get("priority")?,
+            base_priority: row.try_get("base_priority")?,
             run_at: row.try_get("run_at")?,
             state: parsed(row, "state")?,
             attempts: row.try_get("attempts")?,
@@ -197,16 +199,17 @@ pub(crate) async fn retry_job(pool: &MySqlPool, id: JobId) -> Result<()> {
     let mut tx = pool.begin().await?;
     // last_error is assigned before attempts: MySQL and MariaDB apply a single-table UPDATE's
     // assignments left to right, so it still sees the attempts being reset.
-    let done = sqlx::query(
+    let done = sqlx::query(concat!(
         "UPDATE job_queue SET state = 'queued', run_at = NOW(6), finished_at = NULL, \
          cancel_requested_at = NULL, claim = NULL, debounce_key = NULL, \
          last_error = IF(attempts > 0, \
            CONCAT('retried by operator after ', attempts, ' attempt(s); last error: ', \
                   COALESCE(last_error, '-')), \
            last_error), \
-         attempts = 0 \
-         WHERE id = ? AND state IN ('done', 'retry', 'dead', 'cancelled', 'waiting')",
-    )
+         attempts = 0, ",
+        unaged!(),
+        " WHERE id = ? AND state IN ('done', 'retry', 'dead', 'cancelled', 'waiting')"
+    ))
     .bind(id)
     .execute(&mut *tx)
     .await;

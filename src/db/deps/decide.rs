@@ -10,7 +10,7 @@ pub(crate) enum Until {
     Done,
     /// Until it has ended in any way (a batch's callback).
     Ended,
-    /// Until the job before it with the same order key has ended in any way, or is gone (schema 26).
+    /// Until the job before it with the same order key has ended in any way, or is gone (schema 27).
     Next,
     /// Until the job before it with the same order key is done or cancelled, or is gone: one that ends
     /// dead holds the key until an operator retries, cancels or deletes it.

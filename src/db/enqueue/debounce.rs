@@ -1,4 +1,4 @@
-//! Debounced enqueues (schema 25): one `INSERT … ON DUPLICATE KEY UPDATE` either inserts the job or
+//! Debounced enqueues (schema 26): one `INSERT … ON DUPLICATE KEY UPDATE` either inserts the job or
 //! merges it into the queued, never-started job of its kind and key. One statement, so there is no
 //! look-up to race with: the UNIQUE index on `(debounce_pending, kind)` decides, as it does for an
 //! application's own plain-SQL form (docs/debounce.md).

@@ -1,7 +1,7 @@
-//! An ordered enqueue (schema 26): the job waits for the job enqueued before it with the same order
+//! An ordered enqueue (schema 27): the job waits for the job enqueued before it with the same order
 //! key, as a dependency, so that the jobs of one key run one at a time in their order. The key's row in
 //! `jobq_order_keys` is the turnstile: enqueuers of one key take turns on it, and each reads and moves
-//! the key's tail under it. The stored procedure `jobq_enqueue_ordered` (schema 27) is the same steps
+//! the key's tail under it. The stored procedure `jobq_enqueue_ordered` (schema 28) is the same steps
 //! in SQL, for applications that enqueue with plain SQL.
 
 use sqlx::Connection;

@@ -15,6 +15,7 @@ use std::time::Duration;
 use sqlx::{Connection, MySql, MySqlConnection, MySqlPool};
 
 use crate::claimant::token::TokenText;
+use crate::db::aging::unaged;
 use crate::db::deps::settle_dependents_of;
 use crate::id::JobId;
 use crate::job::row_max_attempts;
@@ -275,14 +276,16 @@ impl Statement {
         let (sql, delay_us, text): (&str, Option<i64>, Option<String>) = match finish {
             // The published text, which has its dependents clause already (see `text`).
             Finish::Done => ("", None, None),
-            // A cancel requested while the attempt ran wins over another attempt.
+            // A cancel requested while the attempt ran wins over another attempt. The job ran: its
+            // wait is over, and so is what priority aging gave it for it (schema 29).
             Finish::Retry { delay, error } => (
                 concat!(
                     "UPDATE job_queue SET \
                  state = IF(cancel_requested_at IS NULL, 'retry', 'cancelled'), \
                  finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), claim = NULL, \
                  run_at = NOW(6) + INTERVAL ? MICROSECOND, last_error = ?, \
-                 max_attempts = COALESCE(?, max_attempts)",
+                 max_attempts = COALESCE(?, max_attempts), ",
+                    unaged!(),
                     fenced!()
                 ),
                 Some(micros(*delay)),
@@ -337,6 +340,7 @@ impl Statement {
             ),
             // As a release, but later: the attempt is given back, and the row waits for `delay`. A
             // cancel requested meanwhile wins, and the attempt then counts like any cancelled one.
+            // Unlike a release, the job ran: back to its base priority, as after a retry.
             Finish::Snooze { delay } => (
                 concat!(
                     "UPDATE job_queue SET \
@@ -346,7 +350,8 @@ impl Statement {
                  attempts = IF(cancel_requested_at IS NULL, attempts - 1, attempts), \
                  claimed_at = IF(cancel_requested_at IS NULL, NULL, claimed_at), \
                  started_at = IF(cancel_requested_at IS NULL, NULL, started_at), \
-                 claim = NULL, debounce_key = NULL",
+                 claim = NULL, debounce_key = NULL, ",
+                    unaged!(),
                     fenced!()
                 ),
                 Some(micros(*delay)),

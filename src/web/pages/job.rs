@@ -130,7 +130,16 @@ fn fields(j: &JobRecord, claimant: &str) -> String {
     field("state", badge(j.state.as_str()));
     field("queue", esc(&j.queue));
     field("kind", esc(&j.kind));
-    field("priority", j.priority.to_string());
+    field(
+        "priority",
+        match j.base_priority {
+            Some(base) => format!(
+                "{} <span class=\"aged\">(aged from {base})</span>",
+                j.priority
+            ),
+            None => j.priority.to_string(),
+        },
+    );
     field(
         "attempts",
         format!("{} of {}", j.attempts, j.max_attempts_text()),

@@ -34,6 +34,8 @@ pub(in crate::web) struct Overview {
     held: Vec<admin::HeldGroup>,
     /// Jobs that have waited for other jobs longer than the dashboard's threshold.
     long_waiting: crate::db::deps::LongWaiting,
+    /// Queues whose waiting jobs gain priority as they wait.
+    aging: Vec<crate::db::aging::QueueAging>,
 }
 
 /// Due jobs no live worker will claim, and why.
@@ -55,10 +57,11 @@ pub(in crate::web) async fn gather(app: &App) -> crate::Result<Overview> {
         app.queues.paused(),
         app.jobs.long_waiting(crate::Jobs::DEFAULT_LONG_WAIT),
     )?;
-    let (pins, limits, running) = tokio::try_join!(
+    let (pins, limits, running, aging) = tokio::try_join!(
         app.queues.pins(),
         app.limits.list(),
         admin::running_counts(&app.pool),
+        app.queues.aging(),
     )?;
     let held = admin::held(&admin::HoldFacts {
         due: &due_by_kind,
@@ -85,6 +88,7 @@ pub(in crate::web) async fn gather(app: &App) -> crate::Result<Overview> {
         paused,
         held,
         long_waiting,
+        aging,
     })
 }
 
@@ -198,11 +202,12 @@ fn queues_table(app: &App, csrf: &CsrfToken, o: &Overview) -> String {
     for (queue, (summary, counts)) in &lines {
         let _ = write!(
             b,
-            "<tr data-queue=\"{}\"><td><a href=\"{}\">{}</a></td><td class=\"num\">{}</td>\
+            "<tr data-queue=\"{}\"><td><a href=\"{}\">{}</a>{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td>",
             esc(queue),
             esc(&app.link(&format!("/jobs?queue={}", query_value(queue)))),
             esc(queue),
+            aging_note(queue, o),
             summary.map_or(0, |s| s.due),
             summary
                 .and_then(|s| s.oldest_due_secs)
@@ -229,6 +234,22 @@ fn queues_table(app: &App, csrf: &CsrfToken, o: &Overview) -> String {
     }
     b.push_str("</tbody></table>");
     b
+}
+
+/// A queue's priority aging, if it has one: `ages 1 per 5m`, the floor in its title.
+fn aging_note(queue: &str, o: &Overview) -> String {
+    let Some(g) = o.aging.iter().find(|g| g.queue == queue) else {
+        return String::new();
+    };
+    format!(
+        " <small class=\"aging\" title=\"waiting jobs gain 1 priority per {every} waited, up to {floor}\">\
+         ages 1 per {every}</small>",
+        every = humantime::format_duration(g.every),
+        floor = g.floor.map_or_else(
+            || "the most urgent waiting priority".to_string(),
+            |f| f.to_string()
+        ),
+    )
 }
 
 /// Whether the queue's jobs are claimed, and the button that changes it.

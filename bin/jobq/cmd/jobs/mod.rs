@@ -235,7 +235,10 @@ fn print_one(j: &JobRecord, output: Option<&str>) -> Result<()> {
     // Row text is written through `clean`: whoever inserted the row chose it.
     outln!("queue:        {}", clean(&j.queue, false))?;
     outln!("kind:         {}", clean(&j.kind, false))?;
-    outln!("priority:     {}", j.priority)?;
+    match j.base_priority {
+        Some(base) => outln!("priority:     {} (aged from {base})", j.priority)?,
+        None => outln!("priority:     {}", j.priority)?,
+    }
     outln!(
         "attempts:     {} of {}",
         j.attempts,

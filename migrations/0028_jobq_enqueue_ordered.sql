@@ -1,10 +1,10 @@
--- jobq schema 27: an ordered enqueue from plain SQL.
+-- jobq schema 28: an ordered enqueue from plain SQL.
 --
 -- jobq: one statement
 --
 -- `CALL jobq_enqueue_ordered(kind, payload, order_key, halt)` enqueues a job of `kind` with `payload`
 -- (JSON text) that runs after every job enqueued before it with the same `order_key`, one at a time
--- (schema 26), and answers with one row, one column: `id`, the new job's. With `halt` false, a job
+-- (schema 27), and answers with one row, one column: `id`, the new job's. With `halt` false, a job
 -- of the key that ends dead lets the next one run; with `halt` true it holds the key until an operator
 -- retries it (it runs again first), cancels or deletes it. Other columns (queue, priority, ...) keep
 -- their defaults; set them with an UPDATE of the new id in the same transaction, before it commits.

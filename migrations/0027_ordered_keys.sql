@@ -1,4 +1,4 @@
--- jobq schema 26: ordered keys.
+-- jobq schema 27: ordered keys.
 --
 -- Jobs that share an order key run one at a time, in the order they were enqueued, while jobs of other
 -- keys run beside them (webhooks per endpoint, ledger postings per account). An ordered job waits for
@@ -15,17 +15,14 @@
 --   goes on), 'halt' until it is done or cancelled (a job that ends dead holds the key until an operator
 --   retries it, which runs it again first, or cancels or deletes it). A predecessor that no longer exists
 --   (deleted, pruned) holds nothing. Unlike 'ended', neither adds outcome counts to the payload.
--- * job_queue.order_key records the key for `jobq jobs show`, the dashboard and the API; the order is
+-- * job_queue.order_key (schema 25) records the key for `jobq jobs show`, the dashboard and the API; the order is
 --   the edges', so a row that sets the column by a plain INSERT is not ordered (SQL enqueues call
---   jobq_enqueue_ordered, schema 27).
+--   jobq_enqueue_ordered, schema 28).
 --
--- The ENUM append is instant (schema 16 measured 13 ms on 200,000 rows). ADD COLUMN rebuilds job_queue
--- on MariaDB 10.11 (its indexed virtual columns rule out ALGORITHM=INSTANT and LOCK=NONE), so writes
--- wait for it: 1.6 s on 200,000 rows on a 2-core machine. Each statement is safe to run again.
+-- The ENUM append is instant (schema 16 measured 13 ms on 200,000 rows). Each statement is safe to run
+-- again.
 ALTER TABLE jobq_job_deps MODIFY COLUMN until
   ENUM('done', 'ended', 'next', 'halt') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'done';
-
-ALTER TABLE job_queue ADD COLUMN order_key VARBINARY(255) NULL DEFAULT NULL;
 
 CREATE TABLE IF NOT EXISTS jobq_order_keys (
   order_key   VARBINARY(255) NOT NULL,
