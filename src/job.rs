@@ -185,9 +185,12 @@ pub struct JobRecord {
     pub debounce_key: Option<String>,
     /// How many enqueues after the first were merged into it.
     pub debounced: u32,
-    /// Its order key, if it was enqueued with one ([`NewJob::order_key`](crate::NewJob::order_key)):
-    /// it runs after the job of the key enqueued before it.
+    /// Its order key, if it was enqueued with one ([`NewJob::order_key`](crate::NewJob::order_key),
+    /// [`NewJob::fair_key`](crate::NewJob::fair_key)): it runs after the job enqueued before it in its
+    /// lane.
     pub order_key: Option<String>,
+    /// How many jobs of its key may run at once: 1 for an ordered key, more for a fair share.
+    pub order_lanes: u16,
     /// What it last reported of its progress, if it did ([`JobContext::progress`](crate::JobContext::progress),
     /// `jobq_progress`). Its output, which may be large, is read on its own:
     /// [`Jobs::output`](crate::Jobs::output).
@@ -214,6 +217,16 @@ impl JobRecord {
     pub fn max_attempts_text(&self) -> String {
         self.max_attempts
             .map_or_else(|| "default".to_string(), |n| n.to_string())
+    }
+
+    /// The job's key as a person reads it: `"endpoint:9", one at a time, in order` or `"customer:7", at
+    /// most 2 at once`; `None` without one.
+    pub fn key_summary(&self) -> Option<String> {
+        let key = self.order_key.as_ref()?;
+        Some(match self.order_lanes {
+            0 | 1 => format!("{key:?}, one at a time, in order"),
+            n => format!("{key:?}, at most {n} at once"),
+        })
     }
 
     /// What debouncing did to the job, as a person reads it: `key "customer:7", 999 later enqueues

@@ -168,8 +168,8 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 28,
-        name: "0028_jobq_enqueue_ordered.sql",
-        sql: include_str!("../../migrations/0028_jobq_enqueue_ordered.sql"),
+        name: "0028_jobq_enqueue_keyed.sql",
+        sql: include_str!("../../migrations/0028_jobq_enqueue_keyed.sql"),
     },
     Migration {
         version: 29,

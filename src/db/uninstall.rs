@@ -18,7 +18,7 @@ const PROCEDURES: &[&str] = &[
     "jobq_finish",
     "jobq_progress",
     "jobq_output",
-    "jobq_enqueue_ordered",
+    "jobq_enqueue_keyed",
 ];
 /// Tables. The migrations' bookkeeping table is last, so a removal cut short leaves the version
 /// behind and is finished by running it again (every drop is `IF EXISTS`).

@@ -1,6 +1,7 @@
-//! Ordered keys (schemas 27 and 28): jobs that share a key run one at a time in the order they were
-//! enqueued, other keys beside them; through retries, dead jobs (going on, or halting), an operator's
-//! retry, a SIGKILLed worker, plain SQL and the CLI.
+//! Ordered keys and fair shares (schemas 27 and 28): jobs that share a key run one at a time in the
+//! order they were enqueued (or at most N at once), other keys beside them and taking turns with them;
+//! through retries, dead jobs (going on, or halting), an operator's retry, a SIGKILLed worker, plain SQL
+//! and the CLI.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -36,6 +37,8 @@ async fn state(db: &TestDb, id: jobq::JobId) -> State {
 #[derive(Debug, Default)]
 struct Seen {
     started: Mutex<BTreeMap<String, Vec<u64>>>,
+    /// The keys in the order their jobs started.
+    order: Mutex<Vec<String>>,
     running: Mutex<HashMap<String, usize>>,
     most_per_key: AtomicUsize,
     all: AtomicUsize,
@@ -69,6 +72,7 @@ impl Seen {
                         .entry(key.clone())
                         .or_default()
                         .push(seq);
+                    seen.order.lock().unwrap().push(key.clone());
                     tokio::time::sleep(Duration::from_millis(15)).await;
                     seen.all.fetch_sub(1, Ordering::SeqCst);
                     *seen.running.lock().unwrap().get_mut(&key).unwrap() -= 1;
@@ -286,7 +290,7 @@ async fn plain_sql_enqueues_in_order_with_the_procedure() {
     let mut ids = Vec::new();
     for n in 0..3 {
         let id: u64 = sqlx::query_scalar(&format!(
-            "CALL jobq_enqueue_ordered('post', '{{\"key\": \"account:9\", \"seq\": {n}}}', 'account:9', FALSE)"
+            "CALL jobq_enqueue_keyed('post', '{{\"key\": \"account:9\", \"seq\": {n}}}', 'account:9', 1, FALSE)"
         ))
         .fetch_one(&mut *conn)
         .await
@@ -313,18 +317,29 @@ async fn plain_sql_enqueues_in_order_with_the_procedure() {
     assert_eq!(deps.waits_for[0].until, "next");
     // Inside a transaction with the application's own writes; rolled back, it leaves nothing.
     let mut tx = db.pool.begin().await.unwrap();
-    sqlx::query("CALL jobq_enqueue_ordered('post', '{}', 'account:9', TRUE)")
+    sqlx::query("CALL jobq_enqueue_keyed('post', '{}', 'account:9', 1, TRUE)")
         .fetch_all(&mut *tx)
         .await
         .unwrap();
     tx.rollback().await.unwrap();
     assert_eq!(db.scalar::<i64>("SELECT COUNT(*) FROM job_queue").await, 4);
-    let e = sqlx::query("CALL jobq_enqueue_ordered('post', '{}', '', FALSE)")
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("the order key must not be empty"), "{e}");
+    for (call, needle) in [
+        (
+            "CALL jobq_enqueue_keyed('post', '{}', '', 1, FALSE)",
+            "the key must not be empty",
+        ),
+        (
+            "CALL jobq_enqueue_keyed('post', '{}', 'k', 0, FALSE)",
+            "lanes must be from 1 to 64",
+        ),
+    ] {
+        let e = sqlx::query(call)
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(needle), "{e}");
+    }
     // The chain runs in order.
     let seen = Arc::new(Seen::default());
     let report = db.worker(seen.handlers(|_, _| None)).drain().await;
@@ -350,6 +365,14 @@ async fn bad_order_settings_are_refused_naming_what_is_wrong() {
         (
             NewJob::new("x").order_halt(true),
             "invalid order_halt: needs an order key",
+        ),
+        (
+            NewJob::new("x").fair_key("k", 0),
+            "invalid fair_key: at most 0 at once: it must be from 1 to 64",
+        ),
+        (
+            NewJob::new("x").fair_key("k", 65),
+            "invalid fair_key: at most 65 at once: it must be from 1 to 64",
         ),
     ] {
         let e = jobq::enqueue(&db.pool, &job).await.unwrap_err().to_string();
@@ -387,9 +410,84 @@ async fn bad_order_settings_are_refused_naming_what_is_wrong() {
     );
     let id = String::from_utf8_lossy(&second.stdout).trim().to_string();
     let show = String::from_utf8_lossy(&run_jobq(url, &["jobs", "show", &id]).stdout).to_string();
-    assert!(show.contains("order key:    account:1"), "{show}");
+    assert!(
+        show.contains("key:          \"account:1\", one at a time, in order"),
+        "{show}"
+    );
     let v: serde_json::Value =
         serde_json::from_slice(&run_jobq(url, &["jobs", "show", &id, "--json"]).stdout).unwrap();
     assert_eq!(v["order_key"], serde_json::json!("account:1"));
     assert_eq!(v["waits_for"][0]["until"], serde_json::json!("halt"));
+}
+
+fn fair(key: &str, seq: u64, max: u16) -> NewJob {
+    NewJob::new("post")
+        .fair_key(key, max)
+        .payload(&serde_json::json!({ "key": key, "seq": seq }))
+        .unwrap()
+}
+
+/// A fair share of 2: never more than 2 jobs of a key at once, each lane in order, and a key that
+/// floods the queue first does not keep its head: with one slot, a later key's first job starts third,
+/// not after the flood.
+#[tokio::test]
+async fn a_fair_key_runs_at_most_its_share_and_keys_take_turns() {
+    let db = TestDb::new().await;
+    for seq in 0..40 {
+        jobq::enqueue(&db.pool, &fair("flood", seq, 2))
+            .await
+            .unwrap();
+    }
+    for seq in 0..4 {
+        jobq::enqueue(&db.pool, &fair("trickle", seq, 2))
+            .await
+            .unwrap();
+    }
+    assert_eq!(db.states().await, "queued=4 waiting=40");
+    let seen = Arc::new(Seen::default());
+    let report = db
+        .worker(seen.handlers(|_, _| None))
+        .config(|c| c.concurrency = 1)
+        .drain()
+        .await;
+    assert_eq!(report.done, 44);
+    let order = seen.order.lock().unwrap().clone();
+    let first_trickle = order.iter().position(|k| k == "trickle").unwrap();
+    assert!(
+        first_trickle <= 2,
+        "the trickle's first job started {first_trickle}th: {order:?}"
+    );
+    // The trickle's four jobs all ran before the flood's first dozen were through.
+    let last_trickle = order.iter().rposition(|k| k == "trickle").unwrap();
+    assert!(last_trickle < 12, "{order:?}");
+
+    // With room for 8 at once, a key still runs at most 2, and the two keys run side by side.
+    db.exec("DELETE FROM job_queue").await;
+    for seq in 0..20 {
+        for key in ["a", "b"] {
+            jobq::enqueue(&db.pool, &fair(key, seq, 2)).await.unwrap();
+        }
+    }
+    let seen = Arc::new(Seen::default());
+    let report = db
+        .worker(seen.handlers(|_, _| None))
+        .config(|c| c.concurrency = 8)
+        .drain()
+        .await;
+    assert_eq!(report.done, 40);
+    assert_eq!(seen.most_per_key.load(Ordering::SeqCst), 2);
+    assert!(
+        seen.most_all.load(Ordering::SeqCst) >= 3,
+        "keys side by side"
+    );
+    let show = jobq::Jobs::new(db.pool.clone())
+        .get(jobq::JobId(
+            db.scalar::<u64>("SELECT MAX(id) FROM job_queue").await,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        show.key_summary().as_deref(),
+        Some("\"b\", at most 2 at once")
+    );
 }

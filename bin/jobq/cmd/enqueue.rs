@@ -66,12 +66,21 @@ pub struct EnqueueArgs {
 
     /// Order key: jobs with the same key run one at a time, in the order they were enqueued (this
     /// one waits until the one before it has ended)
-    #[arg(long, conflicts_with_all = ["unique_key", "after", "after_ended"])]
+    #[arg(long, conflicts_with_all = ["unique_key", "after", "after_ended", "fair_key"])]
     pub order_key: Option<String>,
 
-    /// With --order-key: if this job ends dead, the jobs after it wait until it is retried, cancelled or
-    /// deleted, instead of going on without it
-    #[arg(long, requires = "order_key")]
+    /// Fair share key: at most --fair-max jobs with this key run at once, and keys take turns at the
+    /// head of the queue (e.g. customer:7)
+    #[arg(long, requires = "fair_max", conflicts_with_all = ["unique_key", "after", "after_ended"])]
+    pub fair_key: Option<String>,
+
+    /// With --fair-key: how many jobs of the key may run at once (1 to 64)
+    #[arg(long, requires = "fair_key")]
+    pub fair_max: Option<u16>,
+
+    /// With --order-key or --fair-key: if this job ends dead, the jobs after it wait until it is
+    /// retried, cancelled or deleted, instead of going on without it
+    #[arg(long)]
     pub order_halt: bool,
 
     /// Job ids this job waits for (comma-separated): it runs once every one is done (the last one's
@@ -129,7 +138,13 @@ pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
         job = job.unique_for(p);
     }
     if let Some(k) = &args.order_key {
-        job = job.order_key(k).order_halt(args.order_halt);
+        job = job.order_key(k);
+    }
+    if let (Some(k), Some(max)) = (&args.fair_key, args.fair_max) {
+        job = job.fair_key(k, max);
+    }
+    if args.order_halt {
+        job = job.order_halt(true);
     }
     if let Some(w) = args.debounce {
         job = job.debounce(w);

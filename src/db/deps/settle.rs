@@ -91,6 +91,17 @@ async fn settle_locked(conn: &mut MySqlConnection, waiting: &[u64]) -> Result<Sw
     apply(conn, &verdicts).await
 }
 
+/// The release of a job of an order key or fair share (schema 27) puts it behind the jobs already due:
+/// its run_at becomes the release time (unless it is later). Otherwise a key's next job, enqueued long
+/// ago, would sort ahead of every job enqueued since, and a key with a steady supply of jobs would keep
+/// the head of the queue, its `lanes` jobs at a time, while another key's one job waited behind it.
+/// Jobs without a key keep their run_at, as dependencies always did.
+macro_rules! behind_the_due {
+    () => {
+        "run_at = IF(order_key IS NULL, run_at, GREATEST(run_at, NOW(6)))"
+    };
+}
+
 /// Queues or cancels each job as its verdict says (only while it is still waiting), then forgets the
 /// edges of the jobs that no longer wait.
 pub(super) async fn apply(
@@ -104,9 +115,11 @@ pub(super) async fn apply(
         .map(|(id, _)| *id)
         .collect();
     if !plain.is_empty() {
-        let mut u = QueryBuilder::<MySql>::new(
-            "UPDATE job_queue FORCE INDEX (PRIMARY) SET state = 'queued', debounce_key = NULL WHERE id IN (",
-        );
+        let mut u = QueryBuilder::<MySql>::new(concat!(
+            "UPDATE job_queue FORCE INDEX (PRIMARY) SET state = 'queued', debounce_key = NULL, ",
+            behind_the_due!(),
+            " WHERE id IN ("
+        ));
         push_id_list(&mut u, &plain);
         u.push(") AND state = 'waiting'");
         out.released += u.build().execute(&mut *conn).await?.rows_affected();

@@ -7,7 +7,7 @@ use sqlx::{MySql, QueryBuilder};
 
 use super::new_job::{NewJob, RunAt};
 
-/// Rows per multi-row INSERT: at most nine placeholders a row stays far below the protocol's 65,535, and the
+/// Rows per multi-row INSERT: at most ten placeholders a row stays far below the protocol's 65,535, and the
 /// statement stays well under the default `max_allowed_packet` for typical payloads.
 pub(super) const ROWS_PER_INSERT: usize = 1000;
 /// The optional columns, in statement order. A column goes into the statement only when some row of the
@@ -54,6 +54,7 @@ impl Columns {
             (self.unique_key, "unique_key"),
             (self.debounce_key, "debounce_key"),
             (self.order_key, "order_key"),
+            (self.order_key, "order_lanes"),
         ] {
             if on {
                 names.push(name);
@@ -117,6 +118,7 @@ fn push_row(
             &mut b,
             job.order_key.as_ref().map(|k| k.as_bytes().to_vec()),
         );
+        push_value(&mut b, job.order_key.as_ref().map(|_| job.order_lanes));
     }
 }
 

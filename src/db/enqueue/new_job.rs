@@ -24,6 +24,8 @@ pub struct NewJob {
     pub(crate) unique_for: Option<Duration>,
     pub(crate) debounce: Option<Debounce>,
     pub(crate) order_key: Option<String>,
+    /// With `order_key`: how many jobs of the key may run at once (1: one at a time, in order).
+    pub(crate) order_lanes: u16,
     /// With `order_key`: a job of the key that ends dead holds the key (see [`NewJob::order_halt`]).
     pub(crate) order_halt: bool,
     pub(crate) after: Vec<u64>,
@@ -43,6 +45,10 @@ pub(crate) struct Debounce {
 /// The maximum wait of a debounced job that sets none, in windows: without one, a key enqueued more
 /// often than its window would never run.
 pub(crate) const DEBOUNCE_MAX_WINDOWS: u32 = 10;
+
+/// The most jobs of one [fair key](NewJob::fair_key) that may run at once: an enqueue locks one row per
+/// lane of its key.
+pub(crate) const MAX_LANES: u16 = 64;
 
 /// When a job becomes due.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +74,7 @@ impl NewJob {
             unique_for: None,
             debounce: None,
             order_key: None,
+            order_lanes: 1,
             order_halt: false,
             after: Vec::new(),
             after_ended: false,
@@ -206,6 +213,19 @@ impl NewJob {
     /// ordered jobs.
     pub fn order_key(mut self, key: impl Into<String>) -> Self {
         self.order_key = Some(key.into());
+        self.order_lanes = 1;
+        self
+    }
+
+    /// A fair share: at most `max` jobs with this key run at once (1 to 64), "at most 2
+    /// running per customer". The key's jobs are spread over `max` lanes, each run in order as an
+    /// [order key](Self::order_key)'s are; the others wait outside the claim index, so one key's
+    /// 100,000 jobs hold at most `max` places among the due jobs, and a job released when the one
+    /// before it ends is put behind the jobs already due: keys take turns. Give one key the same
+    /// `max` wherever it is enqueued.
+    pub fn fair_key(mut self, key: impl Into<String>, max: u16) -> Self {
+        self.order_key = Some(key.into());
+        self.order_lanes = max;
         self
     }
 
@@ -337,6 +357,15 @@ impl NewJob {
             return Ok(());
         };
         crate::name::check_key("order key", key)?;
+        if !(1..=MAX_LANES).contains(&self.order_lanes) {
+            return Err(Error::invalid(
+                "fair_key",
+                format!(
+                    "at most {} at once: it must be from 1 to {MAX_LANES}",
+                    self.order_lanes
+                ),
+            ));
+        }
         let refuse = |why: &str| Err(Error::invalid("order_key", why.to_string()));
         if self.unique_key.is_some() {
             return refuse("cannot be combined with a unique key or debounce");

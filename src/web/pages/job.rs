@@ -157,8 +157,8 @@ fn fields(j: &JobRecord, claimant: &str) -> String {
     if let Some(k) = &j.unique_key {
         field("unique key", format!("<code>{}</code>", esc(k)));
     }
-    if let Some(k) = &j.order_key {
-        field("order key", format!("<code>{}</code>", esc(k)));
+    if let Some(k) = j.key_summary() {
+        field("key", esc(&k));
     }
     if let Some(text) = j.debounce_summary() {
         field("debounce", esc(&text));

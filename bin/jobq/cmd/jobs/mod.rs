@@ -266,8 +266,8 @@ fn print_one(j: &JobRecord, output: Option<&str>) -> Result<()> {
     if let Some(k) = &j.unique_key {
         outln!("unique key:   {}", clean(k, false))?;
     }
-    if let Some(k) = &j.order_key {
-        outln!("order key:    {}", clean(k, false))?;
+    if let Some(k) = j.key_summary() {
+        outln!("key:          {}", clean(&k, false))?;
     }
     if let Some(d) = j.debounce_summary() {
         outln!("debounce:     {}", clean(&d, false))?;
