@@ -11,13 +11,19 @@
 -- priority, ...) keep their defaults; set them with an UPDATE of the new id in the same transaction,
 -- before it commits.
 --
--- Inside the caller's transaction it locks the key's lane rows in jobq_order_keys until that
--- transaction ends, so enqueuers of one key take turns, and the predecessor's row, so that the
--- predecessor's finish, which must see its new dependent, waits for the caller's COMMIT: keep such
--- transactions short. It is what the library's keyed enqueue does (src/db/enqueue/ordered.rs), statement
--- for statement. SQL SECURITY DEFINER, as jobq_finish (schema 21): `GRANT EXECUTE ON PROCEDURE
--- app.jobq_enqueue_keyed` is all an application needs, and the definer is the account that ran
--- `jobq migrate`.
+-- It is safe with or without a transaction around it. Under autocommit each of its statements commits
+-- on its own, so it cannot rely on a lock held from one to the next: the job is inserted `waiting`
+-- first, and the lane's tail is swapped for it in one UPDATE (`LAST_INSERT_ID(tail_id)` hands the old
+-- tail to this session alone), so two enqueuers of a key never get the same predecessor. The edge is
+-- then stored and the predecessor marked as having a dependent, in that order, and the predecessor's
+-- state read last: if it has ended already, the job releases itself; if not, the predecessor's finish,
+-- which reads the mark under its row lock, sees the edge and releases it. (A connection lost between
+-- the insert and the edge leaves a waiting job with no edge, which the reaper's sweep releases.) Inside
+-- a transaction the same steps hold their locks to the COMMIT, including the predecessor's row, whose
+-- finish then waits: keep such transactions short. One commit in a transaction against about six
+-- under autocommit: call it in one when enqueueing many. It leaves LAST_INSERT_ID() at the new job's id.
+-- SQL SECURITY DEFINER, as jobq_finish (schema 21): `GRANT EXECUTE ON PROCEDURE app.jobq_enqueue_keyed`
+-- is all an application needs, and the definer is the account that ran `jobq migrate`.
 CREATE PROCEDURE IF NOT EXISTS jobq_enqueue_keyed(
   IN p_kind VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin,
   IN p_payload LONGTEXT CHARACTER SET utf8mb4,
@@ -31,7 +37,6 @@ BEGIN
   DECLARE v_lane SMALLINT UNSIGNED DEFAULT 0;
   DECLARE v_tail BIGINT UNSIGNED DEFAULT 0;
   DECLARE v_tail_state VARCHAR(16) DEFAULT NULL;
-  DECLARE v_waits BOOLEAN DEFAULT FALSE;
   DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_i SMALLINT UNSIGNED DEFAULT 0;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_tail_state = NULL;
@@ -46,24 +51,30 @@ BEGIN
       ON DUPLICATE KEY UPDATE tail_id = tail_id;
     SET v_i = v_i + 1;
   END WHILE;
-  SELECT k.lane, k.tail_id INTO v_lane, v_tail
+  -- A lane whose last job has ended (the lowest), else the one whose last job is oldest.
+  SELECT k.lane INTO v_lane
     FROM jobq_order_keys k LEFT JOIN job_queue j ON j.id = k.tail_id
     WHERE k.order_key = p_key AND k.lane < p_lanes
     ORDER BY COALESCE(CAST(j.state AS CHAR) IN ('queued', 'retry', 'running', 'waiting')
                       OR (p_halt AND CAST(j.state AS CHAR) = 'dead'), FALSE), k.tail_id, k.lane
     LIMIT 1;
+  INSERT INTO job_queue (kind, payload, order_key, order_lanes, state)
+    VALUES (p_kind, COALESCE(p_payload, '{}'), p_key, p_lanes, 'waiting');
+  SET v_id = LAST_INSERT_ID();
+  UPDATE jobq_order_keys SET tail_id = v_id + 0 * LAST_INSERT_ID(tail_id)
+    WHERE order_key = p_key AND lane = v_lane;
+  SET v_tail = LAST_INSERT_ID();
   IF v_tail <> 0 THEN
+    INSERT IGNORE INTO jobq_job_deps (job_id, after_id, until)
+      VALUES (v_id, v_tail, IF(p_halt, 'halt', 'next'));
+    UPDATE job_queue SET has_dependents = TRUE WHERE id = v_tail AND has_dependents = FALSE;
     SELECT CAST(state AS CHAR) INTO v_tail_state FROM job_queue WHERE id = v_tail FOR UPDATE;
   END IF;
-  SET v_waits = COALESCE(v_tail_state IN ('queued', 'retry', 'running', 'waiting')
-    OR (p_halt AND v_tail_state = 'dead'), FALSE);
-  INSERT INTO job_queue (kind, payload, order_key, order_lanes, state)
-    VALUES (p_kind, COALESCE(p_payload, '{}'), p_key, p_lanes, IF(v_waits, 'waiting', 'queued'));
-  SET v_id = LAST_INSERT_ID();
-  IF v_waits THEN
-    INSERT INTO jobq_job_deps (job_id, after_id, until) VALUES (v_id, v_tail, IF(p_halt, 'halt', 'next'));
-    UPDATE job_queue SET has_dependents = TRUE WHERE id = v_tail AND has_dependents = FALSE;
+  IF NOT COALESCE(v_tail_state IN ('queued', 'retry', 'running', 'waiting')
+                  OR (p_halt AND v_tail_state = 'dead'), FALSE) THEN
+    UPDATE job_queue SET state = 'queued' WHERE id = v_id AND state = 'waiting';
+    DELETE FROM jobq_job_deps WHERE job_id = v_id;
   END IF;
-  UPDATE jobq_order_keys SET tail_id = v_id WHERE order_key = p_key AND lane = v_lane;
+  DO LAST_INSERT_ID(v_id);
   SELECT v_id AS id;
 END

@@ -241,7 +241,12 @@ fn cli_run(url: &str, steps: &Value) -> Value {
                     .unwrap()
             })
             .collect();
-        results.push(cli_enqueue(url, step, &after, false));
+        let mut printed = cli_enqueue(url, step, &after, false);
+        // What the clients print: they do not debounce, so `merged` (always false here) is not theirs.
+        if let Some(o) = printed.as_object_mut() {
+            assert_eq!(o.remove("merged"), Some(Value::Bool(false)), "{step}");
+        }
+        results.push(printed);
     }
     Value::Array(results)
 }

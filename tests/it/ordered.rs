@@ -491,3 +491,44 @@ async fn a_fair_key_runs_at_most_its_share_and_keys_take_turns() {
         Some("\"b\", at most 2 at once")
     );
 }
+
+/// `jobq_enqueue_keyed` under autocommit, where each of its statements commits on its own: 8
+/// connections × 20 calls of one key while a worker runs the jobs. No two jobs ever wait for the same
+/// predecessor, and the key's jobs never run two at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_procedure_keeps_one_chain_under_autocommit_and_racing_callers() {
+    let db = TestDb::new().await;
+    let pool = db.pool(12).await;
+    let seen = Arc::new(Seen::default());
+    let worker = db
+        .worker(seen.handlers(|_, _| None))
+        .config(|c| c.concurrency = 4)
+        .start()
+        .await;
+    let mut tasks = Vec::new();
+    for caller in 0..8u64 {
+        let pool = pool.clone();
+        tasks.push(tokio::spawn(async move {
+            for n in 0..20u64 {
+                let id: u64 = sqlx::query_scalar(&format!(
+                    "CALL jobq_enqueue_keyed('post', '{{\"key\": \"k\", \"seq\": {}}}', 'k', 1, FALSE)",
+                    caller * 100 + n
+                ))
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+                assert!(id > 0);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    wait_until("all 160 done", Duration::from_secs(60), || async {
+        db.states().await == "done=160"
+    })
+    .await;
+    worker.stop().await;
+    assert_eq!(seen.most_per_key.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.started.lock().unwrap()["k"].len(), 160);
+}

@@ -41,12 +41,16 @@ pub(crate) async fn sweep(pool: &MySqlPool) -> Result<Swept> {
         tx.commit().await?;
     }
     // Waiting jobs that can be settled now: a dependency missing or ended badly, every one ended as it
-    // must, or none at all. `decide` has the last word, on the rows locked.
+    // must, or none at all. A keyed job with no edge yet may be in the middle of `jobq_enqueue_keyed`
+    // under autocommit (inserted, its edge not yet stored): it is left a minute, after which it is the
+    // leftover of a lost connection and runs. `decide` has the last word, on the rows locked.
     let ready: Vec<u64> = sqlx::query_scalar(
         "SELECT w.id FROM job_queue w LEFT JOIN jobq_job_deps d ON d.job_id = w.id \
          LEFT JOIN job_queue p ON p.id = d.after_id \
          WHERE w.state = 'waiting' GROUP BY w.id \
-         HAVING COUNT(d.after_id) = 0 OR SUM(p.id IS NULL) > 0 \
+         HAVING (COUNT(d.after_id) = 0 AND (MAX(w.order_key) IS NULL \
+                 OR MAX(w.created_at) < NOW(6) - INTERVAL 1 MINUTE)) \
+         OR SUM(p.id IS NULL) > 0 \
          OR SUM(d.until = 'done' AND p.state IN ('dead', 'cancelled')) > 0 \
          OR (SUM(d.until = 'done' AND p.state <> 'done') = 0 \
              AND SUM(d.until IN ('ended', 'next') AND p.state NOT IN ('done', 'dead', 'cancelled')) = 0 \
