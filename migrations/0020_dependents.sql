@@ -10,8 +10,9 @@
 -- before it looks at their states. A reaper's pass remains a safety net (rows written by plain SQL
 -- without the flag, a crash between a finish and its dependents).
 --
--- Adding a column at the end is instant on MariaDB 10.3+ and MySQL 8.0.12+ (ALGORITHM=INSTANT). A
--- duplicate column is taken as already applied. The
+-- Adding a column rebuilds job_queue on MariaDB 10.11, with writes waiting: the table's STORED and
+-- indexed virtual columns rule out ALGORITHM=INSTANT and LOCK=NONE (docs/operations.md, "Upgrading");
+-- MySQL 8.0.12+ adds it instantly. A duplicate column is taken as already applied. The
 -- UPDATE marks the jobs that already have waiting dependents; it reads the pending edges only.
 ALTER TABLE job_queue ADD COLUMN has_dependents BOOLEAN NOT NULL DEFAULT FALSE;
 

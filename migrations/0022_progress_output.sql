@@ -10,8 +10,9 @@
 -- Every write is fenced like a finish (the row still carries the writer's claim and attempt and is
 -- running), so a copy whose claim was lost cannot overwrite what a later attempt reported. The columns
 -- are NULL until a job reports, so a job that never does costs nothing, and no index reads them: the
--- claim and the finishes do not change. ADD COLUMN at the end of the table is instant on MariaDB 10.3+
--- and MySQL 8.0.12+ (no copy, whatever the table's size).
+-- claim and the finishes do not change. ADD COLUMN rebuilds job_queue on MariaDB 10.11, with writes
+-- waiting (its STORED and indexed virtual columns rule out an instant or online change; docs/operations.md,
+-- "Upgrading"); MySQL 8.0.12+ adds the columns instantly.
 ALTER TABLE job_queue
   ADD COLUMN progress DECIMAL(5, 2) NULL DEFAULT NULL,
   ADD COLUMN progress_message VARCHAR(255) NULL DEFAULT NULL,

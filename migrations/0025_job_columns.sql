@@ -7,10 +7,10 @@
 -- * base_priority: the priority a job was enqueued with, written the first time aging raises it
 --   (schema 29; NULL: never aged).
 --
--- One statement because each ADD COLUMN rebuilds job_queue on MariaDB 10.11: its indexed virtual column
--- (unique_live, schema 12) rules out ALGORITHM=INSTANT and an online rebuild (LOCK=NONE: "online
--- rebuild with indexed virtual columns"), so the rebuild holds a shared lock and enqueues, claims and
--- finishes wait for it. Measured on a 2-core machine with 200,000 jobs: 1.6 s. Five columns cost one
+-- One statement because each ADD COLUMN rebuilds job_queue on MariaDB 10.11: its STORED generated
+-- column (ready_queue, schema 1) rules out ALGORITHM=INSTANT, and its indexed virtual column
+-- (unique_live, schema 12) an online rebuild (LOCK=NONE: "online rebuild with indexed virtual
+-- columns"), so the rebuild holds a shared lock and enqueues, claims and finishes wait for it. Measured on a 2-core machine with 200,000 jobs: 1.6 s. Five columns cost one
 -- rebuild this way, not four. Run `jobq migrate` at a quiet time on a large queue (docs/operations.md,
 -- "Upgrading"). MySQL 8.0.29+ adds the columns instantly. A duplicate column is taken as applied.
 ALTER TABLE job_queue
