@@ -3,14 +3,16 @@
 -- * debounce_key, debounced: a debounced job's key and how many enqueues merged into it (schema 26).
 -- * order_key, order_lanes: the key of an ordered job or a fair share (schema 27) and how many of its
 --   jobs may run at once (1: one at a time, in order), for `jobq jobs show`, the dashboard and the API,
---   and for the release of a job of a key, which puts it behind the jobs already due (src/db/deps).
+--   and for the release of a job of a key, which puts it behind the jobs already due (src/db/deps);
+--   order_spacing_us, a fair share's rate: a job of a lane starts at least this long after the one
+--   before it in its lane started (NULL: no rate).
 -- * base_priority: the priority a job was enqueued with, written the first time aging raises it
 --   (schema 29; NULL: never aged).
 --
 -- One statement because each ADD COLUMN rebuilds job_queue on MariaDB 10.11: its STORED generated
 -- column (ready_queue, schema 1) rules out ALGORITHM=INSTANT, and its indexed virtual column
 -- (unique_live, schema 12) an online rebuild (LOCK=NONE: "online rebuild with indexed virtual
--- columns"), so the rebuild holds a shared lock and enqueues, claims and finishes wait for it. Measured on a 2-core machine with 200,000 jobs: 1.6 s. Five columns cost one
+-- columns"), so the rebuild holds a shared lock and enqueues, claims and finishes wait for it. Measured on a 2-core machine with 200,000 jobs: 1.6 s. Six columns cost one
 -- rebuild this way, not four. Run `jobq migrate` at a quiet time on a large queue (docs/operations.md,
 -- "Upgrading"). MySQL 8.0.29+ adds the columns instantly. A duplicate column is taken as applied.
 ALTER TABLE job_queue
@@ -18,4 +20,5 @@ ALTER TABLE job_queue
   ADD COLUMN debounced INT UNSIGNED NOT NULL DEFAULT 0,
   ADD COLUMN order_key VARBINARY(255) NULL DEFAULT NULL,
   ADD COLUMN order_lanes SMALLINT UNSIGNED NOT NULL DEFAULT 1,
+  ADD COLUMN order_spacing_us BIGINT UNSIGNED NULL DEFAULT NULL,
   ADD COLUMN base_priority SMALLINT NULL DEFAULT NULL

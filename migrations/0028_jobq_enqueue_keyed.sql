@@ -2,12 +2,14 @@
 --
 -- jobq: one statement
 --
--- `CALL jobq_enqueue_keyed(kind, payload, key, lanes, halt)` enqueues a job of `kind` with `payload`
+-- `CALL jobq_enqueue_keyed(kind, payload, key, lanes, halt, rate, per_secs)` enqueues a job of `kind` with `payload`
 -- (JSON text) under `key` (schema 27) and answers with one row, one column: `id`, the new job's. With
 -- `lanes` 1 the jobs of the key run one at a time, in the order they were enqueued (an ordered key);
 -- with more (at most 64), at most that many run at once (a fair share), each lane in order. With `halt`
 -- false, a job that ends dead lets the next one of its lane run; with `halt` true it holds its lane
--- until an operator retries it (it runs again first), cancels or deletes it. Other columns (queue,
+-- until an operator retries it (it runs again first), cancels or deletes it. With `rate` (NULL for none)
+-- at most `rate` jobs of the key start per `per_secs` seconds, spaced evenly (schema 25's
+-- order_spacing_us: a lane's jobs start `per_secs × lanes / rate` apart). Other columns (queue,
 -- priority, ...) keep their defaults; set them with an UPDATE of the new id in the same transaction,
 -- before it commits.
 --
@@ -29,7 +31,9 @@ CREATE PROCEDURE IF NOT EXISTS jobq_enqueue_keyed(
   IN p_payload LONGTEXT CHARACTER SET utf8mb4,
   IN p_key VARBINARY(255),
   IN p_lanes SMALLINT UNSIGNED,
-  IN p_halt BOOLEAN
+  IN p_halt BOOLEAN,
+  IN p_rate INT UNSIGNED,
+  IN p_per_secs DOUBLE
 )
 MODIFIES SQL DATA
 SQL SECURITY DEFINER
@@ -39,12 +43,20 @@ BEGIN
   DECLARE v_tail_state VARCHAR(16) DEFAULT NULL;
   DECLARE v_id BIGINT UNSIGNED;
   DECLARE v_i SMALLINT UNSIGNED DEFAULT 0;
+  DECLARE v_spacing BIGINT UNSIGNED DEFAULT NULL;
   DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_tail_state = NULL;
   IF p_key IS NULL OR LENGTH(p_key) = 0 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'jobq_enqueue_keyed: the key must not be empty';
   END IF;
   IF p_lanes IS NULL OR p_lanes < 1 OR p_lanes > 64 THEN
     SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'jobq_enqueue_keyed: lanes must be from 1 to 64';
+  END IF;
+  IF p_rate IS NOT NULL AND (p_rate < 1 OR p_per_secs IS NULL OR p_per_secs <= 0 OR p_per_secs > 86400) THEN
+    SIGNAL SQLSTATE '45000'
+      SET MESSAGE_TEXT = 'jobq_enqueue_keyed: a rate needs a count of at least 1 and per_secs above 0, at most 86400';
+  END IF;
+  IF p_rate IS NOT NULL THEN
+    SET v_spacing = ROUND(p_per_secs * 1000000 * p_lanes / p_rate);
   END IF;
   WHILE v_i < p_lanes DO
     INSERT INTO jobq_order_keys (order_key, lane) VALUES (p_key, v_i)
@@ -58,8 +70,8 @@ BEGIN
     ORDER BY COALESCE(CAST(j.state AS CHAR) IN ('queued', 'retry', 'running', 'waiting')
                       OR (p_halt AND CAST(j.state AS CHAR) = 'dead'), FALSE), k.tail_id, k.lane
     LIMIT 1;
-  INSERT INTO job_queue (kind, payload, order_key, order_lanes, state)
-    VALUES (p_kind, COALESCE(p_payload, '{}'), p_key, p_lanes, 'waiting');
+  INSERT INTO job_queue (kind, payload, order_key, order_lanes, order_spacing_us, state)
+    VALUES (p_kind, COALESCE(p_payload, '{}'), p_key, p_lanes, v_spacing, 'waiting');
   SET v_id = LAST_INSERT_ID();
   UPDATE jobq_order_keys SET tail_id = v_id + 0 * LAST_INSERT_ID(tail_id)
     WHERE order_key = p_key AND lane = v_lane;
@@ -72,6 +84,9 @@ BEGIN
   END IF;
   IF NOT COALESCE(v_tail_state IN ('queued', 'retry', 'running', 'waiting')
                   OR (p_halt AND v_tail_state = 'dead'), FALSE) THEN
+    UPDATE job_queue j JOIN job_queue p ON p.id = v_tail
+      SET j.run_at = GREATEST(j.run_at, p.started_at + INTERVAL j.order_spacing_us MICROSECOND)
+      WHERE j.id = v_id AND j.order_spacing_us IS NOT NULL AND p.started_at IS NOT NULL;
     UPDATE job_queue SET state = 'queued' WHERE id = v_id AND state = 'waiting';
     DELETE FROM jobq_job_deps WHERE job_id = v_id;
   END IF;

@@ -290,7 +290,7 @@ async fn plain_sql_enqueues_in_order_with_the_procedure() {
     let mut ids = Vec::new();
     for n in 0..3 {
         let id: u64 = sqlx::query_scalar(&format!(
-            "CALL jobq_enqueue_keyed('post', '{{\"key\": \"account:9\", \"seq\": {n}}}', 'account:9', 1, FALSE)"
+            "CALL jobq_enqueue_keyed('post', '{{\"key\": \"account:9\", \"seq\": {n}}}', 'account:9', 1, FALSE, NULL, NULL)"
         ))
         .fetch_one(&mut *conn)
         .await
@@ -317,7 +317,7 @@ async fn plain_sql_enqueues_in_order_with_the_procedure() {
     assert_eq!(deps.waits_for[0].until, "next");
     // Inside a transaction with the application's own writes; rolled back, it leaves nothing.
     let mut tx = db.pool.begin().await.unwrap();
-    sqlx::query("CALL jobq_enqueue_keyed('post', '{}', 'account:9', 1, TRUE)")
+    sqlx::query("CALL jobq_enqueue_keyed('post', '{}', 'account:9', 1, TRUE, NULL, NULL)")
         .fetch_all(&mut *tx)
         .await
         .unwrap();
@@ -325,11 +325,11 @@ async fn plain_sql_enqueues_in_order_with_the_procedure() {
     assert_eq!(db.scalar::<i64>("SELECT COUNT(*) FROM job_queue").await, 4);
     for (call, needle) in [
         (
-            "CALL jobq_enqueue_keyed('post', '{}', '', 1, FALSE)",
+            "CALL jobq_enqueue_keyed('post', '{}', '', 1, FALSE, NULL, NULL)",
             "the key must not be empty",
         ),
         (
-            "CALL jobq_enqueue_keyed('post', '{}', 'k', 0, FALSE)",
+            "CALL jobq_enqueue_keyed('post', '{}', 'k', 0, FALSE, NULL, NULL)",
             "lanes must be from 1 to 64",
         ),
     ] {
@@ -511,7 +511,7 @@ async fn the_procedure_keeps_one_chain_under_autocommit_and_racing_callers() {
         tasks.push(tokio::spawn(async move {
             for n in 0..20u64 {
                 let id: u64 = sqlx::query_scalar(&format!(
-                    "CALL jobq_enqueue_keyed('post', '{{\"key\": \"k\", \"seq\": {}}}', 'k', 1, FALSE)",
+                    "CALL jobq_enqueue_keyed('post', '{{\"key\": \"k\", \"seq\": {}}}', 'k', 1, FALSE, NULL, NULL)",
                     caller * 100 + n
                 ))
                 .fetch_one(&pool)
@@ -531,4 +531,66 @@ async fn the_procedure_keeps_one_chain_under_autocommit_and_racing_callers() {
     worker.stop().await;
     assert_eq!(seen.most_per_key.load(Ordering::SeqCst), 1);
     assert_eq!(seen.started.lock().unwrap()["k"].len(), 160);
+}
+
+/// A fair share's rate: 5 a second over one lane spaces the key's starts 200 ms apart, by the server's
+/// clock, for jobs released by their predecessor and for a job enqueued into an idle lane, from the
+/// library and from SQL; a job without a rate is not held back.
+#[tokio::test]
+async fn a_fair_rate_spaces_the_starts_of_a_key() {
+    let db = TestDb::new().await;
+    let rated = |seq| fair("r", seq, 1).fair_rate(5, Duration::from_secs(1));
+    for seq in 0..3 {
+        jobq::enqueue(&db.pool, &rated(seq)).await.unwrap();
+    }
+    for seq in 3..5 {
+        sqlx::query(&format!(
+            "CALL jobq_enqueue_keyed('post', '{{\"key\": \"r\", \"seq\": {seq}}}', 'r', 1, FALSE, 5, 1)"
+        ))
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    }
+    let seen = Arc::new(Seen::default());
+    let worker = db.worker(seen.handlers(|_, _| None)).start().await;
+    wait_until("five done", Duration::from_secs(30), || async {
+        db.states().await == "done=5"
+    })
+    .await;
+    // An idle lane: the next job keeps its distance from the last start too.
+    let late = jobq::enqueue(&db.pool, &rated(5)).await.unwrap();
+    wait_until("six done", Duration::from_secs(30), || async {
+        state(&db, late).await == State::Done
+    })
+    .await;
+    worker.stop().await;
+    let gaps: Vec<Option<i64>> = sqlx::query_scalar(
+        "SELECT TIMESTAMPDIFF(MICROSECOND, LAG(started_at) OVER (ORDER BY id), started_at) \
+         FROM job_queue ORDER BY id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let gaps: Vec<i64> = gaps.into_iter().flatten().collect();
+    assert_eq!(gaps.len(), 5, "{gaps:?}");
+    assert!(gaps.iter().all(|g| *g >= 200_000), "{gaps:?}");
+    let e = jobq::enqueue(
+        &db.pool,
+        &NewJob::new("x").fair_rate(5, Duration::from_secs(1)),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("invalid fair_rate: needs an order key or a fair key"),
+        "{e}"
+    );
+    let e = jobq::enqueue(
+        &db.pool,
+        &fair("r", 9, 1).fair_rate(0, Duration::from_secs(1)),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("invalid fair_rate: 0 per 1s"), "{e}");
 }

@@ -78,6 +78,11 @@ pub struct EnqueueArgs {
     #[arg(long, requires = "fair_key")]
     pub fair_max: Option<u16>,
 
+    /// With --order-key or --fair-key: at most N jobs of the key start per period, spaced evenly
+    /// (e.g. 100/1m)
+    #[arg(long, value_name = "N/PERIOD", value_parser = parse_rate)]
+    pub fair_rate: Option<(u32, Duration)>,
+
     /// With --order-key or --fair-key: if this job ends dead, the jobs after it wait until it is
     /// retried, cancelled or deleted, instead of going on without it
     #[arg(long)]
@@ -146,6 +151,9 @@ pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
     if args.order_halt {
         job = job.order_halt(true);
     }
+    if let Some((n, per)) = args.fair_rate {
+        job = job.fair_rate(n, per);
+    }
     if let Some(w) = args.debounce {
         job = job.debounce(w);
     }
@@ -176,6 +184,18 @@ pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `100/1m`: a count and a period.
+fn parse_rate(s: &str) -> std::result::Result<(u32, Duration), String> {
+    let (n, per) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?} is not N/PERIOD (e.g. 100/1m)"))?;
+    let n = n
+        .trim()
+        .parse::<u32>()
+        .map_err(|e| format!("{n:?} is not a count: {e}"))?;
+    Ok((n, parse_duration(per.trim())?))
 }
 
 fn parse_time(s: &str) -> Result<DateTime<Utc>> {

@@ -34,7 +34,7 @@ pub(crate) use decide::Until;
 pub use read::{Dependencies, Link, LongWaiting};
 pub(crate) use read::{long_waiting, of_job};
 use settle::settle;
-pub(crate) use settle::{forget, settle_dependents_of};
+pub(crate) use settle::{forget, settle_dependents_of, space_after};
 pub(crate) use sweep::sweep;
 
 /// The most jobs one job may wait for.

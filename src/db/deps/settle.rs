@@ -91,6 +91,21 @@ async fn settle_locked(conn: &mut MySqlConnection, waiting: &[u64]) -> Result<Sw
     apply(conn, &verdicts).await
 }
 
+/// The run_at of job `$j` spaced after the start of the job `$p` before it in its lane.
+macro_rules! spaced {
+    ($j:literal, $p:literal) => {
+        concat!(
+            "GREATEST(",
+            $j,
+            ".run_at, ",
+            $p,
+            ".started_at + INTERVAL ",
+            $j,
+            ".order_spacing_us MICROSECOND)"
+        )
+    };
+}
+
 /// The release of a job of an order key or fair share (schema 27) puts it behind the jobs already due:
 /// its run_at becomes the release time (unless it is later). Otherwise a key's next job, enqueued long
 /// ago, would sort ahead of every job enqueued since, and a key with a steady supply of jobs would keep
@@ -100,6 +115,42 @@ macro_rules! behind_the_due {
     () => {
         "run_at = IF(order_key IS NULL, run_at, GREATEST(run_at, NOW(6)))"
     };
+}
+
+/// A fair share's rate (`order_spacing_us`, schema 25): each job of `ids` that waited for the job before
+/// it in its lane is due no sooner than that job's start plus the spacing. Before the release, while the
+/// edges are there to say which job came before.
+async fn keep_spacing(conn: &mut MySqlConnection, ids: &[u64]) -> Result<(), sqlx::Error> {
+    let mut u = QueryBuilder::<MySql>::new(concat!(
+        "UPDATE job_queue j JOIN jobq_job_deps d ON d.job_id = j.id JOIN job_queue p ON p.id = d.after_id \
+         SET j.run_at = ",
+        spaced!("j", "p"),
+        " WHERE d.until IN ('next', 'halt') AND j.order_spacing_us IS NOT NULL \
+         AND p.started_at IS NOT NULL AND j.id IN ("
+    ));
+    push_id_list(&mut u, ids);
+    u.push(")");
+    u.build().execute(&mut *conn).await?;
+    Ok(())
+}
+
+/// A new job of a fair share with a rate, put in a lane whose last job `tail` has ended: due no sooner
+/// than `tail`'s start plus its spacing, as [`keep_spacing`] makes a released job.
+pub(crate) async fn space_after(
+    conn: &mut MySqlConnection,
+    id: u64,
+    tail: u64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(concat!(
+        "UPDATE job_queue j JOIN job_queue p ON p.id = ? SET j.run_at = ",
+        spaced!("j", "p"),
+        " WHERE j.id = ? AND j.order_spacing_us IS NOT NULL AND p.started_at IS NOT NULL"
+    ))
+    .bind(tail)
+    .bind(id)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// Queues or cancels each job as its verdict says (only while it is still waiting), then forgets the
@@ -115,6 +166,7 @@ pub(super) async fn apply(
         .map(|(id, _)| *id)
         .collect();
     if !plain.is_empty() {
+        keep_spacing(conn, &plain).await?;
         let mut u = QueryBuilder::<MySql>::new(concat!(
             "UPDATE job_queue FORCE INDEX (PRIMARY) SET state = 'queued', debounce_key = NULL, ",
             behind_the_due!(),

@@ -7,7 +7,7 @@ use sqlx::{MySql, QueryBuilder};
 
 use super::new_job::{NewJob, RunAt};
 
-/// Rows per multi-row INSERT: at most ten placeholders a row stays far below the protocol's 65,535, and the
+/// Rows per multi-row INSERT: at most eleven placeholders a row stays far below the protocol's 65,535, and the
 /// statement stays well under the default `max_allowed_packet` for typical payloads.
 pub(super) const ROWS_PER_INSERT: usize = 1000;
 /// The optional columns, in statement order. A column goes into the statement only when some row of the
@@ -55,6 +55,7 @@ impl Columns {
             (self.debounce_key, "debounce_key"),
             (self.order_key, "order_key"),
             (self.order_key, "order_lanes"),
+            (self.order_key, "order_spacing_us"),
         ] {
             if on {
                 names.push(name);
@@ -119,6 +120,7 @@ fn push_row(
             job.order_key.as_ref().map(|k| k.as_bytes().to_vec()),
         );
         push_value(&mut b, job.order_key.as_ref().map(|_| job.order_lanes));
+        push_value(&mut b, job.order_spacing_us());
     }
 }
 

@@ -26,6 +26,8 @@ pub struct NewJob {
     pub(crate) order_key: Option<String>,
     /// With `order_key`: how many jobs of the key may run at once (1: one at a time, in order).
     pub(crate) order_lanes: u16,
+    /// With `order_key`: at most this many jobs of the key start per this long ([`NewJob::fair_rate`]).
+    pub(crate) order_rate: Option<(u32, Duration)>,
     /// With `order_key`: a job of the key that ends dead holds the key (see [`NewJob::order_halt`]).
     pub(crate) order_halt: bool,
     pub(crate) after: Vec<u64>,
@@ -75,6 +77,7 @@ impl NewJob {
             debounce: None,
             order_key: None,
             order_lanes: 1,
+            order_rate: None,
             order_halt: false,
             after: Vec::new(),
             after_ended: false,
@@ -229,6 +232,23 @@ impl NewJob {
         self
     }
 
+    /// With [`order_key`](Self::order_key) or [`fair_key`](Self::fair_key): at most `n` jobs of the key
+    /// start per `per` ("100 a minute per customer"), spaced evenly: each lane starts a job at least
+    /// `per × lanes / n` after the one before it in the lane started. The spacing is kept when a job
+    /// is released (its run_at is moved), so no claim reads anything more; within any one `per` at most
+    /// `n` plus the number of lanes start. Give one key the same rate wherever it is enqueued.
+    pub fn fair_rate(mut self, n: u32, per: Duration) -> Self {
+        self.order_rate = Some((n, per));
+        self
+    }
+
+    /// The spacing a lane keeps between the starts of its jobs, in µs, for [`fair_rate`](Self::fair_rate).
+    pub(crate) fn order_spacing_us(&self) -> Option<u64> {
+        let (n, per) = self.order_rate?;
+        let us = per.as_micros() * u128::from(self.order_lanes) / u128::from(n.max(1));
+        Some(us.min(u128::from(u64::MAX)) as u64)
+    }
+
     /// With [`order_key`](Self::order_key): when this job ends dead, the jobs after it wait until an
     /// operator retries it (it runs again, first), cancels it or deletes it, instead of going on without
     /// it: for work whose order matters more than its progress (postings to one account).
@@ -354,8 +374,25 @@ impl NewJob {
             if self.order_halt {
                 return Err(Error::invalid("order_halt", "needs an order key"));
             }
+            if self.order_rate.is_some() {
+                return Err(Error::invalid(
+                    "fair_rate",
+                    "needs an order key or a fair key",
+                ));
+            }
             return Ok(());
         };
+        if let Some((n, per)) = self.order_rate
+            && (n == 0 || per.is_zero() || per > Duration::from_secs(86_400))
+        {
+            return Err(Error::invalid(
+                "fair_rate",
+                format!(
+                    "{n} per {}: give at least 1 per a period above zero and at most a day",
+                    humantime::format_duration(per)
+                ),
+            ));
+        }
         crate::name::check_key("order key", key)?;
         if !(1..=MAX_LANES).contains(&self.order_lanes) {
             return Err(Error::invalid(

@@ -87,6 +87,8 @@ pub(super) async fn insert(
     if holds(tail_state.as_deref(), until) {
         deps::prepare_wait(&mut tx, &[tail]).await?;
         deps::wait_for(&mut tx, id, &[tail], until).await?;
+    } else if tail != 0 && job.order_rate.is_some() {
+        deps::space_after(&mut tx, id, tail).await?;
     }
     sqlx::query(MOVE_TAIL)
         .bind(id)
