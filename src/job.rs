@@ -180,6 +180,10 @@ pub struct JobRecord {
     pub debounce_key: Option<String>,
     /// How many enqueues after the first were merged into it.
     pub debounced: u32,
+    /// The W3C trace context it was enqueued under (schema 27; docs/traces.md), as stored: a value
+    /// plain SQL wrote past the column's CHECK is shown as it is, though the worker runs the job
+    /// without it.
+    pub traceparent: Option<String>,
     /// What it last reported of its progress, if it did ([`JobContext::progress`](crate::JobContext::progress),
     /// `jobq_progress`). Its output, which may be large, is read on its own:
     /// [`Jobs::output`](crate::Jobs::output).

@@ -92,6 +92,7 @@ mod sync;
 pub mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
+mod traceparent;
 pub mod web;
 mod worker;
 
@@ -102,6 +103,7 @@ pub use db::{ConnectConfig, SslMode, UrlSettings, connect, connect_lazy, create_
 // Jobs in.
 pub use db::enqueue::{Enqueued, NewJob, enqueue, enqueue_many, enqueue_unique};
 pub use job::{JobId, JobRecord, State};
+pub use traceparent::{Traceparent, TraceparentError};
 // Running jobs.
 pub use handler::{Handler, Handlers, JobContext, JobError};
 pub use retry::RetryPolicy;

@@ -156,6 +156,12 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0025_debounce.sql",
         sql: include_str!("../../migrations/0025_debounce.sql"),
     },
+    // 26 is another change's.
+    Migration {
+        version: 27,
+        name: "0027_traceparent.sql",
+        sql: include_str!("../../migrations/0027_traceparent.sql"),
+    },
 ];
 
 /// The schema version this build needs.
@@ -343,8 +349,18 @@ mod tests {
 
     #[test]
     fn versions_are_increasing_and_match_file_names() {
-        for (i, m) in MIGRATIONS.iter().enumerate() {
-            assert_eq!(m.version, i as i64 + 1);
+        // Increasing, not dense: changes developed side by side reserve their numbers, and one may land
+        // before a lower one (the migrator applies whichever versions a database lacks).
+        assert_eq!(MIGRATIONS[0].version, 1);
+        for pair in MIGRATIONS.windows(2) {
+            assert!(
+                pair[0].version < pair[1].version,
+                "{} then {}",
+                pair[0].name,
+                pair[1].name
+            );
+        }
+        for m in MIGRATIONS {
             assert!(m.name.starts_with(&format!("{:04}_", m.version)));
             assert!(!statements(m.sql).is_empty());
         }

@@ -157,6 +157,7 @@ async fn run_handler(
         run_at: now - chrono::Duration::microseconds(job.waited_us.max(0)),
         finished: finished.clone(),
         report: report.clone(),
+        traceparent: super::trace::stored_parent(job),
     };
     debug!(job_id = job.id.0, kind = %job.kind, attempt = job.attempt(), "job started");
     // The handler runs in a task of its own so that a panic fails the job instead of the worker.

@@ -83,3 +83,5 @@ mod debounce;
 mod docs;
 // Several databases from one config: `--database`, `jobq enable`/`disable`, one supervisor for all.
 mod databases;
+// Trace context: captured at enqueue, handed to every kind of handler, shown by jobs show.
+mod traces;

@@ -22,6 +22,7 @@ struct Columns {
     timeout_secs: bool,
     unique_key: bool,
     debounce_key: bool,
+    traceparent: bool,
 }
 
 impl Columns {
@@ -38,6 +39,7 @@ impl Columns {
                 .iter()
                 .any(|j| j.unique_key.is_some() && j.debounce.is_none()),
             debounce_key: jobs.iter().any(|j| j.debounce.is_some()),
+            traceparent: jobs.iter().any(|j| j.traceparent.is_some()),
         }
     }
 
@@ -51,6 +53,7 @@ impl Columns {
             (self.timeout_secs, "timeout_secs"),
             (self.unique_key, "unique_key"),
             (self.debounce_key, "debounce_key"),
+            (self.traceparent, "traceparent"),
         ] {
             if on {
                 names.push(name);
@@ -108,6 +111,9 @@ fn push_row(
     }
     if cols.debounce_key {
         push_value(&mut b, key().filter(|_| job.debounce.is_some()));
+    }
+    if cols.traceparent {
+        push_value(&mut b, job.traceparent.map(|t| t.to_string()));
     }
 }
 

@@ -1,0 +1,25 @@
+-- jobq schema 27: the W3C trace context a job was enqueued under (docs/traces.md).
+--
+-- * traceparent: `00-<trace id>-<parent span id>-<flags>`, exactly as the HTTP header carries it
+--   (https://www.w3.org/TR/trace-context/#traceparent-header), set by the enqueuer: the library
+--   (NewJob::traceparent, or the current span with the `otel` feature), `jobq enqueue --traceparent`,
+--   or an application's own INSERT. Every attempt's handlers receive it (or, when the worker exports
+--   spans, the context of the attempt's span, a child of it), so the job's work shows in the trace of
+--   the request that asked for it.
+-- * ascii_bin: the value is lowercase hex and dashes, compared byte for byte; 55 bytes in a row that
+--   has one, a NULL flag in one that does not.
+-- * No CHECK constraint, on purpose, though the format is strict (version 00, lowercase hex, neither
+--   id all zeros; the library and `jobq enqueue` refuse anything else). Measured on MariaDB 10.11 with
+--   one: a CHECK is evaluated by every UPDATE of the row, not only by its INSERT, so a row written past
+--   it (a session with check_constraint_checks = 0; MySQL before 8.0.16 ignores CHECK) made the claim's
+--   stamp fail with error 4025 on every try, and with it every other row of the claim: one bad value
+--   stalled its queue. Each claim and finish of a row with a value would also evaluate the pattern. So
+--   the column takes what plain SQL writes, and a worker that finds a malformed value runs the job
+--   without a parent and logs why, once per attempt (docs/traces.md gives the check for an
+--   application that wants it in SQL).
+--
+-- No index reads it, and the claim reads it from the row it already reads by primary key, so a job
+-- without one costs the claim nothing (tests/it/traces.rs compares the claim's Handler_read_* counts).
+-- ADD COLUMN at the end of the table is instant on MariaDB 10.3+ and MySQL 8.0.12+.
+ALTER TABLE job_queue
+  ADD COLUMN traceparent VARCHAR(55) CHARACTER SET ascii COLLATE ascii_bin NULL DEFAULT NULL;
