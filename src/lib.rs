@@ -78,6 +78,8 @@ mod id;
 mod job;
 mod json;
 mod name;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod reaper;
 mod retry;
 pub mod schedule;

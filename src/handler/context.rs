@@ -178,6 +178,15 @@ impl JobContext {
         self.traceparent
     }
 
+    /// [`JobContext::traceparent`] as an OpenTelemetry context (the `otel` feature), for the handler's
+    /// own spans: `tracing_opentelemetry::OpenTelemetrySpanExt::set_parent(&span, job.otel_context())`,
+    /// or `tracer.start_with_context(name, &job.otel_context())`. An empty context without one.
+    #[cfg(feature = "otel")]
+    pub fn otel_context(&self) -> opentelemetry::Context {
+        self.traceparent
+            .map_or_else(opentelemetry::Context::new, crate::otel::context_of)
+    }
+
     /// When the job was due: the time of its claim less how long the row had been due then (measured by
     /// the database's clock), to the microsecond.
     pub fn run_at(&self) -> chrono::DateTime<chrono::Utc> {

@@ -85,3 +85,5 @@ mod docs;
 mod databases;
 // Trace context: captured at enqueue, handed to every kind of handler, shown by jobs show.
 mod traces;
+// Job spans exported over OTLP/HTTP to a receiver the test runs (the `otel` feature).
+mod trace_export;

@@ -132,6 +132,16 @@ impl NewJob {
         Ok(self)
     }
 
+    /// [`NewJob::traceparent`] from the caller's current span (the `otel` feature): the current
+    /// `tracing` span's OpenTelemetry context when tracing-opentelemetry's layer is installed, else
+    /// OpenTelemetry's current context; no parent outside any span. Explicit rather than automatic:
+    /// an enqueue is not always part of what its caller is tracing (a schedule's tick, an import
+    /// loop), and a trace link that was never asked for cannot be told from one that was.
+    #[cfg(feature = "otel")]
+    pub fn in_current_span(self) -> Self {
+        self.trace_parent(crate::otel::current_traceparent())
+    }
+
     /// [`NewJob::traceparent`] from a value already checked (or `None`: no parent).
     pub fn trace_parent(mut self, parent: Option<Traceparent>) -> Self {
         self.traceparent = parent;
