@@ -40,6 +40,9 @@
 //! * **Errors**: [`Error`] (with [`ConnectFailure`]) and [`Result`]; [`is_transient`] classifies a
 //!   driver error as jobq's own retries do.
 //! * **Metrics**: recorded through the `metrics` facade, no exporter installed ([`telemetry`]).
+//! * **Traces**: a job carries the W3C trace context it was enqueued under ([`Traceparent`],
+//!   [`NewJob::traceparent`]) to its handlers ([`JobContext::traceparent`]); with the `otel` feature,
+//!   a span per attempt through OpenTelemetry's global tracer, and `jobq::otel`.
 //! * **Shutdown**: every service stops when its [`CancellationToken`] (re-exported from tokio-util)
 //!   is cancelled.
 //! * [`statements`] holds the exact claim and finish statements, for `EXPLAIN`.
