@@ -103,8 +103,13 @@ step "cargo fmt --all -- --check"
 cargo fmt --all -- --check
 
 if [[ -z "$quick" ]]; then
+    # The tests build the library with its `test-util` and `otel` features (Cargo.toml's
+    # dev-dependencies), so --all-targets checks the code with them; the library and binaries alone
+    # are checked again as users build them by default, without either.
     step "cargo clippy --all-targets -- -D warnings"
     cargo clippy --all-targets -- -D warnings
+    step "cargo clippy --lib --bins -- -D warnings (no features)"
+    cargo clippy --lib --bins -- -D warnings
 
     # The docs are part of the product: a broken intra-doc link fails like a lint.
     step "cargo doc --no-deps (warnings are errors)"

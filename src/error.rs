@@ -41,6 +41,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// A `traceparent` given to an enqueue is not valid W3C trace context.
+    #[error("invalid traceparent {value:?}: {source}")]
+    Traceparent {
+        /// The value as given.
+        value: String,
+        /// Which rule it breaks.
+        #[source]
+        source: crate::traceparent::TraceparentError,
+    },
+
     /// The database URL does not parse.
     #[error("invalid database URL {url:?}: {reason}")]
     InvalidUrl {

@@ -191,6 +191,10 @@ pub struct JobRecord {
     pub order_key: Option<String>,
     /// How many jobs of its key may run at once: 1 for an ordered key, more for a fair share.
     pub order_lanes: u16,
+    /// The W3C trace context it was enqueued under (schema 25; docs/traces.md), as stored: a value
+    /// plain SQL wrote past the column's CHECK is shown as it is, though the worker runs the job
+    /// without it.
+    pub traceparent: Option<String>,
     /// What it last reported of its progress, if it did ([`JobContext::progress`](crate::JobContext::progress),
     /// `jobq_progress`). Its output, which may be large, is read on its own:
     /// [`Jobs::output`](crate::Jobs::output).

@@ -40,6 +40,9 @@
 //! * **Errors**: [`Error`] (with [`ConnectFailure`]) and [`Result`]; [`is_transient`] classifies a
 //!   driver error as jobq's own retries do.
 //! * **Metrics**: recorded through the `metrics` facade, no exporter installed ([`telemetry`]).
+//! * **Traces**: a job carries the W3C trace context it was enqueued under ([`Traceparent`],
+//!   [`NewJob::traceparent`]) to its handlers ([`JobContext::traceparent`]); with the `otel` feature,
+//!   a span per attempt through OpenTelemetry's global tracer, and `jobq::otel`.
 //! * **Shutdown**: every service stops when its [`CancellationToken`] (re-exported from tokio-util)
 //!   is cancelled.
 //! * [`statements`] holds the exact claim and finish statements, for `EXPLAIN`.
@@ -78,6 +81,8 @@ mod id;
 mod job;
 mod json;
 mod name;
+#[cfg(feature = "otel")]
+pub mod otel;
 mod reaper;
 mod retry;
 pub mod schedule;
@@ -92,6 +97,7 @@ mod sync;
 pub mod telemetry;
 #[cfg(feature = "test-util")]
 pub mod testing;
+mod traceparent;
 pub mod web;
 mod worker;
 
@@ -102,6 +108,7 @@ pub use db::{ConnectConfig, SslMode, UrlSettings, connect, connect_lazy, create_
 // Jobs in.
 pub use db::enqueue::{Enqueued, NewJob, enqueue, enqueue_many, enqueue_unique};
 pub use job::{JobId, JobRecord, State};
+pub use traceparent::{Traceparent, TraceparentError};
 // Running jobs.
 pub use handler::{Handler, Handlers, JobContext, JobError};
 pub use retry::RetryPolicy;

@@ -8,6 +8,7 @@ mod bench;
 mod cmd;
 mod metrics;
 mod options;
+mod otel;
 mod out;
 mod process;
 mod scrape;
@@ -58,7 +59,14 @@ fn main() -> ExitCode {
         Some(name) => tracing::info_span!("database", name = %name),
         None => tracing::Span::none(),
     };
-    match runtime.block_on(tracing::Instrument::instrument(cmd::run(cli), span)) {
+    let work = async {
+        // Job spans over OTLP when the environment asks for it (otel.rs); flushed after the command.
+        let export = otel::install()?;
+        let result = cmd::run(cli).await;
+        export.shutdown().await;
+        result
+    };
+    match runtime.block_on(tracing::Instrument::instrument(work, span)) {
         Ok(()) => ExitCode::SUCCESS,
         // The reader of stdout went away (`jobq jobs list | head`): it has all it wanted.
         Err(e) if e.is::<out::Closed>() => ExitCode::SUCCESS,

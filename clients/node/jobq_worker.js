@@ -87,6 +87,8 @@ class Worker {
       payload: request.payload,
       runAt: request.run_at,
       deadline: request.deadline,
+      // The W3C trace context to continue (null without one): the parent of the job's own spans.
+      traceparent: request.traceparent ?? null,
       output: undefined,
       progress(percent, message) {
         const line = { id: request.id, progress: percent };

@@ -64,6 +64,8 @@ final class JobqJob
     public $payload;
     public $runAt;
     public $deadline;
+    /** The W3C trace context to continue (null without one): the parent of the job's own spans. */
+    public $traceparent;
     /** What the job leaves on its row when it is done (any JSON-able value), or null. */
     public $output = null;
     private $send;
@@ -80,6 +82,7 @@ final class JobqJob
         $this->payload = $r['payload'] ?? null;
         $this->runAt = $r['run_at'] ?? null;
         $this->deadline = $r['deadline'] ?? null;
+        $this->traceparent = $r['traceparent'] ?? null;
     }
 
     /** Reports how far the job has got: a percent from 0 to 100, and a short message or null. */

@@ -77,6 +77,9 @@ class Job:
         self.payload = request.get("payload")
         self.run_at = request.get("run_at")
         self.deadline = request.get("deadline")
+        # The W3C trace context to continue (None without one): pass it on as the `traceparent` header
+        # of calls the job makes, or as the parent of its own spans.
+        self.traceparent = request.get("traceparent")
 
     def progress(self, percent, message=None):
         """Reports how far the job has got: a percent from 0 to 100, and a short message or None."""

@@ -54,8 +54,9 @@ module JobqWorker
 
   # One job as jobq sent it. `claim`, with `id` and `attempt`, fences the application's own writes; it
   # is also what jobq_finish takes. `output`: what the job leaves on its row when it is done.
+  # `traceparent`: the W3C trace context to continue (nil without one).
   Job = Struct.new(:id, :kind, :queue, :attempt, :max_attempts, :claim, :payload, :run_at, :deadline,
-                   :output, :reporter) do
+                   :output, :reporter, :traceparent) do
     # Reports how far the job has got: a percent from 0 to 100, and a short message or nil.
     def progress(percent, message = nil)
       line = { "id" => id, "progress" => percent }
@@ -97,7 +98,7 @@ module JobqWorker
 
     def answer(r)
       job = Job.new(r["id"], r["kind"], r["queue"], r["attempt"], r["max_attempts"], r["claim"],
-                    r["payload"], r["run_at"], r["deadline"], nil, method(:send_line))
+                    r["payload"], r["run_at"], r["deadline"], nil, method(:send_line), r["traceparent"])
       block = @handlers[job.kind]
       return { "id" => job.id, "ok" => false, "error" => "no handler for kind #{job.kind.inspect}" } unless block
 

@@ -2,7 +2,8 @@
 //!
 //! The job's payload is written to the program's stdin; `JOBQ_JOB_ID`, `JOBQ_KIND`, `JOBQ_QUEUE`,
 //! `JOBQ_ATTEMPT`, `JOBQ_MAX_ATTEMPTS` and `JOBQ_CLAIM` are in its environment, and so are
-//! `JOBQ_PROGRESS_FILE` and `JOBQ_OUTPUT_FILE`, through which it reports (see `command_report.rs`). Exit status 0 finishes
+//! `JOBQ_PROGRESS_FILE` and `JOBQ_OUTPUT_FILE`, through which it reports (see `command_report.rs`),
+//! and `TRACEPARENT` when the job has a trace context (docs/traces.md). Exit status 0 finishes
 //! the job; any other status, a signal or a timeout fails it, with the tail of stderr as the error. Its stdout is the worker's stdout.
 //! With a `snooze` delay configured, exit status [`EX_TEMPFAIL`] (75) snoozes the job instead: it runs
 //! again after that delay, and the attempt does not count (see [`JobError::snooze`]). The delay is the
@@ -257,6 +258,13 @@ impl Inner {
             // its error report. stderr is captured for last_error.
             .stdout(Stdio::inherit())
             .stderr(Stdio::piped());
+        // The job's trace context, under the name OpenTelemetry's SDKs read. A job without one must
+        // not pass on the worker's own (a worker started under a TRACEPARENT would otherwise make every
+        // such job look like part of that one trace).
+        match job.traceparent() {
+            Some(t) => cmd.env("TRACEPARENT", t.to_string()),
+            None => cmd.env_remove("TRACEPARENT"),
+        };
         cmd
     }
 

@@ -35,6 +35,8 @@ pub struct JobContext {
     pub(crate) finished: Arc<AtomicU8>,
     /// Writes its progress and output.
     pub(crate) report: super::Reporter,
+    /// The trace context to hand on (see [`JobContext::traceparent`]).
+    pub(crate) traceparent: Option<crate::Traceparent>,
 }
 
 /// Who made a job's done finish when its handler returned `Ok(())`, as a [`JobContext`] records it.
@@ -165,6 +167,26 @@ impl JobContext {
         self.deadline
     }
 
+    /// The W3C trace context this attempt runs in, for the handler to pass on (as the `traceparent`
+    /// header of its own calls, or as the parent of its own spans): the context of the attempt's span
+    /// when the worker exports spans (a child of the enqueuer's; docs/traces.md), else the job's
+    /// stored `traceparent` as it is. `None` for a job enqueued without one, or whose stored value is
+    /// not valid (the worker logs that once per attempt). Command handlers get it as `TRACEPARENT`,
+    /// HTTP handlers as the `traceparent` header, process handlers as the message's `"traceparent"`,
+    /// SQL handlers as `$traceparent`.
+    pub fn traceparent(&self) -> Option<crate::Traceparent> {
+        self.traceparent
+    }
+
+    /// [`JobContext::traceparent`] as an OpenTelemetry context (the `otel` feature), for the handler's
+    /// own spans: `tracing_opentelemetry::OpenTelemetrySpanExt::set_parent(&span, job.otel_context())`,
+    /// or `tracer.start_with_context(name, &job.otel_context())`. An empty context without one.
+    #[cfg(feature = "otel")]
+    pub fn otel_context(&self) -> opentelemetry::Context {
+        self.traceparent
+            .map_or_else(opentelemetry::Context::new, crate::otel::context_of)
+    }
+
     /// When the job was due: the time of its claim less how long the row had been due then (measured by
     /// the database's clock), to the microsecond.
     pub fn run_at(&self) -> chrono::DateTime<chrono::Utc> {
@@ -202,6 +224,14 @@ impl JobContext {
             run_at: chrono::Utc::now(),
             finished: Arc::default(),
             report: super::Reporter::default(),
+            traceparent: None,
         }
+    }
+
+    /// This context with `parent` as its [`traceparent`](JobContext::traceparent), for tests that call
+    /// a handler directly.
+    pub fn with_traceparent(mut self, parent: Option<crate::Traceparent>) -> Self {
+        self.traceparent = parent;
+        self
     }
 }

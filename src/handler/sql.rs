@@ -4,9 +4,10 @@
 //! <payload.region>)` as a prepared statement. The statement text comes only from the configuration; a
 //! payload field is always bound as a value, never spliced into SQL. Strings, numbers, booleans and null
 //! bind as themselves; objects and arrays bind as JSON text. A missing field fails the job for good.
-//! Three names bind the job's own facts instead of a payload field ([`JOB_PARAMS`]): `$job_id`, `$claim`
+//! Four names bind the job's own facts instead of a payload field ([`JOB_PARAMS`]): `$job_id`, `$claim`
 //! and `$attempt`, what a statement needs to fence its own writes or to call `jobq_progress`,
-//! `jobq_output` or `jobq_finish`.
+//! `jobq_output` or `jobq_finish`, and `$traceparent`, the attempt's W3C trace context or NULL
+//! (docs/traces.md), for a statement that records which trace its rows came from.
 //!
 //! A statement that outlives its timeout is stopped with `KILL QUERY` from another connection.
 //!
@@ -99,7 +100,7 @@ impl Handler for SqlHandler {
 }
 
 /// The `params` names that bind the job's own facts rather than payload fields.
-pub const JOB_PARAMS: &[&str] = &["$job_id", "$claim", "$attempt"];
+pub const JOB_PARAMS: &[&str] = &["$job_id", "$claim", "$attempt", "$traceparent"];
 
 /// The value of one of [`JOB_PARAMS`] for `job`; `None` for a payload field's name.
 fn job_value(name: &str, job: &JobContext) -> Option<Value> {
@@ -107,6 +108,11 @@ fn job_value(name: &str, job: &JobContext) -> Option<Value> {
         "$job_id" => Some(Value::from(job.id.0)),
         "$claim" => Some(Value::String(job.claim.clone())),
         "$attempt" => Some(Value::from(job.attempt)),
+        // NULL for a job without a trace context.
+        "$traceparent" => Some(
+            job.traceparent()
+                .map_or(Value::Null, |t| Value::String(t.to_string())),
+        ),
         _ => None,
     }
 }

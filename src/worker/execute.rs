@@ -11,6 +11,7 @@ use tracing::{debug, error, info, warn};
 
 use super::Shared;
 use super::ledger::Entry;
+use super::trace::AttemptTrace;
 use crate::db::claim::ClaimedJob;
 use crate::db::finish::{ByApplication, Finish, finish_bounded};
 use crate::error::Error;
@@ -61,6 +62,7 @@ pub(super) async fn run_job(
     }
     let fence = shared.fence.token();
     let mut timed_out = false;
+    let mut trace = None;
     let finished = Arc::new(AtomicU8::new(Finished::ByWorker as u8));
     let outcome = if shared.hard_stop.is_cancelled() || fence.is_cancelled() {
         // Claimed but never started: give it back as it was.
@@ -72,7 +74,8 @@ pub(super) async fn run_job(
         telemetry::job_started(&job.queue, waited);
         let started = Instant::now();
         let report = Reporter::new(shared.pool.clone(), job.key(), shared.token.clone());
-        let ended = run_handler(&shared, &job, &entry, &fence, &finished, &report).await;
+        let handed = trace.insert(AttemptTrace::start(&job)).traceparent();
+        let ended = run_handler(&shared, &job, &entry, &fence, &finished, &report, handed).await;
         // A progress report the once-a-second limit held back is written before the outcome.
         report.flush().await;
         let ended = check_application_finish(&shared, &job, ended, &finished).await;
@@ -83,23 +86,29 @@ pub(super) async fn run_job(
         decide(&shared, &job, ended, entry.cancel_request.is_cancelled())
     };
     let mut slot = Some(permit);
-    match outcome {
+    let label = match &outcome {
         // The handler committed the done finish with its own work (JobContext::finish_in), or the
         // application did and the row says so (`check_application_finish`).
         Some(Finish::Done) if Finished::of(&finished) != Finished::ByWorker => {
             shared.counters.done.fetch_add(1, Ordering::Relaxed);
             telemetry::job_finished(&job.queue, &job.kind, "done");
             debug!(job_id = job.id.0, kind = %job.kind, attempt, "job done (finished in the handler's or the application's transaction)");
+            "done"
         }
         Some(Finish::Done) => {
             give_back(&shared, &mut slot, claimed);
-            record(&shared, &job, attempt, &Finish::Done, timed_out).await;
+            record(&shared, &job, attempt, &Finish::Done, timed_out).await
         }
-        Some(outcome) => record(&shared, &job, attempt, &outcome, timed_out).await,
+        Some(outcome) => record(&shared, &job, attempt, outcome, timed_out).await,
         None => {
             shared.counters.lost.fetch_add(1, Ordering::Relaxed);
             telemetry::job_finished(&job.queue, &job.kind, "claim_lost");
+            "claim_lost"
         }
+    };
+    // Ended once the outcome is recorded, so the span's time covers the finish too.
+    if let Some(trace) = trace {
+        trace.end(label, outcome.as_ref());
     }
     let gave_back_early = slot.is_none();
     shared.ledger.leave(AttemptKey {
@@ -131,6 +140,7 @@ async fn run_handler(
     fence: &CancellationToken,
     finished: &Arc<AtomicU8>,
     report: &Reporter,
+    traceparent: Option<crate::Traceparent>,
 ) -> Ended {
     let Some(registered) = shared.handlers.get(&job.kind) else {
         // Claims ask only for registered kinds, but the kind column compares with trailing spaces
@@ -163,6 +173,7 @@ async fn run_handler(
         run_at: now - chrono::Duration::microseconds(job.waited_us.max(0)),
         finished: finished.clone(),
         report: report.clone(),
+        traceparent,
     };
     debug!(job_id = job.id.0, kind = %job.kind, attempt = job.attempt(), "job started");
     // The handler runs in a task of its own so that a panic fails the job instead of the worker.
@@ -356,13 +367,14 @@ async fn finish_patiently(
 }
 
 /// Finishes the row and counts the attempt; `timed_out` when the handler was stopped at its timeout.
+/// Returns the outcome's label, as counted.
 async fn record(
     shared: &Shared,
     job: &ClaimedJob,
     attempt: u16,
     outcome: &Finish,
     timed_out: bool,
-) {
+) -> &'static str {
     let c = &shared.counters;
     match finish_patiently(shared, job, attempt, outcome).await {
         Ok(true) => {
@@ -393,13 +405,16 @@ async fn record(
                 }
             };
             counter.fetch_add(1, Ordering::Relaxed);
-            telemetry::job_finished(&job.queue, &job.kind, outcome_label(outcome, timed_out));
+            let label = outcome_label(outcome, timed_out);
+            telemetry::job_finished(&job.queue, &job.kind, label);
+            label
         }
         Ok(false) => {
             c.lost.fetch_add(1, Ordering::Relaxed);
             telemetry::job_finished(&job.queue, &job.kind, "claim_lost");
             warn!(job_id = job.id.0, kind = %job.kind, attempt, claim = %shared.token,
                   "claim lost: the row no longer carries this worker's token and attempt; leaving it alone");
+            "claim_lost"
         }
         Err(e) => {
             // Kept for the watcher's reconcile, which records it once the database takes it: handing
@@ -413,6 +428,8 @@ async fn record(
             );
             error!(job_id = job.id.0, kind = %job.kind, attempt, error = %e,
                    "could not record the job's outcome; it will be recorded once the database takes it");
+            // Decided, if not yet recorded: the span says what the attempt came to.
+            outcome_label(outcome, timed_out)
         }
     }
 }

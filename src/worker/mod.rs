@@ -26,6 +26,7 @@ mod patience;
 mod report;
 #[cfg(feature = "test-util")]
 pub(crate) mod signals;
+mod trace;
 mod watch;
 
 pub use config::{Mode, WorkerConfig};

@@ -211,6 +211,10 @@ pub fn jobq(url: Option<&str>, args: &[&str]) -> Command {
         .env_remove("JOBQ_DATABASE_SSL_CA")
         .env_remove("JOBQ_LOG")
         .env_remove("JOBQ_LOG_FORMAT")
+        // Trace context and export settings come from each test, never from the caller's shell.
+        .env_remove("TRACEPARENT")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         // An empty directory of our own, so no stray ./jobq.toml is picked up.
         .current_dir(empty_dir());
     if let Some(u) = url {

@@ -323,6 +323,19 @@ async fn due_in_secs(db: &TestDb, id: jobq::JobId) -> i64 {
 // Answers
 // ---------------------------------------------------------------------------------------------------
 
+/// A job's trace context goes in W3C's own header, which the application's instrumentation reads.
+#[tokio::test]
+async fn the_request_carries_the_jobs_traceparent() {
+    let db = TestDb::new().await;
+    let app = App::answering(reply(200)).await;
+    let parent = crate::traces::PARENT;
+    jobq::enqueue(&db.pool, &NewJob::new("h").traceparent(parent).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(drain(&db, &handler("h", &app.url(), "")).await.done, 1);
+    assert_eq!(app.received()[0].header("traceparent"), parent);
+}
+
 #[tokio::test]
 async fn http_200_is_done_and_the_request_carries_the_job() {
     let db = TestDb::new().await;
@@ -357,6 +370,10 @@ async fn http_200_is_done_and_the_request_carries_the_job() {
     assert!(
         r.header("jobq-signature").is_empty(),
         "no secret, no signature"
+    );
+    assert!(
+        r.header("traceparent").is_empty(),
+        "no trace context, no header"
     );
     let doc = r.document();
     assert_eq!(doc["id"], id.0);

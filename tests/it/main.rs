@@ -88,3 +88,7 @@ mod ordered;
 mod docs;
 // Several databases from one config: `--database`, `jobq enable`/`disable`, one supervisor for all.
 mod databases;
+// Trace context: captured at enqueue, handed to every kind of handler, shown by jobs show.
+mod traces;
+// Job spans exported over OTLP/HTTP to a receiver the test runs (the `otel` feature).
+mod trace_export;

@@ -29,6 +29,12 @@ def echo(job):
         f.write("%d %s %d %s\n" % (os.getpid(), job.payload.get("text", ""), job.attempt, job.claim))
 
 
+@worker.handler("traced")
+def traced(job):
+    with open(job.payload["file"], "a") as f:
+        f.write("%s\n" % job.traceparent)
+
+
 @worker.handler("fail")
 def fail(job):
     raise RuntimeError("failed on purpose")

@@ -103,6 +103,14 @@ pub struct EnqueueArgs {
     /// its payload.
     #[arg(long, value_delimiter = ',', value_name = "ID,ID")]
     pub after_ended: Vec<u64>,
+
+    /// The W3C trace context to enqueue the job under (00-<32 hex trace id>-<16 hex span id>-<2 hex
+    /// flags), handed to its handlers and the parent of its spans. Default: the TRACEPARENT environment
+    /// variable when it holds a valid value (a job's command that enqueues more jobs links them to its
+    /// own trace); an invalid one there is ignored with a warning, as OpenTelemetry's SDKs ignore it
+    #[arg(long, value_name = "TRACEPARENT")]
+    pub traceparent: Option<jobq::Traceparent>,
+
     #[command(flatten)]
     pub format: Format,
 }
@@ -160,6 +168,7 @@ pub async fn run(env: &Env, args: EnqueueArgs) -> Result<()> {
     if let Some(m) = args.debounce_max {
         job = job.debounce_max(m);
     }
+    job = job.trace_parent(args.traceparent.or_else(traceparent_from_env));
     let pool = env.migrated_pool(super::SERIAL_CONNECTIONS).await?;
     let done = jobq::enqueue_unique(&pool, &job).await?;
     let id = done.id();
@@ -214,4 +223,27 @@ fn parse_time(s: &str) -> Result<DateTime<Utc>> {
     Err(anyhow!(
         "invalid --run-at {s:?}: use RFC 3339 (2026-05-01T12:00:00Z) or \"YYYY-MM-DD HH:MM:SS\" (UTC)"
     ))
+}
+
+/// The name OpenTelemetry's SDKs and tools (and jobq's command handlers) pass a trace context under.
+const TRACEPARENT_ENV: &str = "TRACEPARENT";
+
+/// `TRACEPARENT` from the environment, when `--traceparent` is not given. Unlike the flag, whose bad
+/// value is refused, a bad value here is ignored with a warning: the variable is ambient (inherited
+/// from whatever started this process), and a trace link is not worth failing an enqueue for.
+fn traceparent_from_env() -> Option<jobq::Traceparent> {
+    let value = std::env::var(TRACEPARENT_ENV).ok()?;
+    if value.is_empty() {
+        return None;
+    }
+    match value.parse() {
+        Ok(t) => Some(t),
+        Err(e) => {
+            crate::out::err_line(format_args!(
+                "ignoring {TRACEPARENT_ENV}={:?}: {e}",
+                crate::out::clean(&value, false)
+            ));
+            None
+        }
+    }
 }

@@ -13,7 +13,7 @@ use crate::job::{JobId, JobRecord, Progress, State};
 
 const JOB_COLUMNS: &str = "id, queue, kind, payload, priority, base_priority, run_at, state, attempts, max_attempts, \
      timeout_secs, last_error, claim, claimed_at, created_at, started_at, finished_at, unique_key, \
-     debounce_key, debounced, order_key, order_lanes, CAST(progress AS DOUBLE) AS progress, progress_message, reported_attempt, reported_at";
+     debounce_key, debounced, order_key, order_lanes, traceparent, CAST(progress AS DOUBLE) AS progress, progress_message, reported_attempt, reported_at";
 
 /// Filters for [`Jobs::list`](crate::Jobs::list).
 #[derive(Debug, Clone, Default)]
@@ -173,6 +173,7 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for JobRecord {
                 .try_get::<Option<Vec<u8>>, _>("order_key")?
                 .map(|b| String::from_utf8_lossy(&b).into_owned()),
             order_lanes: row.try_get("order_lanes")?,
+            traceparent: opt_text(row, "traceparent")?,
             progress: match row.try_get::<Option<f64>, _>("progress")? {
                 Some(percent) => Some(Progress {
                     percent,

@@ -217,6 +217,7 @@ mod tests {
             max_attempts: None,
             timeout_secs: None,
             waited_us: 0,
+            traceparent: None,
         }
     }
 

@@ -42,7 +42,7 @@ use sqlx::{Connection, MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 
 use crate::claimant::token::TokenText;
 use crate::db::dedicated::Dedicated;
-use crate::db::row::text;
+use crate::db::row::{opt_text, text};
 use crate::error::Result;
 use crate::id::JobId;
 use crate::job::AttemptKey;
@@ -89,6 +89,10 @@ pub struct ClaimedJob {
     pub timeout_secs: Option<u32>,
     /// How long the row had been due when it was claimed, in µs by the server's clock.
     pub(crate) waited_us: i64,
+    /// The `traceparent` column as stored (schema 25): checked when the job runs, not here, so that a
+    /// malformed value written by plain SQL fails nothing (`worker::execute` logs it and runs the job
+    /// without a parent).
+    pub(crate) traceparent: Option<String>,
 }
 
 impl<'r> sqlx::FromRow<'r, MySqlRow> for ClaimedJob {
@@ -103,6 +107,7 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for ClaimedJob {
             timeout_secs: row.try_get("timeout_secs")?,
             // Absent where rows are read back without it (tests that build claims by hand).
             waited_us: row.try_get("waited_us").unwrap_or(0),
+            traceparent: opt_text(row, "traceparent")?,
         })
     }
 }
@@ -473,6 +478,7 @@ mod tests {
             max_attempts: None,
             timeout_secs: None,
             waited_us: 0,
+            traceparent: None,
         }
     }
 

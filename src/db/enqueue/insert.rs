@@ -7,7 +7,7 @@ use sqlx::{MySql, QueryBuilder};
 
 use super::new_job::{NewJob, RunAt};
 
-/// Rows per multi-row INSERT: at most eleven placeholders a row stays far below the protocol's 65,535, and the
+/// Rows per multi-row INSERT: at most twelve placeholders a row stays far below the protocol's 65,535, and the
 /// statement stays well under the default `max_allowed_packet` for typical payloads.
 pub(super) const ROWS_PER_INSERT: usize = 1000;
 /// The optional columns, in statement order. A column goes into the statement only when some row of the
@@ -23,6 +23,7 @@ struct Columns {
     unique_key: bool,
     debounce_key: bool,
     order_key: bool,
+    traceparent: bool,
 }
 
 impl Columns {
@@ -40,6 +41,7 @@ impl Columns {
                 .any(|j| j.unique_key.is_some() && j.debounce.is_none()),
             debounce_key: jobs.iter().any(|j| j.debounce.is_some()),
             order_key: jobs.iter().any(|j| j.order_key.is_some()),
+            traceparent: jobs.iter().any(|j| j.traceparent.is_some()),
         }
     }
 
@@ -56,6 +58,7 @@ impl Columns {
             (self.order_key, "order_key"),
             (self.order_key, "order_lanes"),
             (self.order_key, "order_spacing_us"),
+            (self.traceparent, "traceparent"),
         ] {
             if on {
                 names.push(name);
@@ -121,6 +124,9 @@ fn push_row(
         );
         push_value(&mut b, job.order_key.as_ref().map(|_| job.order_lanes));
         push_value(&mut b, job.order_spacing_us());
+    }
+    if cols.traceparent {
+        push_value(&mut b, job.traceparent.map(|t| t.to_string()));
     }
 }
 

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use crate::error::{Error, Result};
 use crate::job::JobId;
 use crate::name::{Name, check_unique_key};
+use crate::traceparent::Traceparent;
 
 /// A job to insert. Only the kind is required; everything else has the table's default.
 #[derive(Debug, Clone, PartialEq)]
@@ -33,6 +34,8 @@ pub struct NewJob {
     pub(crate) after: Vec<u64>,
     /// With `after`: wait until those jobs have ended in any way (a batch's callback), not until done.
     pub(crate) after_ended: bool,
+    /// The trace context it was enqueued under (schema 25), checked when set.
+    pub(crate) traceparent: Option<Traceparent>,
 }
 
 /// A debounced job's window and maximum wait ([`NewJob::debounce`]).
@@ -81,6 +84,7 @@ impl NewJob {
             order_halt: false,
             after: Vec::new(),
             after_ended: false,
+            traceparent: None,
         }
     }
 
@@ -124,6 +128,38 @@ impl NewJob {
     /// The queue (default `default`).
     pub fn queue(mut self, queue: impl Into<String>) -> Self {
         self.queue = Some(queue.into());
+        self
+    }
+
+    /// The W3C `traceparent` the job is enqueued under (`00-<trace id>-<span id>-<flags>`): every
+    /// attempt's handlers receive it, and a worker that exports spans makes each attempt's span a child
+    /// of it (docs/traces.md). Checked here, so the error names the value rather than the column's
+    /// CHECK.
+    ///
+    /// # Errors
+    /// [`Error::Traceparent`] when `value` is not a valid version-00 traceparent.
+    pub fn traceparent(mut self, value: &str) -> Result<Self> {
+        let parsed = value.parse().map_err(|source| Error::Traceparent {
+            value: value.to_string(),
+            source,
+        })?;
+        self.traceparent = Some(parsed);
+        Ok(self)
+    }
+
+    /// [`NewJob::traceparent`] from the caller's current span (the `otel` feature): the current
+    /// `tracing` span's OpenTelemetry context when tracing-opentelemetry's layer is installed, else
+    /// OpenTelemetry's current context; no parent outside any span. Explicit rather than automatic:
+    /// an enqueue is not always part of what its caller is tracing (a schedule's tick, an import
+    /// loop), and a trace link that was never asked for cannot be told from one that was.
+    #[cfg(feature = "otel")]
+    pub fn in_current_span(self) -> Self {
+        self.trace_parent(crate::otel::current_traceparent())
+    }
+
+    /// [`NewJob::traceparent`] from a value already checked (or `None`: no parent).
+    pub fn trace_parent(mut self, parent: Option<Traceparent>) -> Self {
+        self.traceparent = parent;
         self
     }
 

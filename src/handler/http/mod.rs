@@ -207,6 +207,10 @@ impl Inner {
             .header("Jobq-Max-Attempts", job.max_attempts)
             .header("Jobq-Claim", &job.claim)
             .header("Jobq-Deadline", rfc3339(job.deadline()));
+        // W3C trace context's own header name, which HTTP servers' OpenTelemetry instrumentation reads.
+        if let Some(t) = job.traceparent() {
+            builder = builder.header("traceparent", t.to_string());
+        }
         if let Some(secret) = &self.secret {
             let now = chrono::Utc::now().timestamp();
             builder = builder.header(sign::HEADER, sign::signature(secret, now, &body));

@@ -73,7 +73,7 @@ pub(crate) fn request(job: &JobContext) -> Result<Vec<u8>, JobError> {
     let payload: Value = serde_json::from_str(job.payload_str())
         .map_err(|e| JobError::fatal(format!("the payload is not JSON: {e}")))?;
     let ts = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Micros, true);
-    let line = serde_json::json!({
+    let mut line = serde_json::json!({
         "id": job.id.0,
         "kind": job.kind,
         "queue": job.queue,
@@ -84,6 +84,10 @@ pub(crate) fn request(job: &JobContext) -> Result<Vec<u8>, JobError> {
         "run_at": ts(job.run_at()),
         "deadline": ts(job.deadline()),
     });
+    // Only when the job has one: a job without a trace context sends the same line as before.
+    if let Some(t) = job.traceparent() {
+        line["traceparent"] = Value::String(t.to_string());
+    }
     let mut bytes = serde_json::to_vec(&line).expect("a JSON value serialises");
     bytes.push(b'\n');
     Ok(bytes)

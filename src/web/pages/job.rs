@@ -163,6 +163,9 @@ fn fields(j: &JobRecord, claimant: &str) -> String {
     if let Some(text) = j.debounce_summary() {
         field("debounce", esc(&text));
     }
+    if let Some(tp) = &j.traceparent {
+        field("traceparent", format!("<code>{}</code>", esc(tp)));
+    }
     b.push_str("</dl>");
     b
 }

@@ -272,6 +272,9 @@ fn print_one(j: &JobRecord, output: Option<&str>) -> Result<()> {
     if let Some(d) = j.debounce_summary() {
         outln!("debounce:     {}", clean(&d, false))?;
     }
+    if let Some(tp) = &j.traceparent {
+        outln!("traceparent:  {}", clean(tp, false))?;
+    }
     if let Some(p) = &j.progress {
         let stale = if p.attempt == j.attempts {
             String::new()
