@@ -31,8 +31,11 @@ pub fn context_of(parent: Traceparent) -> Context {
 
 /// The traceparent of `cx`'s span; `None` when it has no valid span.
 pub fn traceparent_of(cx: &Context) -> Option<Traceparent> {
-    let span = cx.span();
-    let sc = span.span_context();
+    of_span_context(cx.span().span_context())
+}
+
+/// The traceparent of a span context; `None` when it is not valid.
+fn of_span_context(sc: &opentelemetry::trace::SpanContext) -> Option<Traceparent> {
     if !sc.is_valid() {
         return None;
     }
@@ -92,16 +95,7 @@ impl AttemptSpan {
     /// tracer (no provider installed) gives its parent's context back, so then the stored traceparent
     /// passes through as it is.
     pub(crate) fn traceparent(&self) -> Option<Traceparent> {
-        let sc = self.span.span_context();
-        if !sc.is_valid() {
-            return None;
-        }
-        Traceparent::new(
-            sc.trace_id().to_bytes(),
-            sc.span_id().to_bytes(),
-            sc.trace_flags().to_u8(),
-        )
-        .ok()
+        of_span_context(self.span.span_context())
     }
 
     /// Ends the span with the attempt's `outcome` (the label of the `jobq_jobs_finished_total` metric:

@@ -70,6 +70,18 @@ impl TestDb {
             .unwrap()
     }
 
+    /// A reaper of this database that prunes nothing, for tests that run its passes by hand.
+    pub fn reaper(&self) -> jobq::Reaper {
+        jobq::Reaper::new(
+            self.pool.clone(),
+            jobq::ReaperConfig {
+                retention: None,
+                ..jobq::ReaperConfig::default()
+            },
+        )
+        .unwrap()
+    }
+
     /// Makes the claims of unregistered ("ghost") claimants an hour old, the way River's tests plant
     /// rows relative to the horizon: a reaper waits out the lease before it resets the rows of a
     /// claimant it knows nothing of.

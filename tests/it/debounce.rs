@@ -206,14 +206,7 @@ async fn a_started_job_is_never_changed_and_never_collides_on_its_way_back() {
         .unwrap();
     let second = put(&db, &reindex(2)).await.id();
     db.age_ghost_claims().await;
-    let reaper = jobq::Reaper::new(
-        db.pool.clone(),
-        jobq::ReaperConfig {
-            retention: None,
-            ..jobq::ReaperConfig::default()
-        },
-    )
-    .unwrap();
+    let reaper = db.reaper();
     assert_eq!(reaper.run_once().await.unwrap().requeued, 1);
     assert_eq!(put(&db, &reindex(3)).await, Enqueued::Merged(second));
     assert_eq!(
@@ -253,17 +246,7 @@ async fn a_started_job_is_never_changed_and_never_collides_on_its_way_back() {
         "UPDATE job_queue SET state = 'done', finished_at = NOW(6) WHERE id = {dep}"
     ))
     .await;
-    let report = jobq::Reaper::new(
-        db.pool.clone(),
-        jobq::ReaperConfig {
-            retention: None,
-            ..jobq::ReaperConfig::default()
-        },
-    )
-    .unwrap()
-    .run_once()
-    .await
-    .unwrap();
+    let report = db.reaper().run_once().await.unwrap();
     assert_eq!(report.released_waiting, 1, "{report:?}");
     assert_eq!(put(&db, &reindex(2)).await, Enqueued::Merged(held));
 }

@@ -549,14 +549,7 @@ async fn every_attempt_outcome_jobq_records_is_documented() {
         .unwrap();
     assert_eq!(claimed.len(), 1);
     db.age_ghost_claims().await;
-    let reaper = jobq::Reaper::new(
-        db.pool.clone(),
-        jobq::ReaperConfig {
-            retention: None,
-            ..jobq::ReaperConfig::default()
-        },
-    )
-    .unwrap();
+    let reaper = db.reaper();
     assert_eq!(reaper.run_once().await.unwrap().requeued, 1);
     db.exec("UPDATE job_queue SET run_at = NOW(6) + INTERVAL 1 HOUR WHERE kind = 'orphan'")
         .await;

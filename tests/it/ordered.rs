@@ -190,14 +190,7 @@ async fn a_failing_job_holds_its_key_through_retries_and_a_dead_one_goes_on_or_h
         "UPDATE job_queue SET state = 'dead', finished_at = NOW(6) WHERE id = {c0}"
     ))
     .await;
-    let reaper = jobq::Reaper::new(
-        db.pool.clone(),
-        jobq::ReaperConfig {
-            retention: None,
-            ..jobq::ReaperConfig::default()
-        },
-    )
-    .unwrap();
+    let reaper = db.reaper();
     assert_eq!(reaper.run_once().await.unwrap().released_waiting, 0);
     assert_eq!(state(&db, c1).await, State::Waiting);
     jobq::Jobs::new(db.pool.clone()).delete(c0).await.unwrap();

@@ -23,14 +23,7 @@ fn ghost(n: u32) -> String {
 }
 
 fn quick_reaper(db: &TestDb) -> Reaper {
-    Reaper::new(
-        db.pool.clone(),
-        ReaperConfig {
-            retention: None,
-            ..ReaperConfig::default()
-        },
-    )
-    .unwrap()
+    db.reaper()
 }
 
 #[tokio::test]
