@@ -88,6 +88,10 @@ async fn drain_under_fire(db: &TestDb, cfg: &std::path::Path, dir: &std::path::P
             .spawn()
             .unwrap(),
     );
+    // The chaos runs on a connection of its own, and what follows it reads through a pool opened after
+    // it: a killed session may be an idle one of the test's own pools (they are sessions in the test's
+    // database too), and a pool hands out an idle connection without a ping.
+    let chaos = db.pool(1).await;
     let (mut sigkills, mut session_kills) = (0, 0);
     let chaos_until = Instant::now() + Duration::from_secs(8);
     let mut round = 0u32;
@@ -103,25 +107,37 @@ async fn drain_under_fire(db: &TestDb, cfg: &std::path::Path, dir: &std::path::P
         } else {
             // Any session in the test's database but this one: a worker's claim, finish, heartbeat or
             // a statement in the middle of its transaction.
+            // One connection for both statements, so "this one" is the one that kills.
+            let Ok(mut conn) = chaos.acquire().await else {
+                continue;
+            };
             let ids: Vec<i64> = sqlx::query_scalar(
                 "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = DATABASE() \
                  AND ID <> CONNECTION_ID()",
             )
-            .fetch_all(&db.pool)
+            .fetch_all(&mut *conn)
             .await
             .unwrap();
             if let Some(id) = ids.get(rand::random::<u32>() as usize % ids.len().max(1)) {
                 let _ = sqlx::query(&format!("KILL CONNECTION {id}"))
-                    .execute(&db.pool)
+                    .execute(&mut *conn)
                     .await;
                 session_kills += 1;
             }
         }
     }
+    let after = db.pool(2).await;
+    let count = |sql: &'static str| {
+        let after = after.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(&after)
+                .await
+                .unwrap()
+        }
+    };
     wait_until("every job done", Duration::from_secs(90), || async {
-        db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
-            .await
-            == JOBS
+        count("SELECT COUNT(*) FROM job_queue WHERE state = 'done'").await == JOBS
     })
     .await;
     for w in &workers {
@@ -132,13 +148,9 @@ async fn drain_under_fire(db: &TestDb, cfg: &std::path::Path, dir: &std::path::P
         wait_output(w.take(), Duration::from_secs(30));
     }
     let _ = reaper.wait();
-    let effects: i64 = db.scalar("SELECT COUNT(*) FROM effects").await;
-    let distinct: i64 = db
-        .scalar("SELECT COUNT(DISTINCT job_id) FROM effects")
-        .await;
-    let retried: i64 = db
-        .scalar("SELECT COUNT(*) FROM job_queue WHERE attempts > 1")
-        .await;
+    let effects = count("SELECT COUNT(*) FROM effects").await;
+    let distinct = count("SELECT COUNT(DISTINCT job_id) FROM effects").await;
+    let retried = count("SELECT COUNT(*) FROM job_queue WHERE attempts > 1").await;
     eprintln!(
         "{sigkills} workers SIGKILLed, {session_kills} sessions killed; {retried} jobs needed more \
          than one attempt; {effects} effect rows for {distinct} jobs"
