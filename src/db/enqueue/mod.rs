@@ -11,6 +11,7 @@
 //! This file holds the entry points; the job being built and its checks are in `new_job.rs`, the INSERT
 //! statement in `insert.rs`, and the look-ups and rounds of a keyed enqueue in `unique.rs`.
 
+mod checks;
 mod debounce;
 mod insert;
 mod new_job;

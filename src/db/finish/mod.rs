@@ -3,11 +3,10 @@
 //! reset (by the reaper, or by an operator) and claimed again by someone else changes nothing, and is
 //! told so by the returned `false`.
 //!
-//! Every finish is also fenced with `has_dependents = 0` ([`NO_DEPENDENTS`]): a job nothing waits for
-//! is finished by one statement, as ever. One that falls short is tried again for a job with
-//! dependents, in a transaction that settles them (`db::deps`): the dependents whose last dependency
-//! just ended are queued, or cancelled, with the finish. A lost claim falls short of both, and costs
-//! one statement more to tell apart.
+//! Every finish is also fenced with `has_dependents = 0` ([`NO_DEPENDENTS`]): a job nothing waits for is
+//! finished by one statement, as ever. One that falls short is tried again for a job with dependents,
+//! in a transaction that settles them (`db::deps`): the dependents whose last dependency just ended are
+//! queued, or cancelled, with the finish. A lost claim falls short of both (one statement more).
 
 use std::sync::LazyLock;
 use std::time::Duration;
@@ -313,8 +312,8 @@ impl Statement {
                     "UPDATE job_queue SET \
                  state = IF(cancel_requested_at IS NULL, 'queued', 'cancelled'), \
                  finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), \
-                 claim = NULL, claimed_at = NULL, started_at = NULL, attempts = attempts - 1, \
-                 debounce_key = NULL",
+                 claim = NULL, claimed_at = NULL, started_at = NULL, debounce_key = NULL, \
+                 attempts = attempts - 1",
                     fenced!()
                 ),
                 None,
