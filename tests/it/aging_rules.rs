@@ -5,13 +5,10 @@
 
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, header};
 use jobq::testing::{Finish, age_priorities, claim_batch, finish};
 use jobq::{JobId, Queues};
-use tower::ServiceExt;
 
-use crate::common::{TestDb, run_jobq};
+use crate::common::{TestDb, dashboard_get, run_jobq};
 
 /// Inserts a job of `queue` at `priority`, due an hour ago (sixty one-minute steps).
 async fn waited_an_hour(db: &TestDb, queue: &str, priority: i16) -> JobId {
@@ -229,19 +226,6 @@ async fn bad_aging_settings_are_refused_naming_what_is_wrong() {
     assert!(sql.contains("aging_step_positive"), "{sql}");
 }
 
-/// GETs `uri` from the dashboard: the body.
-async fn get(app: &axum::Router, uri: &str) -> String {
-    let req = Request::get(uri)
-        .header(header::HOST, "127.0.0.1:8080")
-        .body(Body::empty())
-        .unwrap();
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    String::from_utf8(bytes.to_vec()).unwrap()
-}
-
 /// Set from the CLI (or SQL), an aging is listed by `jobq queue list` and the dashboard; an aged job
 /// shows both priorities in `jobq jobs show`, its `--json`, its page and the API.
 #[tokio::test]
@@ -290,17 +274,18 @@ async fn the_cli_the_dashboard_and_the_api_show_aging() {
     );
 
     let app = jobq::web::router(db.pool.clone(), jobq::web::WebConfig::default()).unwrap();
-    let page = get(&app, &format!("/jobs/{id}")).await;
+    let page = dashboard_get(&app, &format!("/jobs/{id}")).await.1;
     assert!(
         page.contains("0 <span class=\"aged\">(aged from 10)</span>"),
         "{page}"
     );
     let api: serde_json::Value =
-        serde_json::from_str(&get(&app, &format!("/api/jobs/{id}")).await).unwrap();
+        serde_json::from_str(&dashboard_get(&app, &format!("/api/jobs/{id}")).await.1).unwrap();
     assert_eq!(api["base_priority"], 10);
-    let overview = get(&app, "/").await;
+    let overview = dashboard_get(&app, "/").await.1;
     assert!(overview.contains("ages 1 per 5m"), "{overview}");
-    let api: serde_json::Value = serde_json::from_str(&get(&app, "/api/overview").await).unwrap();
+    let api: serde_json::Value =
+        serde_json::from_str(&dashboard_get(&app, "/api/overview").await.1).unwrap();
     assert_eq!(api["aging"][1]["queue"], "mail");
 
     let out = run_jobq(url, &["queue", "age", "mail", "--off"]);

@@ -714,3 +714,22 @@ pub async fn rows_and_read_next(
             .unwrap();
     (rows, read_next)
 }
+
+/// GETs `uri` from the dashboard's router as a browser on the machine would (Host 127.0.0.1:8080): its
+/// `Refresh` header and its body.
+pub async fn dashboard_get(app: &axum::Router, uri: &str) -> (Option<String>, String) {
+    use tower::ServiceExt;
+    let req = axum::http::Request::get(uri)
+        .header(axum::http::header::HOST, "127.0.0.1:8080")
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let refresh = resp
+        .headers()
+        .get(axum::http::header::REFRESH)
+        .map(|v| v.to_str().unwrap().to_string());
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (refresh, String::from_utf8(bytes.to_vec()).unwrap())
+}

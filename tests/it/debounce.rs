@@ -581,16 +581,7 @@ async fn the_cli_debounces_and_shows_what_it_did() {
 
     // The dashboard's job page says it too.
     let app = jobq::web::router(db.pool.clone(), jobq::web::WebConfig::default()).unwrap();
-    use tower::ServiceExt;
-    let req = axum::http::Request::get(format!("/jobs/{id}"))
-        .header(axum::http::header::HOST, "127.0.0.1:8080")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let resp = app.oneshot(req).await.unwrap();
-    let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    let page = String::from_utf8_lossy(&body);
+    let (_, page) = crate::common::dashboard_get(&app, &format!("/jobs/{id}")).await;
     assert!(
         page.contains(
             "<dt>debounce</dt><dd>key &quot;customer:7&quot;, 2 later enqueues merged</dd>"

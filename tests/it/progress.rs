@@ -4,35 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
-use axum::http::{Request, header};
 use jobq::{Handlers, JobContext, JobError, State};
 use tokio::sync::Notify;
-use tower::ServiceExt;
 
-use crate::common::{TestDb, run_jobq, wait_until};
+use crate::common::{TestDb, dashboard_get as get, run_jobq, wait_until};
 
 /// The progress columns of job `id`: (percent, message, attempt).
 async fn progress_row(db: &TestDb, id: jobq::JobId) -> Option<(f64, Option<String>, u16)> {
     let j = jobq::Jobs::new(db.pool.clone()).get(id).await.unwrap();
     j.progress.map(|p| (p.percent, p.message, p.attempt))
-}
-
-/// GETs `uri` from the dashboard as a browser on the machine would: its `Refresh` header and body.
-async fn get(app: &axum::Router, uri: &str) -> (Option<String>, String) {
-    let req = Request::get(uri)
-        .header(header::HOST, "127.0.0.1:8080")
-        .body(Body::empty())
-        .unwrap();
-    let resp = app.clone().oneshot(req).await.unwrap();
-    let refresh = resp
-        .headers()
-        .get(header::REFRESH)
-        .map(|v| v.to_str().unwrap().to_string());
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    (refresh, String::from_utf8(bytes.to_vec()).unwrap())
 }
 
 /// Reports are written at most once a second and the last one is never lost; the output stays on the

@@ -137,17 +137,8 @@ async fn plain_sql_sets_it_and_the_dashboard_shows_it() {
 
 /// The body of the dashboard's answer to a GET of `uri`, as a browser on the machine would ask.
 async fn dashboard(db: &TestDb, uri: &str) -> String {
-    use tower::ServiceExt;
     let app = jobq::web::router(db.pool.clone(), jobq::web::WebConfig::default()).unwrap();
-    let req = axum::http::Request::get(uri)
-        .header(axum::http::header::HOST, "127.0.0.1:8080")
-        .body(axum::body::Body::empty())
-        .unwrap();
-    let resp = app.oneshot(req).await.unwrap();
-    let body = axum::body::to_bytes(resp.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    String::from_utf8(body.to_vec()).unwrap()
+    crate::common::dashboard_get(&app, uri).await.1
 }
 
 /// Every kind of handler gets the stored traceparent (no exporter here, so it is passed through as it
