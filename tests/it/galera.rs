@@ -14,7 +14,7 @@ use jobq::ConnectConfig;
 use sqlx::{Executor, MySqlPool};
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use crate::common::{jobq, scratch_dir, wait_output, write_config};
+use crate::common::{KillOnDrop, jobq, scratch_dir, wait_output, write_config};
 
 /// Tests that break a node hold it for writing, every other cluster test for reading.
 static CLUSTER: RwLock<()> = RwLock::const_new(());
@@ -150,6 +150,10 @@ impl Drop for ClusterDb {
     }
 }
 
+/// How long after their INSERT the jobs of [`workers_on_three_nodes_drain_a_queue_and_run_every_job_once`]
+/// fall due: time for its three workers to start.
+const DUE_IN_SECS: u32 = 5;
+
 /// Workers on all three nodes drain one queue: every job's effect exactly once, nothing left running,
 /// and the claims lost to other nodes (certification conflicts) are retried without a warning.
 #[tokio::test]
@@ -164,17 +168,24 @@ async fn workers_on_three_nodes_drain_a_queue_and_run_every_job_once() {
         )
         .await
         .unwrap();
+    // The jobs go in before any worker starts and fall due a few seconds later, once the workers on
+    // every node are up: no INSERT races the claims, and a worker that starts late on a loaded machine
+    // does not find the queue drained by the others (the spread this test checks would not be there).
     let jobs = 6000;
     // Multi-row INSERTs from the client: no sequence engine needed.
     for chunk in (1..=jobs).collect::<Vec<u32>>().chunks(1000) {
         let values: Vec<String> = chunk
             .iter()
-            .map(|i| format!("('effect', JSON_OBJECT('id', {i}))"))
+            .map(|i| {
+                format!(
+                    "('effect', JSON_OBJECT('id', {i}), NOW(6) + INTERVAL {DUE_IN_SECS} SECOND)"
+                )
+            })
             .collect();
         db.pool
             .execute(
                 format!(
-                    "INSERT INTO job_queue (kind, payload) VALUES {}",
+                    "INSERT INTO job_queue (kind, payload, run_at) VALUES {}",
                     values.join(",")
                 )
                 .as_str(),
@@ -190,6 +201,7 @@ async fn workers_on_three_nodes_drain_a_queue_and_run_every_job_once() {
     // Logs go to files: a pipe nobody reads until the end could fill up and stall a worker.
     let args = [
         "worker",
+        "--forever",
         "--config",
         cfg.to_str().unwrap(),
         "--concurrency",
@@ -208,12 +220,29 @@ async fn workers_on_three_nodes_drain_a_queue_and_run_every_job_once() {
                 .stderr(std::fs::File::create(&log).unwrap())
                 .spawn()
                 .unwrap();
-            (child, log)
+            (KillOnDrop::new(child), log)
         })
         .collect();
+    wait_for_count(
+        &db.pool,
+        "SELECT COUNT(*) FROM jobq_processes WHERE role = 'worker'",
+        3,
+        Duration::from_secs(60),
+    )
+    .await;
+    wait_for_count(
+        &db.pool,
+        "SELECT COUNT(*) FROM job_queue WHERE state = 'done'",
+        i64::from(jobs),
+        Duration::from_secs(120),
+    )
+    .await;
+    for (w, _) in &workers {
+        sigterm(w);
+    }
     let mut logs = String::new();
     for (w, log) in workers {
-        let out = wait_output(w, Duration::from_secs(120));
+        let out = wait_output(w.take(), Duration::from_secs(60));
         let log = std::fs::read_to_string(log).unwrap();
         assert!(out.status.success(), "a worker failed:\n{log}");
         logs.push_str(&log);
@@ -272,6 +301,7 @@ async fn a_reaper_on_another_node_leaves_a_live_workers_job_alone() {
     .stdout(std::process::Stdio::null())
     .stderr(std::fs::File::create(dir.join("worker.log")).unwrap())
     .spawn()
+    .map(KillOnDrop::new)
     .unwrap();
     let reaper = jobq(
         Some(&db.urls[1]),
@@ -280,8 +310,9 @@ async fn a_reaper_on_another_node_leaves_a_live_workers_job_alone() {
     .stdout(std::process::Stdio::null())
     .stderr(std::fs::File::create(dir.join("reaper.log")).unwrap())
     .spawn()
+    .map(KillOnDrop::new)
     .unwrap();
-    let out = wait_output(worker, Duration::from_secs(60));
+    let out = wait_output(worker.take(), Duration::from_secs(60));
     assert!(
         out.status.success(),
         "{}",
@@ -292,7 +323,7 @@ async fn a_reaper_on_another_node_leaves_a_live_workers_job_alone() {
         nix::sys::signal::Signal::SIGTERM,
     )
     .unwrap();
-    wait_output(reaper, Duration::from_secs(30));
+    wait_output(reaper.take(), Duration::from_secs(30));
     let log = std::fs::read_to_string(dir.join("reaper.log")).unwrap();
     let (state, attempts): (Vec<u8>, u16) =
         sqlx::query_as("SELECT state, attempts FROM job_queue WHERE kind = 'nap'")
@@ -566,6 +597,7 @@ async fn a_node_killed_mid_drain_loses_no_job_and_its_workers_move() {
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
+        .map(KillOnDrop::new)
         .unwrap();
         workers.push((child, log));
     }
@@ -574,6 +606,7 @@ async fn a_node_killed_mid_drain_loses_no_job_and_its_workers_move() {
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&reaper_log).unwrap())
         .spawn()
+        .map(KillOnDrop::new)
         .unwrap();
     wait_for_count(
         &db.pool,
@@ -621,12 +654,12 @@ async fn a_node_killed_mid_drain_loses_no_job_and_its_workers_move() {
     sigterm(&reaper);
     let mut logs = Vec::new();
     for (w, log) in workers {
-        let out = wait_output(w, Duration::from_secs(60));
+        let out = wait_output(w.take(), Duration::from_secs(60));
         let log = std::fs::read_to_string(log).unwrap();
         assert!(out.status.success(), "a worker failed:\n{log}");
         logs.push(log);
     }
-    wait_output(reaper, Duration::from_secs(30));
+    wait_output(reaper.take(), Duration::from_secs(30));
     let reaper_log = std::fs::read_to_string(reaper_log).unwrap();
     assert!(
         !reaper_log.contains("released a dead claimant"),
@@ -678,6 +711,7 @@ async fn a_worker_leaves_a_node_cut_off_from_the_cluster() {
     .stdout(std::process::Stdio::null())
     .stderr(std::fs::File::create(&log).unwrap())
     .spawn()
+    .map(KillOnDrop::new)
     .unwrap();
     wait_for_count(
         &db.pool,
@@ -706,7 +740,7 @@ async fn a_worker_leaves_a_node_cut_off_from_the_cluster() {
     );
     galera(&["isolate", "3", "off"]);
     sigterm(&worker);
-    let out = wait_output(worker, Duration::from_secs(60));
+    let out = wait_output(worker.take(), Duration::from_secs(60));
     let log = std::fs::read_to_string(log).unwrap();
     assert!(out.status.success(), "{log}");
     assert!(log.contains("moving to the next one"), "{log}");
@@ -745,12 +779,14 @@ async fn a_reaper_on_another_node_rescues_a_dead_workers_job_after_its_fence() {
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
+        .map(KillOnDrop::new)
         .unwrap();
     let reaper_log = dir.join("reaper.log");
     let reaper = jobq(Some(&db.urls[1]), &["reaper", "--interval", "500ms"])
         .stdout(std::process::Stdio::null())
         .stderr(std::fs::File::create(&reaper_log).unwrap())
         .spawn()
+        .map(KillOnDrop::new)
         .unwrap();
     wait_for_count(
         &db.pool,
@@ -781,7 +817,7 @@ async fn a_reaper_on_another_node_rescues_a_dead_workers_job_after_its_fence() {
     let since_beat = rescued + Duration::from_millis(heartbeat_age_ms.max(0) as u64);
     eprintln!("cross-node rescue after {rescued:?} ({since_beat:?} after the last heartbeat)");
     sigterm(&reaper);
-    wait_output(reaper, Duration::from_secs(30));
+    wait_output(reaper.take(), Duration::from_secs(30));
     let log = std::fs::read_to_string(reaper_log).unwrap();
     let bound = WorkerConfig::DEFAULT_FENCE_AFTER + jobq::testing::MARGIN;
     assert!(
