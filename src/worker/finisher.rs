@@ -5,9 +5,9 @@
 //! their successful outcomes to a queue that two parties drain:
 //!
 //! * **The finisher task** takes what is pending as soon as it is free and finishes it with one fenced
-//!   autocommit UPDATE (one round trip). While other jobs of the worker are still running it lingers up
-//!   to [`LINGER`] for their finishes (jobs claimed together tend to end together); a lone job's finish
-//!   goes out at once. Finishes given back by a claim are made at once.
+//!   autocommit UPDATE (one round trip). While other jobs of the worker are still running it lingers
+//!   for their finishes as long as they keep coming (jobs claimed together tend to end together, and
+//!   are then finished together); a lone job's finish goes out at once. Finishes given back by a claim are made at once.
 //! * **The next claim carries the rest.** Finishes that arrive while the finisher's statement is under
 //!   way are pending when the claim loop claims; it takes them and makes them with the UPDATE that
 //!   stamps the claimed rows (`db::claim`), so they cost no statement of their own. How much the claim
@@ -41,8 +41,13 @@ use crate::job::AttemptKey;
 /// sweeps, so that a claim's jobs, which end together, are finished together.
 const MAX_BATCH: usize = 2048;
 
-/// Longest wait for more finishes while other jobs are still running.
+/// Longest wait for the next finish while other jobs are still running: the linger goes on while
+/// finishes keep arriving closer together than this.
 const LINGER: Duration = Duration::from_millis(1);
+
+/// Longest linger in all, however steadily finishes arrive: bounds how long a done job's row stays
+/// `running` after its handler returned.
+const MAX_LINGER: Duration = Duration::from_millis(10);
 
 /// The answer to one job's finish: `Ok(false)` when the fence did not match. The error is shared (an
 /// `Arc`, as `Error` holds a database error that cannot be cloned): one failed transaction answers every
@@ -238,10 +243,17 @@ async fn run_on(
     }
 }
 
-/// With finishes pending: lingers a moment for the finishes of jobs still running (up to [`LINGER`]);
-/// returns at once when finishes were given back, a whole batch is pending, or no other job runs.
+/// With finishes pending: lingers for the finishes of jobs still running while they keep arriving
+/// (each within [`LINGER`] of the one before, for [`MAX_LINGER`] at most); returns at once when
+/// finishes were given back, [`MAX_BATCH`] are pending, or every running job has handed its finish in.
+///
+/// Jobs claimed together tend to end together, and a batch claimed together is then finished together,
+/// in one statement: with a fixed 1 ms linger a 500-row claim of no-op jobs was finished by 1.2
+/// statements on average on the 2-core VM (416.7 rows per finish, `jobq bench --sections drain --sweep
+/// 2:500:500`), each of a new length and so a new prepared statement; a job that runs on after the rest
+/// of its batch stops the linger one gap after the last of the others.
 async fn wait_for_more(queue: &Queue, in_flight: &AtomicUsize) {
-    let deadline = tokio::time::Instant::now() + LINGER;
+    let cap = tokio::time::Instant::now() + MAX_LINGER;
     loop {
         if queue.urgent.swap(false, Ordering::SeqCst) {
             return;
@@ -250,7 +262,8 @@ async fn wait_for_more(queue: &Queue, in_flight: &AtomicUsize) {
         if pending == 0 || pending >= MAX_BATCH || pending >= in_flight.load(Ordering::Relaxed) {
             return;
         }
-        if tokio::time::timeout_at(deadline, queue.arrived.notified())
+        let gap_over = (tokio::time::Instant::now() + LINGER).min(cap);
+        if tokio::time::timeout_at(gap_over, queue.arrived.notified())
             .await
             .is_err()
         {
@@ -346,6 +359,40 @@ mod tests {
         // Others still running: the linger, and no longer.
         let t1 = tokio::time::Instant::now();
         wait_for_more(&queue, &AtomicUsize::new(5)).await;
+        assert_eq!(t1.elapsed(), LINGER);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_linger_goes_on_while_finishes_keep_coming_up_to_its_bound() {
+        let (queue, f) = finisher();
+        let (a, _ra) = request(1);
+        queue.lock().push(a);
+        let t0 = tokio::time::Instant::now();
+        let waiting = tokio::spawn({
+            let queue = queue.clone();
+            async move { wait_for_more(&queue, &AtomicUsize::new(1000)).await }
+        });
+        // A finish every half gap: the linger outlasts one gap, and ends at its bound.
+        let mut replies = Vec::new();
+        for id in 2.. {
+            tokio::time::sleep(LINGER / 2).await;
+            if waiting.is_finished() {
+                break;
+            }
+            let (r, rx) = request(id);
+            replies.push(rx);
+            queue.lock().push(r);
+            f.queue.arrived.notify_one();
+        }
+        waiting.await.unwrap();
+        let lingered = t0.elapsed();
+        assert!(
+            lingered >= MAX_LINGER && lingered <= MAX_LINGER + LINGER,
+            "{lingered:?}"
+        );
+        // Then the finishes stop coming: one gap after the last, it ends.
+        let t1 = tokio::time::Instant::now();
+        wait_for_more(&queue, &AtomicUsize::new(1000)).await;
         assert_eq!(t1.elapsed(), LINGER);
     }
 
