@@ -176,6 +176,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0029_priority_aging.sql",
         sql: include_str!("../../migrations/0029_priority_aging.sql"),
     },
+    Migration {
+        version: 30,
+        name: "0030_cluster_safe_uniqueness.sql",
+        sql: include_str!("../../migrations/0030_cluster_safe_uniqueness.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -1,6 +1,6 @@
 //! Debounced enqueues (schema 26): one `INSERT … ON DUPLICATE KEY UPDATE` either inserts the job or
 //! merges it into the queued, never-started job of its kind and key. One statement, so there is no
-//! look-up to race with: the UNIQUE index on `(debounce_pending, kind)` decides, as it does for an
+//! look-up to race with: the UNIQUE index on `debounce_slot` (the kind and key while queued, schema 30) decides, as it does for an
 //! application's own plain-SQL form (docs/debounce.md).
 
 use std::collections::BTreeMap;

@@ -144,7 +144,7 @@ pub(super) fn insert_statement<'a>(
 }
 
 /// The INSERT of debounced jobs that share one maximum wait: a row whose kind and key a queued,
-/// never-started job holds (the UNIQUE index on `(debounce_pending, kind)`, schema 26) updates that
+/// never-started job holds (the UNIQUE index on `debounce_slot`, schema 30) updates that
 /// job instead: the new payload, run_at moved to the new row's (now + its window) but never past `max`
 /// after the job was first enqueued, and one more merged enqueue counted. `id = LAST_INSERT_ID(id)`
 /// makes the merged job's id the statement's insert id, as a new row's is.

@@ -1,8 +1,8 @@
 //! Inserting jobs. Applications can equally write the same rows with plain SQL; this is the typed way.
 //!
 //! A job may carry a unique key (migration 0012): while a job of its kind with the key is live (queued,
-//! waiting to retry, or running), the UNIQUE index on `(unique_live, kind)` (migration 0017) refuses a
-//! second one, and [`enqueue_unique`]
+//! waiting to retry, or running), the UNIQUE index on `unique_slot`, the kind and key in one value
+//! (migration 0030; `(unique_live, kind)` before, which collided on a cluster), refuses a second one, and [`enqueue_unique`]
 //! answers with the live job's id instead. With [`NewJob::unique_for`] a done job holds its key for a
 //! period after it finished too; no generated column can say "finished within the last hour" (they
 //! cannot call `NOW()`), so that part is a look-up before the insert, and has a window (see
