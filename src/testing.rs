@@ -1,8 +1,9 @@
 //! Internals the integration tests drive directly (a claim without a worker, a fenced finish, the
-//! fence's margin, how a process is judged) and the events they wait on ([`Signals`]), behind the
-//! `test-util` feature: they are not part of the public API and may change with any release.
+//! fence's margin and kill grace, which the protocol model in tests/model checks, how a process is
+//! judged) and the events they wait on ([`Signals`]), behind the `test-util` feature: they are not
+//! part of the public API and may change with any release.
 
-pub use crate::claimant::fence::MARGIN;
+pub use crate::claimant::fence::{KILL_GRACE, MARGIN};
 pub use crate::claimant::liveness::{ProcessState, local_process};
 pub use crate::claimant::token::ProcessIdentity;
 pub use crate::db::claim::{ClaimedJob, claim_batch, claim_batch_carrying, stamp_selected};

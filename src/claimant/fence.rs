@@ -37,7 +37,8 @@ use tracing::{error, info, warn};
 pub(crate) const DEFAULT_BOUND: Duration = Duration::from_secs(10);
 
 /// Time a job gets between being told to stop by the fence and being forced.
-pub(crate) const KILL_GRACE: Duration = Duration::from_secs(1);
+#[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
+pub const KILL_GRACE: Duration = Duration::from_secs(1);
 
 /// What a reaper adds to a claimant's bound before it may reset the claimant's rows: the kill grace,
 /// the watchdog's tick and a second of slack for scheduling and clock rate.
