@@ -37,3 +37,16 @@ pub async fn finish(
 pub async fn age_priorities(conn: &mut sqlx::MySqlConnection) -> crate::Result<u64> {
     crate::reaper::aging::pass(conn, &Default::default()).await
 }
+
+/// A reaper's reset of claimant `token`'s running rows, going ahead only while its registry row still
+/// shows heartbeat `seen` (`None`: no row), as a pass makes it after judging the claimant gone: the ids
+/// it reset, or `None` when the claimant came back first and nothing changed.
+pub async fn reset_if_heartbeat_unchanged(
+    pool: &sqlx::MySqlPool,
+    token: &str,
+    seen: Option<chrono::DateTime<chrono::Utc>>,
+) -> crate::Result<Option<Vec<u64>>> {
+    let only_if = crate::db::reap::ResetIf::HeartbeatUnchanged(seen);
+    let reset = crate::db::reap::reset_claim(pool, token, "test reset", only_if).await?;
+    Ok(reset.map(|jobs| jobs.into_iter().map(|j| j.id).collect()))
+}

@@ -32,6 +32,9 @@ pub(crate) struct RegistryRow {
     pub started_at: DateTime<Utc>,
     /// Age of the last heartbeat, by the database clock.
     pub heartbeat_age: Duration,
+    /// The last heartbeat as stored: a reset of this claimant's rows goes ahead only while the row
+    /// still shows it (see [`ResetIf`]).
+    pub heartbeat_at: DateTime<Utc>,
     /// How often it heartbeats (schema 7; `None` for rows of older versions).
     pub heartbeat_every: Option<Duration>,
     /// Its self-fence bound (schema 7; `None` for rows of older versions).
@@ -50,6 +53,7 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for RegistryRow {
             server_epoch: row.try_get("server_epoch")?,
             started_at: row.try_get("started_at")?,
             heartbeat_age: Duration::from_micros(age_us.max(0) as u64),
+            heartbeat_at: row.try_get("heartbeat_at")?,
             heartbeat_every: row
                 .try_get::<Option<u32>, _>("heartbeat_ms")?
                 .map(|ms| Duration::from_millis(ms.into())),
@@ -64,7 +68,7 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for RegistryRow {
 pub(crate) async fn registry(pool: &MySqlPool) -> Result<Vec<RegistryRow>> {
     Ok(sqlx::query_as(
         "SELECT token, host_id, pid, connection_id, server_id, server_epoch, started_at, \
-         heartbeat_ms, fence_ms, \
+         heartbeat_ms, fence_ms, heartbeat_at, \
          TIMESTAMPDIFF(MICROSECOND, heartbeat_at, NOW(6)) AS heartbeat_age_us FROM jobq_processes",
     )
     .fetch_all(pool)
@@ -171,20 +175,55 @@ pub(crate) struct ResetJob {
 /// interrupted attempt counts, so a job that kills its worker every time ends dead instead of looping),
 /// `cancelled` if an operator had asked to cancel it. Fenced on the token: two reapers, or a reaper and
 /// the claimant finishing at the same moment, never both change a row.
+///
+/// `only_if` is what the verdict rested on: `None` when the claimant came back between the verdict and
+/// the reset (its registry row shows another heartbeat), and nothing was changed.
 pub(crate) async fn reset_claim(
     pool: &MySqlPool,
     claim: &str,
     reason: &str,
-) -> Result<Vec<ResetJob>> {
-    retry_transient("reset", 8, || reset_once(pool, claim, reason)).await
+    only_if: ResetIf,
+) -> Result<Option<Vec<ResetJob>>> {
+    retry_transient("reset", 8, || reset_once(pool, claim, reason, only_if)).await
+}
+
+/// What must still hold when a gone claimant's rows are reset.
+///
+/// A reaper judges every claimant first and resets the rows of the gone ones after. In between, a
+/// claimant judged gone on a stale heartbeat (its network was cut, its process stalled) can reconnect,
+/// heartbeat, finish its stopped copy and claim the job again under the same token; a reset fenced on the
+/// token alone would then take that fresh claim away while it runs, and the job would run twice at once.
+/// The model of the protocol (`tests/model`) found this interleaving. So the reset locks the claimant's
+/// registry row and goes ahead only if it still shows the heartbeat the verdict was made on: a claimant
+/// that heartbeats first is left alone (and judged again next pass), one that heartbeats after waits for
+/// the reset on that lock and then finds its rows gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResetIf {
+    /// The process is known dead (a supervisor saw its child exit): nothing can come back.
+    ProcessDead,
+    /// The registry row still shows this heartbeat (`None`: there was no row, and there still is none).
+    HeartbeatUnchanged(Option<DateTime<Utc>>),
 }
 
 async fn reset_once(
     pool: &MySqlPool,
     claim: &str,
     reason: &str,
-) -> Result<Vec<ResetJob>, sqlx::Error> {
+    only_if: ResetIf,
+) -> Result<Option<Vec<ResetJob>>, sqlx::Error> {
     let mut tx = pool.begin().await?;
+    if let ResetIf::HeartbeatUnchanged(seen) = only_if {
+        let now: Option<DateTime<Utc>> = sqlx::query_scalar(
+            "SELECT heartbeat_at FROM jobq_processes WHERE token = ? FOR UPDATE",
+        )
+        .bind(claim)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if now != seen {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+    }
     // A row that never set its own max_attempts and never failed under a worker that wrote its
     // handler's bound is held to the default (a reaper knows no handler).
     let rows = sqlx::query(concat!(
@@ -201,7 +240,7 @@ async fn reset_once(
     .await?;
     if rows.is_empty() {
         tx.rollback().await?;
-        return Ok(Vec::new());
+        return Ok(Some(Vec::new()));
     }
     let jobs = rows
         .iter()
@@ -239,7 +278,7 @@ async fn reset_once(
     let why = crate::db::finish::truncate_error(reason);
     crate::db::attempts::record(&mut tx, &ids, "'released'", claim, Some(&why)).await?;
     tx.commit().await?;
-    Ok(jobs)
+    Ok(Some(jobs))
 }
 
 /// Removes a dead process's registry row.

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use tracing::debug;
 
 use super::Reaper;
@@ -12,18 +13,26 @@ use crate::claimant::liveness::{self, Facts, Registered, Thresholds, Verdict};
 use crate::claimant::token::{ClaimToken, ProcessIdentity};
 use crate::db::reap::{self, RegistryRow};
 use crate::error::Result;
+
+/// A claimant judged dead: its token, why (cause and words), and the heartbeat its registry row showed
+/// then (`None`: it had none), which the reset of its rows checks again.
+pub(super) type Dead = (
+    String,
+    crate::claimant::liveness::Cause,
+    String,
+    Option<DateTime<Utc>>,
+);
 use crate::session::lock_name;
 
 impl Reaper {
-    /// Claimants judged dead, with the reason.
-    pub(super) async fn find_dead(
-        &self,
-    ) -> Result<Vec<(String, crate::claimant::liveness::Cause, String)>> {
+    /// Claimants judged dead, with the reason and the heartbeat their registry row showed (`None`: no
+    /// row), which their reset re-checks.
+    pub(super) async fn find_dead(&self) -> Result<Vec<Dead>> {
         let verdicts = self.judge_all().await?;
         Ok(verdicts
             .into_iter()
-            .filter_map(|(t, v)| match v {
-                Verdict::Dead(cause, r) => Some((t, cause, r)),
+            .filter_map(|(t, (v, seen))| match v {
+                Verdict::Dead(cause, r) => Some((t, cause, r, seen)),
                 Verdict::Suspect(r) => {
                     debug!(claim = %t, reason = %r, "claimant suspect; waiting out its fence");
                     None
@@ -33,8 +42,9 @@ impl Reaper {
             .collect())
     }
 
-    /// Verdicts on every claimant of a running row and every registered process but this one.
-    async fn judge_all(&self) -> Result<HashMap<String, Verdict>> {
+    /// Verdicts on every claimant of a running row and every registered process but this one, each with
+    /// the heartbeat its registry row showed.
+    async fn judge_all(&self) -> Result<HashMap<String, (Verdict, Option<DateTime<Utc>>)>> {
         let registry: HashMap<String, RegistryRow> = reap::registry(&self.pool)
             .await?
             .into_iter()
@@ -100,7 +110,13 @@ impl Reaper {
                 server_uptime: uptime,
                 newest_claim_age: newest_claim.get(token).copied(),
             };
-            out.insert(token.clone(), liveness::judge(&facts, &thresholds));
+            out.insert(
+                token.clone(),
+                (
+                    liveness::judge(&facts, &thresholds),
+                    reg.map(|r| r.heartbeat_at),
+                ),
+            );
         }
         Ok(out)
     }

@@ -96,15 +96,22 @@ pub struct Reaper {
 /// Takes a gone claimant's rows back (see [`reap::reset_claim`]), logs each one, and removes the
 /// claimant's registry row. The one way rows of a dead claimant are released, by the reaper and by a
 /// supervisor whose child died. `by` names who did it, for the logs and `last_error`.
+///
+/// `only_if` is what the verdict rested on ([`reap::ResetIf`]): `None` when the claimant came back
+/// before its rows were reset, and nothing was changed.
 pub(crate) async fn release_claimant(
     pool: &MySqlPool,
     token: &str,
     reason: &str,
     by: &str,
     cause: &'static str,
-) -> Result<Vec<reap::ResetJob>> {
+    only_if: reap::ResetIf,
+) -> Result<Option<Vec<reap::ResetJob>>> {
     let why = format!("claimant {token} died ({reason}); released by its {by}; its attempt counts");
-    let jobs = reap::reset_claim(pool, token, &why).await?;
+    let Some(jobs) = reap::reset_claim(pool, token, &why, only_if).await? else {
+        info!(claim = %token, %reason, by, "a claimant judged gone heartbeat again before its rows were reset; left alone");
+        return Ok(None);
+    };
     for job in &jobs {
         warn!(job_id = job.id, kind = %job.kind, claim = %token, now = %job.state, %reason, by,
               "released a dead claimant's job");
@@ -112,7 +119,7 @@ pub(crate) async fn release_claimant(
     reap::forget(pool, token).await?;
     let requeued = jobs.iter().filter(|j| j.state == "queued").count() as u64;
     crate::telemetry::released(by, cause, requeued, jobs.len() as u64 - requeued);
-    Ok(jobs)
+    Ok(Some(jobs))
 }
 
 impl Reaper {
@@ -167,11 +174,22 @@ impl Reaper {
     pub async fn run_once(&self) -> Result<ReapReport> {
         let mut report = ReapReport::default();
         let dead = self.find_dead().await?;
-        for (token, cause, reason) in dead {
+        for (token, cause, reason, seen) in dead {
+            let only_if = reap::ResetIf::HeartbeatUnchanged(seen);
+            let Some(jobs) = release_claimant(
+                &self.pool,
+                &token,
+                &reason,
+                "reaper",
+                cause.label(),
+                only_if,
+            )
+            .await?
+            else {
+                continue;
+            };
             report.dead_claimants += 1;
-            for job in
-                release_claimant(&self.pool, &token, &reason, "reaper", cause.label()).await?
-            {
+            for job in jobs {
                 if job.state == "queued" {
                     report.requeued += 1;
                 } else {

@@ -360,10 +360,11 @@ impl Supervisor {
                 why,
                 "supervisor",
                 "worker_exited",
+                reap::ResetIf::ProcessDead,
             )
             .await
             {
-                Ok(jobs) => n += jobs.len() as u64,
+                Ok(jobs) => n += jobs.map_or(0, |j| j.len() as u64),
                 Err(e) => warn!(pid, error = %e, "could not release claims; the reaper will"),
             }
         }

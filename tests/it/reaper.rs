@@ -315,3 +315,59 @@ async fn the_reaper_reports_due_jobs_no_live_worker_serves() {
         "the worker's heartbeat is fresh: {r:?}"
     );
 }
+
+/// A reaper judges every claimant first and resets the gone ones' rows after. A claimant judged gone on
+/// a stale heartbeat that heartbeats again in between (its network came back) may have claimed the job
+/// once more under the same token: the reset must leave it alone. It re-checks the heartbeat it judged
+/// on, under the registry row's lock; the model in tests/model found the interleaving.
+#[tokio::test]
+async fn a_reset_leaves_a_claimant_alone_that_heartbeat_after_its_verdict() {
+    let db = TestDb::new().await;
+    let token = ghost(7);
+    db.exec(&format!(
+        "INSERT INTO jobq_processes (token, role, host, host_id, pid, connection_id, server_id, server_epoch, \
+         version, heartbeat_at) VALUES \
+         ('{token}', 'worker', 'elsewhere', 'other', 4000007, 1, 1, 1, 'x', NOW(6) - INTERVAL 5 MINUTE)"
+    ))
+    .await;
+    db.insert_jobs("x", 2).await;
+    let claimed = claim_batch(&db.pool, &token, "default", &["x".to_string()], 2)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    let judged: chrono::DateTime<chrono::Utc> = db
+        .scalar(&format!(
+            "SELECT heartbeat_at FROM jobq_processes WHERE token = '{token}'"
+        ))
+        .await;
+    // The claimant comes back: a heartbeat lands between the verdict and the reset.
+    db.exec(&format!(
+        "UPDATE jobq_processes SET heartbeat_at = NOW(6) WHERE token = '{token}'"
+    ))
+    .await;
+    let reset = jobq::testing::reset_if_heartbeat_unchanged(&db.pool, &token, Some(judged))
+        .await
+        .unwrap();
+    assert_eq!(reset, None, "a claimant that came back keeps its rows");
+    assert_eq!(db.states().await, "running=2");
+    // Judged on the heartbeat it shows now, the reset goes ahead, and so it does for an unregistered
+    // claimant while it stays unregistered.
+    let now: chrono::DateTime<chrono::Utc> = db
+        .scalar(&format!(
+            "SELECT heartbeat_at FROM jobq_processes WHERE token = '{token}'"
+        ))
+        .await;
+    let reset = jobq::testing::reset_if_heartbeat_unchanged(&db.pool, &token, Some(now))
+        .await
+        .unwrap()
+        .expect("the verdict still holds");
+    assert_eq!(reset.len(), 2);
+    assert_eq!(db.states().await, "queued=2");
+    let registered = jobq::testing::reset_if_heartbeat_unchanged(&db.pool, &token, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        registered, None,
+        "judged without a registry row, a claimant that has one now is left alone"
+    );
+}

@@ -62,13 +62,15 @@
 //! **Broken variants** (parameters of the instance, not edits of the code), each of which the checker
 //! must refute with a printed trace: the reaper's margin set to 0, and the fence's stop removed.
 //!
-//! **A race the model finds in the code as it is**: the reaper judges every claimant first
-//! (`Reaper::find_dead`) and resets their rows afterwards (`reset_claim`, which checks only the token
-//! and `state = 'running'`). A claimant judged gone that reconnects, heartbeats, finishes its fenced
-//! copy and claims the job again between the two has that fresh claim reset, and another worker runs
-//! the job beside it. The checked instance makes judging and resetting one step (`atomic_reap`), as
-//! a reset that re-checks the heartbeat in its own transaction would; the test
-//! `a_reset_acting_on_an_earlier_judgement_can_overtake_a_reconnect` keeps the race on record.
+//! **A race the model found in the code, now closed**: the reaper judges every claimant first
+//! (`Reaper::find_dead`) and resets their rows afterwards (`reset_claim`). While the reset checked only
+//! the token and `state = 'running'`, a claimant judged gone that reconnected, heartbeat, finished its
+//! fenced copy and claimed the job again between the two had that fresh claim reset, and another
+//! worker ran the job beside it. The reset now locks the claimant's registry row and goes ahead only if
+//! it still shows the heartbeat the verdict was made on (`ResetIf` in `src/db/reap.rs`; tested against
+//! the server by `reaper::a_reset_leaves_a_claimant_alone_that_heartbeat_after_its_verdict`), which the
+//! checked instance models as judging and resetting in one step (`atomic_reap`). The old two-step reset
+//! is a third broken variant: `a_reset_acting_on_an_earlier_judgement_can_overtake_a_reconnect`.
 
 mod properties;
 mod protocol;
@@ -176,8 +178,8 @@ fn without_the_fence_a_cut_off_worker_runs_on() {
     assert!(!steps.contains("FenceTrips"), "{steps}");
 }
 
-/// The race described in the module docs: with judging and resetting as two steps, the reset can hit
-/// a claimant that has since confirmed it is alive (three attempts, so the reclaimed job is queued
+/// The race described in the module docs, as the reset was before it re-checked the heartbeat: with
+/// judging and resetting as two steps, the reset can hit a claimant that has since confirmed it is alive (three attempts, so the reclaimed job is queued
 /// again rather than dead).
 #[test]
 fn a_reset_acting_on_an_earlier_judgement_can_overtake_a_reconnect() {
