@@ -181,6 +181,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0030_cluster_safe_uniqueness.sql",
         sql: include_str!("../../migrations/0030_cluster_safe_uniqueness.sql"),
     },
+    Migration {
+        version: 31,
+        name: "0031_jobq_jobs_columns.sql",
+        sql: include_str!("../../migrations/0031_jobq_jobs_columns.sql"),
+    },
 ];
 
 /// The schema version this build needs.

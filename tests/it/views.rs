@@ -14,6 +14,60 @@ type JobRow = (u64, String, String, bool, u16, u16, i64, Option<String>);
 /// (name, state, status, next_run_at set, overdue_secs)
 type ScheduleRow = (String, String, String, bool, Option<i64>);
 
+/// The columns later schemas added to job_queue, after the old ones (schema 31): a unique, debounced,
+/// ordered, aged job with progress and a trace, next to one with none of it.
+#[tokio::test]
+async fn jobq_jobs_shows_the_keys_progress_and_trace_of_a_job() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO job_queue (id, kind, unique_key, debounce_key, debounced, order_key, order_lanes, \
+         base_priority, priority, progress, progress_message, traceparent) VALUES \
+         (1, 'k', 'u:1', 'd:1', 3, 'o:1', 2, 5, 1, 42.5, 'halfway', \
+          '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'), \
+         (2, 'k', NULL, NULL, 0, NULL, 1, NULL, 0, NULL, NULL, NULL)",
+    )
+    .await;
+    type Extra = (
+        u64,
+        Option<String>,
+        Option<String>,
+        u32,
+        Option<String>,
+        u16,
+        Option<i16>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    );
+    let rows: Vec<Extra> = sqlx::query_as(
+        "SELECT id, CAST(unique_key AS CHAR), CAST(debounce_key AS CHAR), debounced, \
+         CAST(order_key AS CHAR), order_lanes, base_priority, CAST(progress AS CHAR), progress_message, \
+         CAST(traceparent AS CHAR) FROM jobq_jobs ORDER BY id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let s = |x: &str| Some(x.to_string());
+    assert_eq!(
+        rows,
+        vec![
+            (
+                1,
+                s("u:1"),
+                s("d:1"),
+                3,
+                s("o:1"),
+                2,
+                Some(5),
+                s("42.50"),
+                s("halfway"),
+                s("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+            ),
+            (2, None, None, 0, None, 1, None, None, None, None),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn jobq_jobs_shows_every_state_with_its_next_run_and_failures() {
     let db = TestDb::new().await;
