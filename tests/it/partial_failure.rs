@@ -2,9 +2,8 @@
 //! never two copies at once. Sessions killed under a live worker, a worker SIGKILLed mid-command, the
 //! network cut between a worker and the server, a row taken away from a live worker.
 //!
-//! Command jobs here detect overlap themselves: each copy holds an exclusive `flock` on a file for as
-//! long as any process of it lives (the lock's descriptor is inherited by everything it starts), and a
-//! copy that cannot take the lock at once records `OVERLAP`.
+//! Command jobs here record their copies and detect overlap themselves (`history::recorded_command`);
+//! what they recorded, the rows and `jobq_attempts` are checked as one history (`history::check`).
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -21,20 +20,16 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
 use crate::common::{TestDb, jobq, scratch_dir, wait_output, wait_until, write_config};
+use crate::history::{self, At, Expectations, History, assert_clean, sole_worker_token};
 
-/// A handler config whose job holds `lock` while it runs; attempt 1 runs `first` seconds, later ones 1.
+/// A handler config whose job records its copy in `dir/effects` and holds `dir/lock` while it runs
+/// ([`history::recorded_command`]); attempt 1 runs `first` seconds, later ones 1.
 fn overlap_detecting_config(dir: &Path, first: u32) -> std::path::PathBuf {
+    let body = format!("if [ $JOBQ_ATTEMPT -gt 1 ]; then sleep 1; else sleep {first}; fi");
+    let script = history::recorded_command(&dir.join("effects"), &dir.join("lock"), &body);
     write_config(
         dir,
-        &format!(
-            "[handlers.guarded]\ncommand = [\"sh\", \"-c\", \"\"\"\
-             exec 9>>{d}/lock\n\
-             if ! flock -n 9; then echo OVERLAP:$JOBQ_ATTEMPT >> {d}/effects; exit 1; fi\n\
-             echo start:$JOBQ_ATTEMPT:$$ >> {d}/effects\n\
-             if [ $JOBQ_ATTEMPT -gt 1 ]; then sleep 1; else sleep {first}; fi\n\
-             echo end:$JOBQ_ATTEMPT >> {d}/effects\n\"\"\"]\n",
-            d = dir.display()
-        ),
+        &format!("[handlers.guarded]\ncommand = [\"sh\", \"-c\", '''\n{script}''']\n"),
     )
 }
 
@@ -75,8 +70,20 @@ async fn stop_worker(worker: std::process::Child, dir: &Path) -> String {
     log
 }
 
-fn effects(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("effects")).unwrap_or_default()
+/// What the handlers recorded so far, and the database when `db` is given.
+async fn history(dir: &Path, db: Option<&TestDb>) -> History {
+    let mut h = History::default();
+    h.read_effects_file(&dir.join("effects"));
+    if let Some(db) = db {
+        h.read_database(&db.pool).await;
+    }
+    h
+}
+
+/// Whether a copy of `attempt` of job 1 has started.
+async fn started(dir: &Path, attempt: u16) -> bool {
+    let h = history(dir, None).await;
+    h.copies(1).iter().any(|c| c.attempt == attempt)
 }
 
 /// Whether some process still holds the job's lock.
@@ -253,7 +260,7 @@ impl Scene {
         let (reaper_task, reaper_stop) = reaper(&db);
         let worker = spawn_worker(&relay.url(&db.url), &cfg, &dir);
         wait_until("the job running", Duration::from_secs(10), || async {
-            effects(&dir).contains("start:1")
+            started(&dir, 1).await
         })
         .await;
         Scene {
@@ -302,16 +309,17 @@ async fn a_live_worker_whose_sessions_are_killed_runs_its_job_once() {
     })
     .await;
     let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
-    let log = effects(&dir);
-    assert_eq!(job.attempts, 1, "ran once: {log}");
-    assert!(!log.contains("OVERLAP"), "{log}");
-    assert_eq!(log.matches("start:").count(), 1, "{log}");
+    assert_eq!(job.attempts, 1);
     // The worker is still registered (the reaper did not take it for dead).
     let workers: i64 = db
         .scalar("SELECT COUNT(*) FROM jobq_processes WHERE role = 'worker'")
         .await;
     assert_eq!(workers, 1);
-    finish(worker, &dir, reaper_task, reaper_stop).await;
+    let log = finish(worker, &dir, reaper_task, reaper_stop).await;
+    let mut h = history(&dir, Some(&db)).await;
+    h.read_worker_log(&log);
+    let summary = assert_clean(&h, &Expectations::no_faults());
+    assert_eq!(summary.copies, 1, "ran once:\n{}", h.timeline(1));
 }
 
 /// A SIGKILLed worker's command dies with it (through the exec shim), so the retry never runs beside
@@ -325,17 +333,12 @@ async fn a_sigkilled_workers_command_dies_with_it() {
         .await;
     let worker = spawn_worker(&db.url, &cfg, &dir);
     wait_until("the job running", Duration::from_secs(10), || async {
-        effects(&dir).contains("start:1")
+        started(&dir, 1).await
     })
     .await;
     assert!(lock_held(&dir));
-    let pid: u32 = effects(&dir)
-        .trim()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let pid = history(&dir, None).await.copies(1)[0].pid;
+    let killed_claimant = sole_worker_token(&db.pool).await;
     kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
     let killed = Instant::now();
     let _ = tokio::task::spawn_blocking(move || wait_output(worker, Duration::from_secs(5))).await;
@@ -346,6 +349,7 @@ async fn a_sigkilled_workers_command_dies_with_it() {
     })
     .await;
     let gone_after = killed.elapsed();
+    let gone_at = At::now();
     assert!(gone_after < Duration::from_secs(1), "{gone_after:?}");
 
     // The reaper on this host sees the process gone and hands the job on; the next worker runs it.
@@ -368,13 +372,17 @@ async fn a_sigkilled_workers_command_dies_with_it() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(db.states().await, "done=1");
-    let log = effects(&dir);
-    assert!(!log.contains("OVERLAP"), "{log}");
+    let mut h = history(&dir, Some(&db)).await;
+    h.saw_gone(1, 1, gone_at);
+    h.read_worker_log(&String::from_utf8_lossy(&out.stderr));
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(&killed_claimant));
+    let copies = h.copies(1);
+    assert_eq!((summary.copies, summary.rerun), (2, 1), "{}", h.timeline(1));
     assert!(
-        !log.contains("end:1"),
-        "the first copy never finished: {log}"
+        !copies[0].ran_to_end && copies[1].ran_to_end,
+        "the first copy never finished, the second did:\n{}",
+        h.timeline(1)
     );
-    assert!(log.contains("end:2"), "{log}");
 }
 
 /// A network cut longer than the fence: the worker stops its job itself before the reaper (which
@@ -389,6 +397,7 @@ async fn a_network_cut_longer_than_the_fence_stops_the_job_before_it_is_handed_o
         reaper_task,
         reaper_stop,
     } = Scene::start(60).await;
+    let cut_off = sole_worker_token(&db.pool).await;
     relay.cut();
     let cut_at = Instant::now();
     // The reaper may reset the row only after the worker's fence (10 s) plus the margin (2 s) from
@@ -402,6 +411,7 @@ async fn a_network_cut_longer_than_the_fence_stops_the_job_before_it_is_handed_o
         !lock_held(&dir),
         "the first copy still runs after the reset"
     );
+    let gone_at = At::now();
     // Not on the lost session at once: only once the heartbeat written at most one interval before
     // the cut is older than the fence plus the margin.
     assert!(
@@ -416,11 +426,18 @@ async fn a_network_cut_longer_than_the_fence_stops_the_job_before_it_is_handed_o
         db.states().await == "done=1"
     })
     .await;
-    let log = effects(&dir);
-    assert!(!log.contains("OVERLAP"), "{log}");
-    assert!(!log.contains("end:1"), "the first copy was stopped: {log}");
     let log = finish(worker, &dir, reaper_task, reaper_stop).await;
     assert!(log.contains("cannot confirm liveness"), "{log}");
+    let mut h = history(&dir, Some(&db)).await;
+    h.saw_gone(1, 1, gone_at);
+    h.read_worker_log(&log);
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(&cut_off));
+    assert_eq!((summary.copies, summary.rerun), (2, 1), "{}", h.timeline(1));
+    assert!(
+        !h.copies(1)[0].ran_to_end,
+        "the first copy was stopped:\n{}",
+        h.timeline(1)
+    );
 }
 
 /// A cut shorter than the fence is ridden out: the job is neither stopped nor handed on.
@@ -442,10 +459,17 @@ async fn a_network_cut_shorter_than_the_fence_is_ridden_out() {
     })
     .await;
     let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
-    let log = effects(&dir);
-    assert_eq!(job.attempts, 1, "{log}");
-    assert!(log.contains("end:1") && !log.contains("OVERLAP"), "{log}");
-    finish(worker, &dir, reaper_task, reaper_stop).await;
+    assert_eq!(job.attempts, 1);
+    let log = finish(worker, &dir, reaper_task, reaper_stop).await;
+    let mut h = history(&dir, Some(&db)).await;
+    h.read_worker_log(&log);
+    let summary = assert_clean(&h, &Expectations::no_faults());
+    assert_eq!(
+        summary.copies,
+        1,
+        "ridden out, ran once:\n{}",
+        h.timeline(1)
+    );
 }
 
 /// A row taken away from a live worker (an operator's reset, a reaper's mistaken verdict) stops that
@@ -620,13 +644,14 @@ async fn a_sigkilled_worker_on_another_host_is_rescued_after_its_fence() {
         .spawn()
         .unwrap();
     wait_until("the job running", Duration::from_secs(10), || async {
-        effects(&dir).contains("start:1")
+        started(&dir, 1).await
     })
     .await;
     let host_ids: i64 = db
         .scalar("SELECT COUNT(DISTINCT host_id) FROM jobq_processes")
         .await;
     assert_eq!(host_ids, 2, "the worker runs in a pid namespace of its own");
+    let killed_claimant = sole_worker_token(&db.pool).await;
     let heartbeat_age_ms: i64 = db
         .scalar(
             "SELECT TIMESTAMPDIFF(MICROSECOND, heartbeat_at, NOW(6)) DIV 1000 FROM jobq_processes \
@@ -655,8 +680,19 @@ async fn a_sigkilled_worker_on_another_host_is_rescued_after_its_fence() {
         "rescued after {rescued:?}"
     );
     assert!(!lock_held(&dir), "the killed worker's command died with it");
+    let gone_at = At::now();
     reaper_stop.cancel();
     reaper_task.await.unwrap().unwrap();
+    let mut h = history(&dir, Some(&db)).await;
+    h.saw_gone(1, 1, gone_at);
+    assert_clean(&h, &Expectations::no_faults().lost(&killed_claimant));
+    assert!(
+        h.events_of(1)
+            .iter()
+            .any(|e| e.kind == history::Kind::Reset),
+        "the reaper's reset is recorded:\n{}",
+        h.timeline(1)
+    );
 }
 
 /// Services started before their database (a reboot where MariaDB comes up late) wait for it and then
