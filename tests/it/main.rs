@@ -38,6 +38,8 @@ mod cancel;
 mod supervisor;
 // The promise under partial failure: killed sessions, killed workers, network cuts, lost rows.
 mod partial_failure;
+// One history of a fault test's jobs (effect lines, rows, attempts, logs) and one checker of the promise.
+mod history;
 // Restarting the database server under running workers.
 mod restart;
 // The scheduler: exactly one job per planned time, policies, DST, racing schedulers, the CLI.

@@ -2,11 +2,9 @@
 //! never two copies at once. Sessions killed under a live worker, a worker SIGKILLed mid-command, the
 //! network cut between a worker and the server, a row taken away from a live worker.
 //!
-//! Command jobs here detect overlap themselves: each copy holds an exclusive `flock` on a file for as
-//! long as any process of it lives (the lock's descriptor is inherited by everything it starts), and a
-//! copy that cannot take the lock at once records `OVERLAP`.
+//! Command jobs here record their copies and detect overlap themselves (`history::recorded_command`);
+//! what they recorded, the rows and `jobq_attempts` are checked as one history (`history::check`).
 
-use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -16,25 +14,22 @@ use jobq::{CancellationToken, Handlers, JobContext, JobError, WorkerConfig};
 use jobq::{Reaper, ReaperConfig};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+
+mod relay;
+
+use relay::CutRelay;
 
 use crate::common::{TestDb, jobq, scratch_dir, wait_output, wait_until, write_config};
+use crate::history::{self, At, Expectations, History, assert_clean, sole_worker_token};
 
-/// A handler config whose job holds `lock` while it runs; attempt 1 runs `first` seconds, later ones 1.
+/// A handler config whose job records its copy in `dir/effects` and holds `dir/lock` while it runs
+/// ([`history::recorded_command`]); attempt 1 runs `first` seconds, later ones 1.
 fn overlap_detecting_config(dir: &Path, first: u32) -> std::path::PathBuf {
+    let body = format!("if [ $JOBQ_ATTEMPT -gt 1 ]; then sleep 1; else sleep {first}; fi");
+    let script = history::recorded_command(&dir.join("effects"), &dir.join("lock"), &body);
     write_config(
         dir,
-        &format!(
-            "[handlers.guarded]\ncommand = [\"sh\", \"-c\", \"\"\"\
-             exec 9>>{d}/lock\n\
-             if ! flock -n 9; then echo OVERLAP:$JOBQ_ATTEMPT >> {d}/effects; exit 1; fi\n\
-             echo start:$JOBQ_ATTEMPT:$$ >> {d}/effects\n\
-             if [ $JOBQ_ATTEMPT -gt 1 ]; then sleep 1; else sleep {first}; fi\n\
-             echo end:$JOBQ_ATTEMPT >> {d}/effects\n\"\"\"]\n",
-            d = dir.display()
-        ),
+        &format!("[handlers.guarded]\ncommand = [\"sh\", \"-c\", '''\n{script}''']\n"),
     )
 }
 
@@ -75,8 +70,20 @@ async fn stop_worker(worker: std::process::Child, dir: &Path) -> String {
     log
 }
 
-fn effects(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("effects")).unwrap_or_default()
+/// What the handlers recorded so far, and the database when `db` is given.
+async fn history(dir: &Path, db: Option<&TestDb>) -> History {
+    let mut h = History::default();
+    h.read_effects_file(&dir.join("effects"));
+    if let Some(db) = db {
+        h.read_database(&db.pool).await;
+    }
+    h
+}
+
+/// Whether a copy of `attempt` of job 1 has started.
+async fn started(dir: &Path, attempt: u16) -> bool {
+    let h = history(dir, None).await;
+    h.copies(1).iter().any(|c| c.attempt == attempt)
 }
 
 /// Whether some process still holds the job's lock.
@@ -103,134 +110,6 @@ fn reaper(db: &TestDb) -> (tokio::task::JoinHandle<jobq::Result<()>>, Cancellati
     (tokio::spawn(r.run(stop.clone())), stop)
 }
 
-/// A TCP relay to the database that the test can cut like a network. On `cut`, the server side of
-/// every connection is closed (the server ends those sessions, as it does when its end of a broken
-/// connection notices) while the client side stays open and silent, as a partition looks to a client;
-/// new connections hang. `blackhole` keeps the server side open and silent too, as a partition looks to
-/// a server that has not noticed yet: its sessions live on. On `heal`, the silent sides are closed (the
-/// client's next packet meets a reset) and new connections go through again.
-struct CutRelay {
-    port: u16,
-    cut: watch::Sender<Cut>,
-    /// Local ports of the relay's connections to the server, which the processlist shows as the
-    /// sessions' client ports.
-    server_ports: Arc<std::sync::Mutex<HashSet<u16>>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cut {
-    Open,
-    Closed,
-    Blackhole,
-}
-
-impl CutRelay {
-    async fn start(url: &str) -> CutRelay {
-        Self::start_on(url, 0).await
-    }
-
-    /// A relay listening on `local_port` (0: any free port).
-    async fn start_on(url: &str, local_port: u16) -> CutRelay {
-        let opts: sqlx::mysql::MySqlConnectOptions = url.parse().unwrap();
-        let (host, port) = (opts.get_host().to_string(), opts.get_port());
-        let listener = TcpListener::bind(("127.0.0.1", local_port)).await.unwrap();
-        let local = listener.local_addr().unwrap().port();
-        let (cut, rx) = watch::channel(Cut::Open);
-        let server_ports: Arc<std::sync::Mutex<HashSet<u16>>> = Arc::default();
-        let ports = server_ports.clone();
-        tokio::spawn(async move {
-            loop {
-                let Ok((client, _)) = listener.accept().await else {
-                    return;
-                };
-                let mut rx = rx.clone();
-                if *rx.borrow() != Cut::Open {
-                    tokio::spawn(async move {
-                        let _ = rx.wait_for(|c| *c == Cut::Open).await;
-                        drop(client);
-                    });
-                    continue;
-                }
-                let Ok(server) = TcpStream::connect((host.as_str(), port)).await else {
-                    continue;
-                };
-                let server_port = server.local_addr().unwrap().port();
-                ports.lock().unwrap().insert(server_port);
-                let ports = ports.clone();
-                tokio::spawn(async move {
-                    let (mut cr, mut cw) = client.into_split();
-                    let (mut sr, mut sw) = server.into_split();
-                    let cut = tokio::select! {
-                        _ = async {
-                            tokio::join!(
-                                async { let _ = tokio::io::copy(&mut sr, &mut cw).await; let _ = cw.shutdown().await; },
-                                async { let _ = tokio::io::copy(&mut cr, &mut sw).await; let _ = sw.shutdown().await; },
-                            )
-                        } => None,
-                        r = rx.wait_for(|c| *c != Cut::Open) => r.ok().map(|c| *c),
-                    };
-                    if let Some(how) = cut {
-                        if how == Cut::Closed {
-                            drop((sr, sw));
-                            let _ = rx.wait_for(|c| *c == Cut::Open).await;
-                        } else {
-                            let _ = rx.wait_for(|c| *c == Cut::Open).await;
-                            drop((sr, sw));
-                        }
-                    }
-                    ports.lock().unwrap().remove(&server_port);
-                });
-            }
-        });
-        CutRelay {
-            port: local,
-            cut,
-            server_ports,
-        }
-    }
-
-    /// `url` pointed at the relay.
-    fn url(&self, url: &str) -> String {
-        let (head, db) = url.rsplit_once('/').unwrap();
-        let (scheme_user, _) = head.rsplit_once('@').unwrap();
-        format!("{scheme_user}@127.0.0.1:{}/{db}", self.port)
-    }
-
-    fn cut(&self) {
-        self.cut.send_replace(Cut::Closed);
-    }
-
-    fn blackhole(&self) {
-        self.cut.send_replace(Cut::Blackhole);
-    }
-
-    fn heal(&self) {
-        self.cut.send_replace(Cut::Open);
-    }
-
-    /// `KILL CONNECTION` of every session that goes through the relay; returns how many.
-    async fn kill_sessions(&self, db: &TestDb) -> usize {
-        let ports: Vec<u16> = self.server_ports.lock().unwrap().iter().copied().collect();
-        let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT CAST(ID AS CHAR), HOST FROM information_schema.PROCESSLIST WHERE HOST LIKE '%:%'",
-        )
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
-        let mut killed = 0;
-        for (id, host) in rows {
-            let port: Option<u16> = host.rsplit(':').next().and_then(|p| p.parse().ok());
-            if port.is_some_and(|p| ports.contains(&p)) {
-                let _ = sqlx::query(&format!("KILL CONNECTION {id}"))
-                    .execute(&db.pool)
-                    .await;
-                killed += 1;
-            }
-        }
-        killed
-    }
-}
-
 /// One `guarded` job (attempt 1 runs `first` seconds) run by a forever worker through a relay, with a
 /// reaper running beside it; returned once the job has started.
 struct Scene {
@@ -253,7 +132,7 @@ impl Scene {
         let (reaper_task, reaper_stop) = reaper(&db);
         let worker = spawn_worker(&relay.url(&db.url), &cfg, &dir);
         wait_until("the job running", Duration::from_secs(10), || async {
-            effects(&dir).contains("start:1")
+            started(&dir, 1).await
         })
         .await;
         Scene {
@@ -302,16 +181,17 @@ async fn a_live_worker_whose_sessions_are_killed_runs_its_job_once() {
     })
     .await;
     let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
-    let log = effects(&dir);
-    assert_eq!(job.attempts, 1, "ran once: {log}");
-    assert!(!log.contains("OVERLAP"), "{log}");
-    assert_eq!(log.matches("start:").count(), 1, "{log}");
+    assert_eq!(job.attempts, 1);
     // The worker is still registered (the reaper did not take it for dead).
     let workers: i64 = db
         .scalar("SELECT COUNT(*) FROM jobq_processes WHERE role = 'worker'")
         .await;
     assert_eq!(workers, 1);
-    finish(worker, &dir, reaper_task, reaper_stop).await;
+    let log = finish(worker, &dir, reaper_task, reaper_stop).await;
+    let mut h = history(&dir, Some(&db)).await;
+    h.read_worker_log(&log);
+    let summary = assert_clean(&h, &Expectations::no_faults());
+    assert_eq!(summary.copies, 1, "ran once:\n{}", h.timeline(1));
 }
 
 /// A SIGKILLed worker's command dies with it (through the exec shim), so the retry never runs beside
@@ -325,17 +205,12 @@ async fn a_sigkilled_workers_command_dies_with_it() {
         .await;
     let worker = spawn_worker(&db.url, &cfg, &dir);
     wait_until("the job running", Duration::from_secs(10), || async {
-        effects(&dir).contains("start:1")
+        started(&dir, 1).await
     })
     .await;
     assert!(lock_held(&dir));
-    let pid: u32 = effects(&dir)
-        .trim()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let pid = history(&dir, None).await.copies(1)[0].pid;
+    let killed_claimant = sole_worker_token(&db.pool).await;
     kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
     let killed = Instant::now();
     let _ = tokio::task::spawn_blocking(move || wait_output(worker, Duration::from_secs(5))).await;
@@ -346,6 +221,7 @@ async fn a_sigkilled_workers_command_dies_with_it() {
     })
     .await;
     let gone_after = killed.elapsed();
+    let gone_at = At::now();
     assert!(gone_after < Duration::from_secs(1), "{gone_after:?}");
 
     // The reaper on this host sees the process gone and hands the job on; the next worker runs it.
@@ -368,13 +244,17 @@ async fn a_sigkilled_workers_command_dies_with_it() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(db.states().await, "done=1");
-    let log = effects(&dir);
-    assert!(!log.contains("OVERLAP"), "{log}");
+    let mut h = history(&dir, Some(&db)).await;
+    h.saw_gone(1, 1, gone_at);
+    h.read_worker_log(&String::from_utf8_lossy(&out.stderr));
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(&killed_claimant));
+    let copies = h.copies(1);
+    assert_eq!((summary.copies, summary.rerun), (2, 1), "{}", h.timeline(1));
     assert!(
-        !log.contains("end:1"),
-        "the first copy never finished: {log}"
+        !copies[0].ran_to_end && copies[1].ran_to_end,
+        "the first copy never finished, the second did:\n{}",
+        h.timeline(1)
     );
-    assert!(log.contains("end:2"), "{log}");
 }
 
 /// A network cut longer than the fence: the worker stops its job itself before the reaper (which
@@ -389,6 +269,7 @@ async fn a_network_cut_longer_than_the_fence_stops_the_job_before_it_is_handed_o
         reaper_task,
         reaper_stop,
     } = Scene::start(60).await;
+    let cut_off = sole_worker_token(&db.pool).await;
     relay.cut();
     let cut_at = Instant::now();
     // The reaper may reset the row only after the worker's fence (10 s) plus the margin (2 s) from
@@ -402,6 +283,7 @@ async fn a_network_cut_longer_than_the_fence_stops_the_job_before_it_is_handed_o
         !lock_held(&dir),
         "the first copy still runs after the reset"
     );
+    let gone_at = At::now();
     // Not on the lost session at once: only once the heartbeat written at most one interval before
     // the cut is older than the fence plus the margin.
     assert!(
@@ -416,11 +298,18 @@ async fn a_network_cut_longer_than_the_fence_stops_the_job_before_it_is_handed_o
         db.states().await == "done=1"
     })
     .await;
-    let log = effects(&dir);
-    assert!(!log.contains("OVERLAP"), "{log}");
-    assert!(!log.contains("end:1"), "the first copy was stopped: {log}");
     let log = finish(worker, &dir, reaper_task, reaper_stop).await;
     assert!(log.contains("cannot confirm liveness"), "{log}");
+    let mut h = history(&dir, Some(&db)).await;
+    h.saw_gone(1, 1, gone_at);
+    h.read_worker_log(&log);
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(&cut_off));
+    assert_eq!((summary.copies, summary.rerun), (2, 1), "{}", h.timeline(1));
+    assert!(
+        !h.copies(1)[0].ran_to_end,
+        "the first copy was stopped:\n{}",
+        h.timeline(1)
+    );
 }
 
 /// A cut shorter than the fence is ridden out: the job is neither stopped nor handed on.
@@ -442,10 +331,17 @@ async fn a_network_cut_shorter_than_the_fence_is_ridden_out() {
     })
     .await;
     let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
-    let log = effects(&dir);
-    assert_eq!(job.attempts, 1, "{log}");
-    assert!(log.contains("end:1") && !log.contains("OVERLAP"), "{log}");
-    finish(worker, &dir, reaper_task, reaper_stop).await;
+    assert_eq!(job.attempts, 1);
+    let log = finish(worker, &dir, reaper_task, reaper_stop).await;
+    let mut h = history(&dir, Some(&db)).await;
+    h.read_worker_log(&log);
+    let summary = assert_clean(&h, &Expectations::no_faults());
+    assert_eq!(
+        summary.copies,
+        1,
+        "ridden out, ran once:\n{}",
+        h.timeline(1)
+    );
 }
 
 /// A row taken away from a live worker (an operator's reset, a reaper's mistaken verdict) stops that
@@ -620,13 +516,14 @@ async fn a_sigkilled_worker_on_another_host_is_rescued_after_its_fence() {
         .spawn()
         .unwrap();
     wait_until("the job running", Duration::from_secs(10), || async {
-        effects(&dir).contains("start:1")
+        started(&dir, 1).await
     })
     .await;
     let host_ids: i64 = db
         .scalar("SELECT COUNT(DISTINCT host_id) FROM jobq_processes")
         .await;
     assert_eq!(host_ids, 2, "the worker runs in a pid namespace of its own");
+    let killed_claimant = sole_worker_token(&db.pool).await;
     let heartbeat_age_ms: i64 = db
         .scalar(
             "SELECT TIMESTAMPDIFF(MICROSECOND, heartbeat_at, NOW(6)) DIV 1000 FROM jobq_processes \
@@ -655,8 +552,19 @@ async fn a_sigkilled_worker_on_another_host_is_rescued_after_its_fence() {
         "rescued after {rescued:?}"
     );
     assert!(!lock_held(&dir), "the killed worker's command died with it");
+    let gone_at = At::now();
     reaper_stop.cancel();
     reaper_task.await.unwrap().unwrap();
+    let mut h = history(&dir, Some(&db)).await;
+    h.saw_gone(1, 1, gone_at);
+    assert_clean(&h, &Expectations::no_faults().lost(&killed_claimant));
+    assert!(
+        h.events_of(1)
+            .iter()
+            .any(|e| e.kind == history::Kind::Reset),
+        "the reaper's reset is recorded:\n{}",
+        h.timeline(1)
+    );
 }
 
 /// Services started before their database (a reboot where MariaDB comes up late) wait for it and then

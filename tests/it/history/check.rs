@@ -1,0 +1,275 @@
+//! The checker: the promise under partial failure, rule by rule, over a [`History`].
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use super::{HandlerCopy, History, JobId, Kind};
+
+/// What the test did to claimants: the ones it killed or cut off, whose copies may have been cut
+/// short and run again. A duplicate run by any other claimant breaks the promise.
+#[derive(Debug, Default, Clone)]
+pub struct Expectations {
+    lost: BTreeSet<String>,
+}
+
+impl Expectations {
+    /// Nothing was done to any claimant: every job must run exactly as often as it has attempts.
+    pub fn no_faults() -> Expectations {
+        Expectations::default()
+    }
+
+    /// The claimant with this token died or fenced itself during the test.
+    pub fn lost(mut self, token: &str) -> Expectations {
+        self.lost.insert(token.to_string());
+        self
+    }
+}
+
+/// What a clean history held, for the test's own assertions on top.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Summary {
+    pub jobs: usize,
+    /// Handler copies started, across all jobs.
+    pub copies: usize,
+    /// Copies cut short and run again (each by a claimant the test lost).
+    pub rerun: usize,
+    pub done: usize,
+}
+
+/// Which rule a violation breaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Two copies of one job were live at once.
+    Overlap,
+    /// An attempt was claimed or started after a later one.
+    AttemptWentBack,
+    /// A done job without exactly one accepted done, or an attempt with two outcomes.
+    Finish,
+    /// A copy cut short and run again whose claimant the test did not lose.
+    UnexplainedRerun,
+    /// A job or copy still running when the test looked last.
+    LeftRunning,
+}
+
+#[derive(Debug, Clone)]
+pub struct Violation {
+    pub job: JobId,
+    pub rule: Rule,
+    pub detail: String,
+    /// The job's timeline, to read the violation against.
+    pub timeline: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "job {} ({:?}): {}\n{}",
+            self.job, self.rule, self.detail, self.timeline
+        )
+    }
+}
+
+/// Checks every job of `history` against the promise; a clean history gives what it held.
+pub fn check(history: &History, expect: &Expectations) -> Result<Summary, Vec<Violation>> {
+    let mut violations = Vec::new();
+    let mut summary = Summary {
+        jobs: 0,
+        copies: 0,
+        rerun: 0,
+        done: 0,
+    };
+    for job in history.jobs() {
+        let copies = history.copies(job);
+        let mut found: Vec<(Rule, String)> = Vec::new();
+        found.extend(overlaps(history, job, &copies));
+        found.extend(attempts_went_back(history, job));
+        found.extend(finishes(history, job));
+        let (rerun, unexplained) = reruns(history, job, &copies, expect);
+        found.extend(unexplained);
+        found.extend(left_running(history, job, &copies));
+        summary.jobs += 1;
+        summary.copies += copies.len();
+        summary.rerun += rerun;
+        summary.done += usize::from(history.final_states.get(&job).is_some_and(|s| s == "done"));
+        violations.extend(found.into_iter().map(|(rule, detail)| Violation {
+            job,
+            rule,
+            detail,
+            timeline: history.timeline(job),
+        }));
+    }
+    if violations.is_empty() {
+        Ok(summary)
+    } else {
+        Err(violations)
+    }
+}
+
+/// [`check`], panicking with every violation's report.
+pub fn assert_clean(history: &History, expect: &Expectations) -> Summary {
+    check(history, expect).unwrap_or_else(|violations| {
+        let reports: Vec<String> = violations.iter().map(ToString::to_string).collect();
+        panic!("the history breaks the promise:\n{}", reports.join("\n"))
+    })
+}
+
+fn describe(c: &HandlerCopy) -> String {
+    format!(
+        "attempt {} (pid {}, claimant {})",
+        c.attempt,
+        c.pid,
+        c.claimant.as_deref().unwrap_or("?")
+    )
+}
+
+/// A copy that starts before an earlier one's end (or while that one never ended) runs beside it;
+/// a copy that met the job's lock taken saw the same from the inside.
+fn overlaps(history: &History, job: JobId, copies: &[HandlerCopy]) -> Vec<(Rule, String)> {
+    let mut out = Vec::new();
+    for (i, later) in copies.iter().enumerate() {
+        for earlier in &copies[..i] {
+            if earlier
+                .end
+                .is_none_or(|end| end.micros > later.start.micros)
+            {
+                out.push((
+                    Rule::Overlap,
+                    format!(
+                        "{} started while {} still ran",
+                        describe(later),
+                        describe(earlier)
+                    ),
+                ));
+            }
+        }
+    }
+    for e in history.events_of(job) {
+        if let Kind::LockTaken { pid } = e.kind {
+            out.push((
+                Rule::Overlap,
+                format!(
+                    "attempt {} (pid {pid}) found another copy holding the job's lock",
+                    e.attempt
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// Claims and handler starts, in time order, never name an attempt below one seen before.
+fn attempts_went_back(history: &History, job: JobId) -> Vec<(Rule, String)> {
+    let mut highest = 0;
+    let mut out = Vec::new();
+    for e in history.events_of(job) {
+        if !matches!(e.kind, Kind::Claimed | Kind::HandlerStarted { .. }) {
+            continue;
+        }
+        if e.attempt < highest {
+            out.push((
+                Rule::AttemptWentBack,
+                format!("attempt {} {} after attempt {highest}", e.attempt, e.kind),
+            ));
+        }
+        highest = highest.max(e.attempt);
+    }
+    out
+}
+
+/// A done job took exactly one done, and no attempt took two outcomes.
+fn finishes(history: &History, job: JobId) -> Vec<(Rule, String)> {
+    let accepted: Vec<(u16, &str)> = history
+        .events_of(job)
+        .into_iter()
+        .filter_map(|e| match &e.kind {
+            Kind::FinishAccepted { outcome } => Some((e.attempt, outcome.as_str())),
+            _ => None,
+        })
+        .collect();
+    let mut out = Vec::new();
+    let dones = accepted.iter().filter(|(_, o)| *o == "done").count();
+    if history.final_states.get(&job).is_some_and(|s| s == "done") && dones != 1 {
+        out.push((
+            Rule::Finish,
+            format!("the job is done with {dones} accepted done finishes"),
+        ));
+    }
+    let attempts: BTreeSet<u16> = accepted.iter().map(|(a, _)| *a).collect();
+    for attempt in attempts {
+        let outcomes: Vec<&str> = accepted
+            .iter()
+            .filter(|(a, _)| *a == attempt)
+            .map(|(_, o)| *o)
+            .collect();
+        if outcomes.len() > 1 {
+            out.push((
+                Rule::Finish,
+                format!(
+                    "attempt {attempt} took {} outcomes: {outcomes:?}",
+                    outcomes.len()
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// When a job's handler started more than once, every copy that does not stand for its attempt
+/// (the one copy of the attempt, run to its end, whose outcome the row took) was cut short; its
+/// claimant must be one the test lost. Returns how many such copies there were, and the ones that
+/// are not explained.
+fn reruns(
+    history: &History,
+    job: JobId,
+    copies: &[HandlerCopy],
+    expect: &Expectations,
+) -> (usize, Vec<(Rule, String)>) {
+    if copies.len() < 2 {
+        return (0, Vec::new());
+    }
+    let accepted: BTreeSet<u16> = history
+        .events_of(job)
+        .into_iter()
+        .filter(|e| matches!(e.kind, Kind::FinishAccepted { .. }))
+        .map(|e| e.attempt)
+        .collect();
+    let mut rerun = 0;
+    let mut out = Vec::new();
+    for c in copies {
+        let alone = copies.iter().filter(|o| o.attempt == c.attempt).count() == 1;
+        if alone && c.ran_to_end && accepted.contains(&c.attempt) {
+            continue;
+        }
+        rerun += 1;
+        if !c.claimant.as_ref().is_some_and(|t| expect.lost.contains(t)) {
+            out.push((
+                Rule::UnexplainedRerun,
+                format!(
+                    "{} was cut short or run twice, and the test lost no such claimant",
+                    describe(c)
+                ),
+            ));
+        }
+    }
+    (rerun, out)
+}
+
+/// Nothing runs once the test is over: no row in running, no copy without an end.
+fn left_running(history: &History, job: JobId, copies: &[HandlerCopy]) -> Vec<(Rule, String)> {
+    let mut out = Vec::new();
+    if history
+        .final_states
+        .get(&job)
+        .is_some_and(|s| s == "running")
+    {
+        out.push((Rule::LeftRunning, "the row is still running".to_string()));
+    }
+    for c in copies.iter().filter(|c| c.end.is_none()) {
+        out.push((
+            Rule::LeftRunning,
+            format!("{} never ended and was not seen gone", describe(c)),
+        ));
+    }
+    out
+}

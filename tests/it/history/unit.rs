@@ -1,0 +1,187 @@
+//! The checker on hand-made histories (no database): each rule catches what it is for, and a clean
+//! history with a killed claimant's rerun passes.
+
+use super::{At, Clock, Event, Expectations, History, Kind, Rule, Source, check};
+
+const A: &str = "vm:100:1:boot:a";
+const B: &str = "vm:200:1:boot:b";
+
+fn ev(attempt: u16, kind: Kind, secs: f64, claimant: &str) -> Event {
+    Event {
+        job: 1,
+        attempt,
+        kind,
+        at: At {
+            micros: (secs * 1e6) as i64,
+            clock: Clock::Host,
+        },
+        claimant: Some(claimant.to_string()),
+        source: Source::Effects,
+    }
+}
+
+fn done(attempt: u16, secs: f64, claimant: &str) -> Event {
+    Event {
+        source: Source::JobRow,
+        ..ev(
+            attempt,
+            Kind::FinishAccepted {
+                outcome: "done".into(),
+            },
+            secs,
+            claimant,
+        )
+    }
+}
+
+/// Attempt 1 by A, killed and seen gone at 5 s, reset at 13 s; attempt 2 by B runs 14–15 s, done.
+fn rerun_after_a_kill() -> History {
+    let mut h = History {
+        events: vec![
+            ev(1, Kind::Claimed, 0.0, A),
+            ev(1, Kind::HandlerStarted { pid: 10 }, 0.1, A),
+            ev(1, Kind::Gone { pid: 10 }, 5.0, A),
+            ev(1, Kind::Reset, 13.0, A),
+            ev(2, Kind::Claimed, 14.0, B),
+            ev(2, Kind::HandlerStarted { pid: 20 }, 14.1, B),
+            ev(2, Kind::HandlerEnded { pid: 20 }, 15.0, B),
+            done(2, 15.1, B),
+        ],
+        ..History::default()
+    };
+    h.final_states.insert(1, "done".into());
+    h
+}
+
+fn rules(h: &History, expect: &Expectations) -> Vec<Rule> {
+    check(h, expect)
+        .expect_err("a violation")
+        .iter()
+        .map(|v| v.rule)
+        .collect()
+}
+
+#[test]
+fn a_rerun_after_the_test_killed_its_claimant_passes() {
+    let summary = check(&rerun_after_a_kill(), &Expectations::no_faults().lost(A)).unwrap();
+    assert_eq!(
+        (summary.jobs, summary.copies, summary.rerun, summary.done),
+        (1, 2, 1, 1)
+    );
+}
+
+#[test]
+fn a_rerun_whose_claimant_the_test_did_not_lose_is_caught() {
+    let h = rerun_after_a_kill();
+    assert_eq!(
+        rules(&h, &Expectations::no_faults()),
+        [Rule::UnexplainedRerun]
+    );
+    assert_eq!(
+        rules(&h, &Expectations::no_faults().lost(B)),
+        [Rule::UnexplainedRerun]
+    );
+}
+
+#[test]
+fn a_start_before_the_earlier_copy_ended_is_an_overlap() {
+    let mut h = rerun_after_a_kill();
+    // Attempt 1's copy was seen gone only after attempt 2 had started.
+    h.events[2].at.micros = 14_500_000;
+    assert_eq!(
+        rules(&h, &Expectations::no_faults().lost(A)),
+        [Rule::Overlap]
+    );
+}
+
+#[test]
+fn a_copy_that_met_the_lock_taken_is_an_overlap() {
+    let mut h = rerun_after_a_kill();
+    h.events.push(ev(2, Kind::LockTaken { pid: 21 }, 14.2, B));
+    assert_eq!(
+        rules(&h, &Expectations::no_faults().lost(A)),
+        [Rule::Overlap]
+    );
+}
+
+#[test]
+fn an_attempt_going_back_is_caught() {
+    let mut h = rerun_after_a_kill();
+    h.events.push(ev(1, Kind::Claimed, 14.05, A));
+    assert_eq!(
+        rules(&h, &Expectations::no_faults().lost(A)),
+        [Rule::AttemptWentBack]
+    );
+}
+
+#[test]
+fn a_done_job_without_exactly_one_accepted_done_is_caught() {
+    let mut twice = rerun_after_a_kill();
+    twice.events.push(done(1, 13.5, A));
+    let r = rules(&twice, &Expectations::no_faults().lost(A));
+    assert!(
+        r.iter().all(|r| *r == Rule::Finish) && !r.is_empty(),
+        "{r:?}"
+    );
+
+    let mut never = rerun_after_a_kill();
+    never.events.pop();
+    // Attempt 2 is now also a copy without an accepted outcome: a rerun by B.
+    let r = rules(&never, &Expectations::no_faults().lost(A).lost(B));
+    assert_eq!(r, [Rule::Finish]);
+}
+
+#[test]
+fn a_copy_or_row_left_running_is_caught() {
+    let mut h = rerun_after_a_kill();
+    h.events.retain(|e| e.kind != Kind::Gone { pid: 10 });
+    let r = rules(&h, &Expectations::no_faults().lost(A));
+    // Never seen gone: it may still run beside attempt 2.
+    assert_eq!(r, [Rule::Overlap, Rule::LeftRunning]);
+
+    let mut running = History {
+        events: vec![ev(1, Kind::Claimed, 0.0, A)],
+        ..History::default()
+    };
+    running.final_states.insert(1, "running".into());
+    assert_eq!(
+        rules(&running, &Expectations::no_faults()),
+        [Rule::LeftRunning]
+    );
+}
+
+#[test]
+fn a_violation_shows_the_jobs_timeline() {
+    let v = check(&rerun_after_a_kill(), &Expectations::no_faults()).unwrap_err();
+    let text = v[0].to_string();
+    assert!(
+        text.starts_with("job 1 (UnexplainedRerun): attempt 1 (pid 10"),
+        "{text}"
+    );
+    assert!(
+        text.contains("+14.100s host Effects   attempt 2 handler started (pid 20)"),
+        "{text}"
+    );
+    assert!(text.ends_with("at the end the row is done\n"), "{text}");
+}
+
+#[test]
+fn effect_lines_and_log_lines_are_read() {
+    let mut h = History::default();
+    h.read_effects(
+        "start job=3 attempt=1 pid=7 at=1000000 claim=vm:7:x\n\
+         end job=3 attempt=1 pid=7 at=2500000 claim=vm:7:x\n",
+    );
+    h.read_worker_log(
+        "2026-01-01T00:00:03.000001Z  WARN claim lost: the row no longer carries this worker's \
+         token and attempt; leaving it alone job_id=3 kind=k attempt=1 claim=vm:7:x\n",
+    );
+    let copies = h.copies(3);
+    assert_eq!(copies.len(), 1);
+    assert!(copies[0].ran_to_end && copies[0].claimant.as_deref() == Some("vm:7:x"));
+    assert_eq!(copies[0].end.unwrap().micros, 2_500_000);
+    let refused = &h.events[2];
+    assert_eq!((refused.job, refused.attempt), (3, 1));
+    assert_eq!(refused.kind, Kind::FinishRefused);
+    assert_eq!(refused.at.micros, 1_767_225_603_000_001);
+}
