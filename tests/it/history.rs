@@ -11,6 +11,7 @@
 //! compares handler times with handler times only.
 
 mod check;
+mod sql;
 #[cfg(test)]
 mod unit;
 
@@ -19,6 +20,7 @@ use std::fmt;
 use std::path::Path;
 
 pub use check::{Expectations, Rule, assert_clean, check};
+pub use sql::{SqlEffectRow, effects_table, recorded_procedure};
 
 /// A job id as the rows hold it.
 pub type JobId = u64;
@@ -297,6 +299,27 @@ impl History {
         self.events.extend(unended);
     }
 
+    /// Records every copy that started before `at` and has no end as seen gone at `at`: the test
+    /// knows no copy could live on past that moment (the server that ran them stopped).
+    pub fn saw_every_copy_gone(&mut self, at: At) {
+        let mut gone = Vec::new();
+        for job in self.jobs() {
+            for c in self.copies(job) {
+                if c.end.is_none() && c.start.micros <= at.micros {
+                    gone.push(Event {
+                        job,
+                        attempt: c.attempt,
+                        kind: Kind::Gone { pid: c.pid },
+                        at,
+                        claimant: c.claimant,
+                        source: Source::Test,
+                    });
+                }
+            }
+        }
+        self.events.extend(gone);
+    }
+
     /// The handler copies of `job`, in the order they started.
     pub fn copies(&self, job: JobId) -> Vec<HandlerCopy> {
         let mut copies: Vec<HandlerCopy> = Vec::new();
@@ -380,15 +403,36 @@ pub struct HandlerCopy {
     pub ran_to_end: bool,
 }
 
-/// The claim token of the one worker registered in the database: the claimant a test is about to
-/// kill or cut off, read before it does so.
-pub async fn sole_worker_token(pool: &sqlx::MySqlPool) -> String {
+/// The claim tokens of the workers registered in the database: the claimants a test is about to
+/// kill, cut off or put through a fault, read before it does so.
+pub async fn worker_tokens(pool: &sqlx::MySqlPool) -> Vec<String> {
     let tokens: Vec<Vec<u8>> = sqlx::query_scalar(
         "SELECT CAST(token AS BINARY) FROM jobq_processes WHERE role = 'worker'",
     )
     .fetch_all(pool)
     .await
     .unwrap();
+    tokens
+        .into_iter()
+        .map(|t| String::from_utf8(t).unwrap())
+        .collect()
+}
+
+/// The claim token of the one worker registered in the database (see [`worker_tokens`]).
+pub async fn sole_worker_token(pool: &sqlx::MySqlPool) -> String {
+    let mut tokens = worker_tokens(pool).await;
     assert_eq!(tokens.len(), 1, "one worker registered");
-    String::from_utf8(tokens[0].clone()).unwrap()
+    tokens.remove(0)
+}
+
+/// Whether some process still holds `lock`, the lock a [`recorded_command`] copy holds for as long
+/// as any of its processes lives: a killed copy is gone once this is false.
+pub fn lock_held(lock: &Path) -> bool {
+    !std::process::Command::new("flock")
+        .arg("-n")
+        .arg(lock)
+        .arg("true")
+        .status()
+        .unwrap()
+        .success()
 }

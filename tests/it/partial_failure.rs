@@ -88,13 +88,7 @@ async fn started(dir: &Path, attempt: u16) -> bool {
 
 /// Whether some process still holds the job's lock.
 fn lock_held(dir: &Path) -> bool {
-    !std::process::Command::new("flock")
-        .arg("-n")
-        .arg(dir.join("lock"))
-        .arg("true")
-        .status()
-        .unwrap()
-        .success()
+    history::lock_held(&dir.join("lock"))
 }
 
 fn reaper(db: &TestDb) -> (tokio::task::JoinHandle<jobq::Result<()>>, CancellationToken) {
@@ -397,24 +391,22 @@ async fn a_copy_whose_row_is_taken_away_is_stopped() {
 #[tokio::test]
 async fn an_sql_job_of_a_cut_off_worker_is_stopped_on_the_server_before_the_next_attempt() {
     let db = TestDb::new().await;
-    db.exec(
-        "CREATE TABLE sql_effects (n INT AUTO_INCREMENT PRIMARY KEY, what VARCHAR(10) NOT NULL, \
-         at TIMESTAMP(6) NOT NULL DEFAULT NOW(6))",
-    )
-    .await;
-    // The first run sleeps a minute; later ones end at once.
-    db.exec(
-        "CREATE PROCEDURE guarded() BEGIN \
-           DECLARE runs INT; \
-           SELECT COUNT(*) INTO runs FROM sql_effects WHERE what = 'start'; \
-           INSERT INTO sql_effects (what) VALUES ('start'); \
-           IF runs = 0 THEN DO SLEEP(60); END IF; \
-           INSERT INTO sql_effects (what) VALUES ('end'); \
-         END",
-    )
+    db.exec(&history::effects_table("sql_effects")).await;
+    // Attempt 1 sleeps a minute; later ones end at once. Each copy records whether the earlier ones
+    // still ran on the server when it began.
+    let body = "IF p_attempt = 1 THEN DO SLEEP(60); END IF;";
+    db.exec(&history::recorded_procedure(
+        "guarded",
+        "sql_effects",
+        body,
+        true,
+    ))
     .await;
     let dir = scratch_dir();
-    let cfg = write_config(&dir, "[handlers.guarded]\nsql = \"CALL guarded()\"\n");
+    let cfg = write_config(
+        &dir,
+        "[handlers.guarded]\nsql = \"CALL guarded(?, ?, ?)\"\nparams = [\"$job_id\", \"$claim\", \"$attempt\"]\n",
+    );
     let relay = CutRelay::start(&db.url).await;
     db.exec("INSERT INTO job_queue (kind) VALUES ('guarded')")
         .await;
@@ -423,6 +415,7 @@ async fn an_sql_job_of_a_cut_off_worker_is_stopped_on_the_server_before_the_next
         db.scalar::<i64>("SELECT COUNT(*) FROM sql_effects").await == 1
     })
     .await;
+    let cut_off_claimant = sole_worker_token(&db.pool).await;
     relay.blackhole();
     let stop = CancellationToken::new();
     let reaper_task = tokio::spawn(
@@ -461,13 +454,13 @@ async fn an_sql_job_of_a_cut_off_worker_is_stopped_on_the_server_before_the_next
     );
     let job = jobq::testing::get_job(&db.pool, 1).await.unwrap();
     assert_eq!(db.states().await, "done=1", "{:?}", job.last_error);
-    // One start and end each for the second attempt, and the first never ended.
-    let rows: Vec<(String,)> = sqlx::query_as("SELECT what FROM sql_effects ORDER BY n")
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
-    let seq: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
-    assert_eq!(seq, ["start", "start", "end"]);
+    // The first copy was recorded gone before the second began, and only it was cut short.
+    let mut h = History::default();
+    h.read_sql_effects(&db.pool, "sql_effects").await;
+    h.read_database(&db.pool).await;
+    h.read_worker_log(&String::from_utf8_lossy(&out.stderr));
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(&cut_off_claimant));
+    assert_eq!((summary.copies, summary.rerun), (2, 1), "{}", h.timeline(1));
     // And the first statement no longer runs anywhere.
     let sleeping: i64 = db
         .scalar(

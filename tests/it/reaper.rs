@@ -6,12 +6,13 @@ use jobq::testing::claim_batch;
 use jobq::testing::{Finish, finish};
 use jobq::{CancellationToken, Handlers, JobContext, JobError, Mode};
 use jobq::{Reaper, ReaperConfig};
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::common::{
     TestDb, jobq, scratch_dir, spawn_forever_worker, wait_output, wait_until, write_config,
 };
+use crate::history::{self, At, Expectations, History, assert_clean};
 
 /// A claim token that parses but belongs to nobody: not registered, no session holds its lock.
 fn ghost(n: u32) -> String {
@@ -26,26 +27,30 @@ fn quick_reaper(db: &TestDb) -> Reaper {
     db.reaper()
 }
 
+/// A SIGKILLed worker's job is reset by the reaper within two intervals and run once more by the next
+/// worker: the killed copy is gone before the rerun starts, and only the killed claimant's copy was
+/// cut short.
 #[tokio::test]
 async fn a_sigkilled_workers_job_is_runnable_within_two_intervals_and_runs_again_once() {
     let db = TestDb::new().await;
     let dir = scratch_dir();
-    // Attempt 1 of the job records itself, then sleeps; later attempts record themselves and finish.
+    let (effects, lock) = (dir.join("effects"), dir.join("lock"));
+    // Attempt 1 sleeps until it is killed; later attempts end at once.
+    let script = history::recorded_command(&effects, &lock, "[ $JOBQ_ATTEMPT -gt 1 ] || sleep 30");
     let cfg = write_config(
         &dir,
-        &format!(
-            "[handlers.victim]\ncommand = [\"sh\", \"-c\", \
-             \"echo $JOBQ_JOB_ID:$JOBQ_ATTEMPT:$$ >> {d}/effects; [ $JOBQ_ATTEMPT -gt 1 ] || sleep 30\"]\n",
-            d = dir.display()
-        ),
+        &format!("[handlers.victim]\ncommand = [\"sh\", \"-c\", '''\n{script}''']\n"),
     );
     db.exec("INSERT INTO job_queue (kind) VALUES ('victim')")
         .await;
     let worker = spawn_forever_worker(&db, &cfg);
     wait_until("the job running", Duration::from_secs(10), || async {
-        db.states().await == "running=1" && dir.join("effects").exists()
+        let mut h = History::default();
+        h.read_effects_file(&effects);
+        db.states().await == "running=1" && !h.copies(1).is_empty()
     })
     .await;
+    let killed_claimant = history::sole_worker_token(&db.pool).await;
 
     let stop = CancellationToken::new();
     let reaper = Reaper::new(db.pool.clone(), ReaperConfig::default()).unwrap();
@@ -53,6 +58,12 @@ async fn a_sigkilled_workers_job_is_runnable_within_two_intervals_and_runs_again
     kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
     let killed_at = Instant::now();
     let _ = wait_output(worker.take(), Duration::from_secs(5));
+    // The command goes with its worker (the exec shim); no process of the copy holds its lock after.
+    wait_until("the killed copy gone", Duration::from_secs(5), || async {
+        !history::lock_held(&lock)
+    })
+    .await;
+    let gone_at = At::now();
     wait_until(
         "the job runnable again",
         Duration::from_secs(15),
@@ -72,19 +83,36 @@ async fn a_sigkilled_workers_job_is_runnable_within_two_intervals_and_runs_again
     // Another worker completes it.
     let out = jobq(
         Some(&db.url),
-        &["worker", "--config", cfg.to_str().unwrap()],
+        &["-v", "worker", "--config", cfg.to_str().unwrap()],
     )
     .output()
     .unwrap();
     assert!(out.status.success());
     assert_eq!(db.states().await, "done=1");
-    let effects = std::fs::read_to_string(dir.join("effects")).unwrap();
-    let runs: Vec<&str> = effects.lines().collect();
-    assert_eq!(runs.len(), 2, "ran twice, once per claimant: {effects}");
-    assert!(runs[0].starts_with("1:1:") && runs[1].starts_with("1:2:"));
-    // The first attempt's command was orphaned by the SIGKILL; clean it up.
-    let pgid: i32 = runs[0].rsplit(':').next().unwrap().parse().unwrap();
-    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    let mut h = History::default();
+    h.read_effects_file(&effects);
+    h.read_database(&db.pool).await;
+    h.read_worker_log(&String::from_utf8_lossy(&out.stderr));
+    h.saw_gone(1, 1, gone_at);
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(&killed_claimant));
+    let copies = h.copies(1);
+    assert_eq!(
+        (summary.copies, summary.rerun),
+        (2, 1),
+        "ran twice, once per claimant:\n{}",
+        h.timeline(1)
+    );
+    assert_eq!(
+        (copies[0].attempt, copies[1].attempt),
+        (1, 2),
+        "{}",
+        h.timeline(1)
+    );
+    assert!(
+        !copies[0].ran_to_end && copies[1].ran_to_end,
+        "{}",
+        h.timeline(1)
+    );
 }
 
 #[tokio::test]

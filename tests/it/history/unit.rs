@@ -1,7 +1,7 @@
 //! The checker on hand-made histories (no database): each rule catches what it is for, and a clean
 //! history with a killed claimant's rerun passes.
 
-use super::{At, Clock, Event, Expectations, History, Kind, Rule, Source, check};
+use super::{At, Clock, Event, Expectations, History, Kind, Rule, Source, SqlEffectRow, check};
 
 const A: &str = "vm:100:1:boot:a";
 const B: &str = "vm:200:1:boot:b";
@@ -184,4 +184,99 @@ fn effect_lines_and_log_lines_are_read() {
     assert_eq!((refused.job, refused.attempt), (3, 1));
     assert_eq!(refused.kind, Kind::FinishRefused);
     assert_eq!(refused.at.micros, 1_767_225_603_000_001);
+}
+
+fn row(attempt: u16, what: &str, conn: u32, secs: f64, claim: &str) -> SqlEffectRow {
+    SqlEffectRow {
+        job: 1,
+        attempt,
+        what: what.into(),
+        conn,
+        claim: Some(claim.into()),
+        at: (secs * 1e6) as i64,
+    }
+}
+
+/// An SQL job whose first copy (session 41) is cut off: the next copy records it gone on the
+/// server, then runs to its end.
+fn sql_rerun(gone_at: f64) -> History {
+    let mut h = History::default();
+    h.read_sql_effect_rows(&[
+        row(1, "start", 41, 0.1, A),
+        row(1, "gone", 41, gone_at, A),
+        row(2, "start", 57, 14.1, B),
+        row(2, "end", 57, 15.0, B),
+    ]);
+    h.events.push(done(2, 15.1, B));
+    h.final_states.insert(1, "done".into());
+    h
+}
+
+#[test]
+fn effect_rows_are_read_as_copies_on_the_database_clock() {
+    let h = sql_rerun(14.0);
+    let copies = h.copies(1);
+    assert_eq!(copies.len(), 2);
+    assert_eq!((copies[0].pid, copies[0].ran_to_end), (41, false));
+    assert_eq!(copies[0].end.unwrap().micros, 14_000_000);
+    assert_eq!((copies[1].pid, copies[1].ran_to_end), (57, true));
+    assert_eq!(copies[1].claimant.as_deref(), Some(B));
+    assert!(
+        h.events
+            .iter()
+            .filter(|e| e.source == Source::Effects)
+            .all(|e| e.at.clock == Clock::Database)
+    );
+    let summary = check(&h, &Expectations::no_faults().lost(A)).unwrap();
+    assert_eq!((summary.copies, summary.rerun), (2, 1));
+}
+
+#[test]
+fn an_sql_copy_gone_only_after_the_next_started_or_an_overlap_row_is_an_overlap() {
+    let late = sql_rerun(14.5);
+    assert_eq!(
+        rules(&late, &Expectations::no_faults().lost(A)),
+        [Rule::Overlap]
+    );
+    let mut met = sql_rerun(14.0);
+    met.read_sql_effect_rows(&[row(2, "overlap", 57, 14.05, B)]);
+    assert_eq!(
+        rules(&met, &Expectations::no_faults().lost(A)),
+        [Rule::Overlap]
+    );
+}
+
+#[test]
+#[should_panic(expected = "unknown effect row")]
+fn an_unknown_effect_row_is_an_error() {
+    History::default().read_sql_effect_rows(&[row(1, "begin", 1, 0.0, A)]);
+}
+
+#[test]
+fn every_copy_started_before_a_stop_is_seen_gone_then_and_no_later_one() {
+    let mut h = History::default();
+    h.read_sql_effect_rows(&[
+        row(1, "start", 5, 1.0, A),
+        row(1, "start", 6, 2.0, A),
+        row(1, "end", 6, 2.5, A),
+        row(1, "start", 7, 4.0, A),
+    ]);
+    let stop = At {
+        micros: 3_000_000,
+        clock: Clock::Host,
+    };
+    h.saw_every_copy_gone(stop);
+    let ends: Vec<(u32, Option<i64>, bool)> = h
+        .copies(1)
+        .iter()
+        .map(|c| (c.pid, c.end.map(|e| e.micros), c.ran_to_end))
+        .collect();
+    assert_eq!(
+        ends,
+        [
+            (5, Some(3_000_000), false),
+            (6, Some(2_500_000), true),
+            (7, None, false)
+        ]
+    );
 }

@@ -1,0 +1,124 @@
+//! SQL handlers' copies: a procedure that records each copy in an effects table on the server, and
+//! the reader that turns that table into handler events.
+//!
+//! A copy of an SQL job is one session running one attempt's statement, so a copy's `pid` here is the
+//! session's connection id. Rows are stamped with `SYSDATE(6)`, the server's time when each row is
+//! written (`NOW(6)` would be the time the `CALL` began for every row of a copy), so these events are
+//! on the database clock.
+
+use super::{At, Clock, Event, History, JobId, Kind, Source};
+
+/// The effects table [`recorded_procedure`] writes to.
+pub fn effects_table(table: &str) -> String {
+    format!(
+        "CREATE TABLE {table} (n BIGINT AUTO_INCREMENT PRIMARY KEY, job_id BIGINT UNSIGNED NOT NULL, \
+         attempt SMALLINT UNSIGNED NOT NULL, what VARCHAR(10) NOT NULL, conn BIGINT UNSIGNED NOT NULL, \
+         claim VARCHAR(255) NULL, at TIMESTAMP(6) NOT NULL)"
+    )
+}
+
+/// A procedure `name(job_id, claim, attempt)` (bind `$job_id`, `$claim`, `$attempt`) that records its
+/// copy's start and end in `table` around `body`, the way [`super::recorded_command`] does in a file.
+///
+/// With `watch_earlier`, a copy first looks at the earlier copies of its job that never recorded an
+/// end: one whose session still runs a statement on the server runs beside it (`overlap`, this
+/// copy's row); the others are recorded `gone` at that moment. This is the evidence that a copy cut
+/// off from its worker was stopped before the next one started, taken from the server's process list
+/// rather than from the job lock under test. It goes by connection id, so it is for tests whose server
+/// does not restart (ids start again from 1 after a restart).
+pub fn recorded_procedure(name: &str, table: &str, body: &str, watch_earlier: bool) -> String {
+    let row = |what: &str| {
+        format!(
+            "INSERT INTO {table} (job_id, attempt, what, conn, claim, at) \
+             VALUES (p_job, p_attempt, '{what}', CONNECTION_ID(), p_claim, SYSDATE(6));"
+        )
+    };
+    let unended = format!(
+        "FROM {table} s WHERE s.job_id = p_job AND s.what = 'start' AND NOT EXISTS \
+         (SELECT 1 FROM {table} e WHERE e.job_id = s.job_id AND e.attempt = s.attempt \
+         AND e.conn = s.conn AND e.what IN ('end', 'gone'))"
+    );
+    let running = "EXISTS (SELECT 1 FROM information_schema.PROCESSLIST p \
+                   WHERE p.ID = s.conn AND p.COMMAND = 'Query')";
+    let watch = if watch_earlier {
+        format!(
+            "IF EXISTS (SELECT 1 {unended} AND {running}) THEN {overlap} END IF; \
+             INSERT INTO {table} (job_id, attempt, what, conn, claim, at) \
+             SELECT s.job_id, s.attempt, 'gone', s.conn, s.claim, SYSDATE(6) {unended} \
+             AND NOT {running};",
+            overlap = row("overlap"),
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "CREATE PROCEDURE {name}(p_job BIGINT UNSIGNED, p_claim VARCHAR(255), p_attempt SMALLINT UNSIGNED) BEGIN \
+         {watch} {start} {body} {end} END",
+        start = row("start"),
+        end = row("end"),
+    )
+}
+
+/// One row of an effects table, as [`History::read_sql_effects`] selects it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlEffectRow {
+    pub job: JobId,
+    pub attempt: u16,
+    pub what: String,
+    pub conn: u32,
+    pub claim: Option<String>,
+    /// Microseconds since the epoch, the server's clock.
+    pub at: i64,
+}
+
+impl History {
+    /// Adds the copies that rows of a [`recorded_procedure`]'s table record. A row of any other
+    /// kind is an error, as an unknown effect line is.
+    pub fn read_sql_effect_rows(&mut self, rows: &[SqlEffectRow]) {
+        for r in rows {
+            let pid = r.conn;
+            let kind = match r.what.as_str() {
+                "start" => Kind::HandlerStarted { pid },
+                "end" => Kind::HandlerEnded { pid },
+                "gone" => Kind::Gone { pid },
+                "overlap" => Kind::LockTaken { pid },
+                _ => panic!("unknown effect row {r:?}"),
+            };
+            self.events.push(Event {
+                job: r.job,
+                attempt: r.attempt,
+                kind,
+                at: At {
+                    micros: r.at,
+                    clock: Clock::Database,
+                },
+                claimant: r.claim.clone().filter(|c| !c.is_empty()),
+                source: Source::Effects,
+            });
+        }
+    }
+
+    /// Adds what the effects table `table` holds, in the order it was written.
+    pub async fn read_sql_effects(&mut self, pool: &sqlx::MySqlPool, table: &str) {
+        type Row = (u64, u16, Vec<u8>, u64, Option<Vec<u8>>, i64);
+        let rows: Vec<Row> = sqlx::query_as(&format!(
+            "SELECT job_id, attempt, CAST(what AS BINARY), conn, CAST(claim AS BINARY), \
+             CAST(UNIX_TIMESTAMP(at) * 1000000 AS SIGNED) FROM {table} ORDER BY n"
+        ))
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        let rows: Vec<SqlEffectRow> = rows
+            .into_iter()
+            .map(|(job, attempt, what, conn, claim, at)| SqlEffectRow {
+                job,
+                attempt,
+                what: String::from_utf8(what).unwrap(),
+                conn: u32::try_from(conn).unwrap(),
+                claim: claim.map(|c| String::from_utf8(c).unwrap()),
+                at,
+            })
+            .collect();
+        self.read_sql_effect_rows(&rows);
+    }
+}
