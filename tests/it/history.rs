@@ -14,6 +14,7 @@ mod check;
 mod sql;
 #[cfg(test)]
 mod unit;
+mod victims;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,6 +22,7 @@ use std::path::Path;
 
 pub use check::{Expectations, Rule, assert_clean, check};
 pub use sql::{SqlEffectRow, effects_table, recorded_procedure};
+pub use victims::{children_of, lock_held, sole_worker_token, worker_token_of, worker_tokens};
 
 /// A job id as the rows hold it.
 pub type JobId = u64;
@@ -138,7 +140,21 @@ pub fn recorded_command(effects: &Path, lock: &Path, body: &str) -> String {
     )
 }
 
+/// The config of a command handler `kind` whose program is `script` (a [`recorded_command`]) in sh.
+pub fn command_handler(kind: &str, script: &str) -> String {
+    format!("[handlers.{kind}]\ncommand = [\"sh\", \"-c\", '''\n{script}''']\n")
+}
+
 impl History {
+    /// The history of a test whose command handlers recorded their copies in `effects`: those copies
+    /// and what the job rows and `jobq_attempts` record.
+    pub async fn of_commands(effects: &Path, pool: &sqlx::MySqlPool) -> History {
+        let mut h = History::default();
+        h.read_effects_file(effects);
+        h.read_database(pool).await;
+        h
+    }
+
     /// Adds the copies recorded by [`recorded_command`] lines in `text`. Lines of any other shape
     /// are an error: a handler that writes something else is not the one the test thinks it runs.
     pub fn read_effects(&mut self, text: &str) {
@@ -355,6 +371,13 @@ impl History {
         events
     }
 
+    /// The jobs none of whose copies ran to its end: done ones among them took a done without
+    /// their handler's whole effect.
+    pub fn jobs_without_a_whole_copy(&self) -> Vec<JobId> {
+        let whole = |job: &JobId| self.copies(*job).iter().any(|c| c.ran_to_end);
+        self.jobs().into_iter().filter(|j| !whole(j)).collect()
+    }
+
     /// Every job the history knows of.
     pub fn jobs(&self) -> Vec<JobId> {
         let mut jobs: Vec<JobId> = self.events.iter().map(|e| e.job).collect();
@@ -401,38 +424,4 @@ pub struct HandlerCopy {
     pub end: Option<At>,
     /// Whether it wrote its own end (false: killed or stopped part way).
     pub ran_to_end: bool,
-}
-
-/// The claim tokens of the workers registered in the database: the claimants a test is about to
-/// kill, cut off or put through a fault, read before it does so.
-pub async fn worker_tokens(pool: &sqlx::MySqlPool) -> Vec<String> {
-    let tokens: Vec<Vec<u8>> = sqlx::query_scalar(
-        "SELECT CAST(token AS BINARY) FROM jobq_processes WHERE role = 'worker'",
-    )
-    .fetch_all(pool)
-    .await
-    .unwrap();
-    tokens
-        .into_iter()
-        .map(|t| String::from_utf8(t).unwrap())
-        .collect()
-}
-
-/// The claim token of the one worker registered in the database (see [`worker_tokens`]).
-pub async fn sole_worker_token(pool: &sqlx::MySqlPool) -> String {
-    let mut tokens = worker_tokens(pool).await;
-    assert_eq!(tokens.len(), 1, "one worker registered");
-    tokens.remove(0)
-}
-
-/// Whether some process still holds `lock`, the lock a [`recorded_command`] copy holds for as long
-/// as any of its processes lives: a killed copy is gone once this is false.
-pub fn lock_held(lock: &Path) -> bool {
-    !std::process::Command::new("flock")
-        .arg("-n")
-        .arg(lock)
-        .arg("true")
-        .status()
-        .unwrap()
-        .success()
 }

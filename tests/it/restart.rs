@@ -133,11 +133,7 @@ async fn workers_ride_out_a_server_restart_and_finish_everything() {
     let summary = assert_clean(&h, &expect);
     eprintln!("{summary:?}");
     assert_eq!((summary.jobs, summary.done), (3000, 3000), "every job done");
-    let without_effect: Vec<u64> = h
-        .jobs()
-        .into_iter()
-        .filter(|&job| !h.copies(job).iter().any(|c| c.ran_to_end))
-        .collect();
+    let without_effect = h.jobs_without_a_whole_copy();
     let rerun_after: Vec<u64> = h
         .jobs()
         .into_iter()

@@ -1,6 +1,7 @@
 //! The supervisor: N workers through repeated SIGKILLs, immediate release of a dead child's jobs, and a
 //! graceful drain on SIGTERM.
 
+use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -8,30 +9,17 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::common::{TestDb, jobq, run_jobq, scratch_dir, wait_output, wait_until, write_config};
+use crate::history::{self, At, Expectations, History, assert_clean, children_of};
 
-/// Pids of the direct children of `parent` (from /proc).
-fn children_of(parent: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        // state is f[0], ppid f[1]; zombies are dead children not yet collected.
-        if f.get(1).and_then(|p| p.parse::<u32>().ok()) == Some(parent) && f[0] != "Z" {
-            out.push(pid);
-        }
-    }
-    out
+/// A config whose `nap` jobs sleep `secs` and record their copies in `dir/effects`, each job holding
+/// a lock of its own so that jobs running side by side do not meet.
+fn recorded_nap(dir: &Path, secs: u32) -> PathBuf {
+    let lock = dir.join("lock.$JOBQ_JOB_ID");
+    let script = history::recorded_command(&dir.join("effects"), &lock, &format!("sleep {secs}"));
+    write_config(dir, &history::command_handler("nap", &script))
 }
 
-fn supervise(db: &TestDb, config: &std::path::Path, extra: &[&str]) -> Child {
+fn supervise(db: &TestDb, config: &Path, extra: &[&str]) -> Child {
     let mut args = vec!["supervise", "--config", config.to_str().unwrap()];
     args.extend_from_slice(extra);
     jobq(Some(&db.url), &args)
@@ -48,17 +36,19 @@ async fn n_workers(sup: u32, n: usize) {
     .await;
 }
 
+/// Only the killed children's copies are cut short and run again, each after the killed one stopped
+/// (the procedure watches from the server's process list), and every job ends done with its effect.
 #[tokio::test]
 async fn sigkilled_children_are_replaced_and_every_job_ends_done() {
     let db = TestDb::new().await;
-    db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL)")
-        .await;
+    let procedure = history::recorded_procedure("effect", "effects", "DO SLEEP(0.004);", true);
+    db.exec(&history::effects_table("effects")).await;
+    db.exec(&procedure).await;
     let dir = scratch_dir();
     let cfg = write_config(
         &dir,
-        "[handlers.effect]\n\
-         sql = \"INSERT INTO effects (job_id) SELECT ? FROM DUAL WHERE SLEEP(0.004) = 0\"\n\
-         params = [\"id\"]\n",
+        "[handlers.effect]\nsql = \"CALL effect(?, ?, ?)\"\n\
+         params = [\"$job_id\", \"$claim\", \"$attempt\"]\n",
     );
     db.exec(
         "INSERT INTO job_queue (kind, payload) \
@@ -71,7 +61,7 @@ async fn sigkilled_children_are_replaced_and_every_job_ends_done() {
     n_workers(sup_pid, 3).await;
 
     let concurrency = 4;
-    let mut kills = 0;
+    let mut killed = Vec::new();
     for round in 0..5 {
         wait_until("some jobs done", Duration::from_secs(20), || async {
             db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
@@ -81,8 +71,8 @@ async fn sigkilled_children_are_replaced_and_every_job_ends_done() {
         .await;
         let kids = children_of(sup_pid);
         let victim = kids[rand::random_range(0..kids.len())];
+        killed.extend(history::worker_token_of(&db.pool, victim).await);
         kill(Pid::from_raw(victim as i32), Signal::SIGKILL).unwrap();
-        kills += 1;
         wait_until("the victim replaced", Duration::from_secs(15), || async {
             let k = children_of(sup_pid);
             k.len() == 3 && !k.contains(&victim)
@@ -101,44 +91,45 @@ async fn sigkilled_children_are_replaced_and_every_job_ends_done() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let missing: Vec<(u64, u16, Option<String>)> = sqlx::query_as(
-        "SELECT id, attempts, CAST(last_error AS CHAR) FROM job_queue j \
-         WHERE NOT EXISTS (SELECT 1 FROM effects e WHERE e.job_id = j.id)",
-    )
-    .fetch_all(&db.pool)
-    .await
-    .unwrap();
+    let mut h = History::default();
+    h.read_sql_effects(&db.pool, "effects").await;
+    h.read_database(&db.pool).await;
+    let expect = killed
+        .iter()
+        .fold(Expectations::no_faults(), |e, t| e.lost(t));
+    let summary = assert_clean(&h, &expect);
+    eprintln!("{summary:?}");
+    assert_eq!((summary.jobs, summary.done), (5000, 5000));
+    let missing = h.jobs_without_a_whole_copy();
+    assert!(missing.is_empty(), "done without their effect: {missing:?}");
     assert!(
-        missing.is_empty(),
-        "jobs done without their effect: {missing:?}"
-    );
-    let extra: i64 = db
-        .scalar("SELECT COUNT(*) - COUNT(DISTINCT job_id) FROM effects")
-        .await;
-    assert!(
-        extra <= kills * concurrency,
-        "{extra} duplicate effects for {kills} kills of workers running at most {concurrency} jobs"
+        summary.rerun <= killed.len() * concurrency,
+        "{} reruns for {} kills of workers running at most {concurrency} jobs",
+        summary.rerun,
+        killed.len()
     );
     let registered: i64 = db.scalar("SELECT COUNT(*) FROM jobq_processes").await;
     assert_eq!(registered, 0);
 }
 
+/// The killed child's copy is gone with it, and the job runs once more, by the next child only.
 #[tokio::test]
 async fn a_dead_childs_jobs_are_released_at_once_without_a_reaper() {
     let db = TestDb::new().await;
     let dir = scratch_dir();
-    let cfg = write_config(
-        &dir,
-        "[handlers.nap]\ncommand = [\"sh\", \"-c\", \"[ $JOBQ_ATTEMPT -gt 1 ] || exec sleep 30\"]\n",
-    );
+    let (effects, lock) = (dir.join("effects"), dir.join("lock"));
+    let script = history::recorded_command(&effects, &lock, "[ $JOBQ_ATTEMPT -gt 1 ] || sleep 30");
+    let cfg = write_config(&dir, &history::command_handler("nap", &script));
     db.insert_jobs("nap", 1).await;
     let sup = supervise(&db, &cfg, &["-n", "1"]);
     let sup_pid = sup.id();
     wait_until("running", Duration::from_secs(10), || async {
-        db.states().await == "running=1"
+        let started = std::fs::read_to_string(&effects).is_ok_and(|t| t.starts_with("start"));
+        db.states().await == "running=1" && started
     })
     .await;
     let child = children_of(sup_pid)[0];
+    let killed = history::sole_worker_token(&db.pool).await;
     kill(Pid::from_raw(child as i32), Signal::SIGKILL).unwrap();
     let t0 = Instant::now();
     wait_until("released", Duration::from_secs(5), || async {
@@ -167,10 +158,12 @@ async fn a_dead_childs_jobs_are_released_at_once_without_a_reaper() {
     );
     kill(Pid::from_raw(sup_pid as i32), Signal::SIGTERM).unwrap();
     assert!(wait_output(sup, Duration::from_secs(30)).status.success());
-    // The orphaned `sleep 30` of the killed child's command.
-    let _ = std::process::Command::new("pkill")
-        .args(["-f", "^sleep 30$"])
-        .status();
+    let mut h = History::of_commands(&effects, &db.pool).await;
+    // The second copy took the lock, so the killed one no longer held it when that one started.
+    let second = h.copies(1).get(1).map(|c| c.start);
+    h.saw_gone(1, 1, second.unwrap_or_else(At::now));
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(&killed));
+    assert_eq!((summary.copies, summary.rerun), (2, 1), "{}", h.timeline(1));
 }
 
 /// A child SIGKILLed mid-statement can have its last claim or registry INSERT reach the server after the
@@ -233,11 +226,12 @@ async fn writes_that_land_after_a_childs_death_are_released_by_the_second_sweep(
     assert!(wait_output(sup, Duration::from_secs(30)).status.success());
 }
 
+/// Each running job's one copy runs to its end and its done is taken: nothing is cut short.
 #[tokio::test]
 async fn sigterm_drains_the_children_and_exits_0() {
     let db = TestDb::new().await;
     let dir = scratch_dir();
-    let cfg = write_config(&dir, "[handlers.nap]\ncommand = [\"sleep\", \"1\"]\n");
+    let cfg = recorded_nap(&dir, 1);
     db.insert_jobs("nap", 4).await;
     let sup = supervise(&db, &cfg, &["-n", "2", "--concurrency", "2", "--reaper"]);
     wait_until("4 running", Duration::from_secs(10), || async {
@@ -257,6 +251,9 @@ async fn sigterm_drains_the_children_and_exits_0() {
         registered, 0,
         "workers, reaper and supervisor all deregistered"
     );
+    let h = History::of_commands(&dir.join("effects"), &db.pool).await;
+    let summary = assert_clean(&h, &Expectations::no_faults());
+    assert_eq!((summary.copies, summary.done), (4, 4), "{summary:?}");
 }
 
 #[tokio::test]
@@ -340,7 +337,7 @@ async fn sighup_with_a_broken_config_keeps_the_workers_and_a_fixed_one_rolls_the
     );
     assert_eq!(children_of(sup_pid), vec![first], "{}", log());
     assert!(
-        std::path::Path::new(&format!("/proc/{first}")).exists(),
+        Path::new(&format!("/proc/{first}")).exists(),
         "the worker still runs"
     );
 
@@ -425,7 +422,7 @@ async fn a_failed_in_process_service_is_started_again() {
 async fn scale_changes_a_running_supervisors_workers_without_dropping_jobs() {
     let db = TestDb::new().await;
     let dir = scratch_dir();
-    let cfg = write_config(&dir, "[handlers.nap]\ncommand = [\"sleep\", \"3\"]\n");
+    let cfg = recorded_nap(&dir, 3);
     let log_path = dir.join("supervise.log");
     let mut sup = jobq(
         Some(&db.url),
@@ -494,10 +491,11 @@ async fn scale_changes_a_running_supervisors_workers_without_dropping_jobs() {
         db.states().await == "done=6"
     })
     .await;
-    let most: i64 = db
-        .scalar("SELECT CAST(MAX(attempts) AS SIGNED) FROM job_queue")
-        .await;
-    assert_eq!(most, 1, "a job was interrupted by the scale-down");
+    let h = History::of_commands(&dir.join("effects"), &db.pool).await;
+    let summary = assert_clean(&h, &Expectations::no_faults());
+    assert_eq!((summary.copies, summary.done), (6, 6), "{summary:?}");
+    let most = h.events.iter().map(|e| e.attempt).max();
+    assert_eq!(most, Some(1), "a job was interrupted by the scale-down");
 
     let out = run_jobq(Some(&db.url), &["scale", "-n", "5000"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));

@@ -8,12 +8,13 @@
 
 use super::{At, Clock, Event, History, JobId, Kind, Source};
 
-/// The effects table [`recorded_procedure`] writes to.
+/// The effects table [`recorded_procedure`] writes to, keyed by job so that a watching copy's look
+/// at its job's earlier copies reads those rows only, however many jobs ran before.
 pub fn effects_table(table: &str) -> String {
     format!(
         "CREATE TABLE {table} (n BIGINT AUTO_INCREMENT PRIMARY KEY, job_id BIGINT UNSIGNED NOT NULL, \
          attempt SMALLINT UNSIGNED NOT NULL, what VARCHAR(10) NOT NULL, conn BIGINT UNSIGNED NOT NULL, \
-         claim VARCHAR(255) NULL, at TIMESTAMP(6) NOT NULL)"
+         claim VARCHAR(255) NULL, at TIMESTAMP(6) NOT NULL, KEY (job_id))"
     )
 }
 
