@@ -237,16 +237,7 @@ async fn workers_on_three_nodes_drain_a_queue_and_run_every_job_once() {
         Duration::from_secs(120),
     )
     .await;
-    for (w, _) in &workers {
-        sigterm(w);
-    }
-    let mut logs = String::new();
-    for (w, log) in workers {
-        let out = wait_output(w.take(), Duration::from_secs(60));
-        let log = std::fs::read_to_string(log).unwrap();
-        assert!(out.status.success(), "a worker failed:\n{log}");
-        logs.push_str(&log);
-    }
+    let logs = stop_workers(workers).concat();
     let done = db
         .scalar("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
         .await;
@@ -518,6 +509,22 @@ async fn wait_for_line(path: &std::path::Path, text: &str, limit: Duration) -> I
     }
 }
 
+/// SIGTERMs every worker, waits for each to exit, checks it exited 0, and returns their logs in order.
+fn stop_workers(workers: Vec<(KillOnDrop, std::path::PathBuf)>) -> Vec<String> {
+    for (w, _) in &workers {
+        sigterm(w);
+    }
+    workers
+        .into_iter()
+        .map(|(w, log)| {
+            let out = wait_output(w.take(), Duration::from_secs(60));
+            let log = std::fs::read_to_string(log).unwrap();
+            assert!(out.status.success(), "a worker failed:\n{log}");
+            log
+        })
+        .collect()
+}
+
 fn sigterm(child: &std::process::Child) {
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
@@ -648,17 +655,8 @@ async fn a_node_killed_mid_drain_loses_no_job_and_its_workers_move() {
         killed_at.elapsed()
     );
     rejoin.await.unwrap();
-    for (w, _) in &workers {
-        sigterm(w);
-    }
     sigterm(&reaper);
-    let mut logs = Vec::new();
-    for (w, log) in workers {
-        let out = wait_output(w.take(), Duration::from_secs(60));
-        let log = std::fs::read_to_string(log).unwrap();
-        assert!(out.status.success(), "a worker failed:\n{log}");
-        logs.push(log);
-    }
+    let logs = stop_workers(workers);
     wait_output(reaper.take(), Duration::from_secs(30));
     let reaper_log = std::fs::read_to_string(reaper_log).unwrap();
     assert!(

@@ -49,8 +49,21 @@ impl At {
         let since = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap();
+        At::host(since.as_micros() as i64)
+    }
+
+    /// A time the database wrote (a row's NOW(6) or SYSDATE(6)).
+    pub fn database(micros: i64) -> At {
         At {
-            micros: since.as_micros() as i64,
+            micros,
+            clock: Clock::Database,
+        }
+    }
+
+    /// A time read on this host's clock.
+    pub fn host(micros: i64) -> At {
+        At {
+            micros,
             clock: Clock::Host,
         }
     }
@@ -176,10 +189,7 @@ impl History {
                 job: field("job").parse().unwrap(),
                 attempt: field("attempt").parse().unwrap(),
                 kind,
-                at: At {
-                    micros: field("at").parse().unwrap(),
-                    clock: Clock::Host,
-                },
+                at: At::host(field("at").parse().unwrap()),
                 claimant: Some(field("claim").to_string()).filter(|c| !c.is_empty()),
                 source: Source::Effects,
             });
@@ -212,10 +222,7 @@ impl History {
                     job,
                     attempt,
                     kind,
-                    at: At {
-                        micros,
-                        clock: Clock::Database,
-                    },
+                    at: At::database(micros),
                     claimant: claimant.clone(),
                     source: Source::JobRow,
                 })
@@ -255,10 +262,7 @@ impl History {
                     job,
                     attempt,
                     kind,
-                    at: At {
-                        micros,
-                        clock: Clock::Database,
-                    },
+                    at: At::database(micros),
                     claimant: claimant.clone(),
                     source: Source::Attempts,
                 });
@@ -286,10 +290,7 @@ impl History {
                 job: job.parse().unwrap(),
                 attempt: attempt.parse().unwrap(),
                 kind: Kind::FinishRefused,
-                at: At {
-                    micros: at.timestamp_micros(),
-                    clock: Clock::Host,
-                },
+                at: At::host(at.timestamp_micros()),
                 claimant: field("claim").map(str::to_string),
                 source: Source::WorkerLog,
             });

@@ -6,7 +6,7 @@
 //! written (`NOW(6)` would be the time the `CALL` began for every row of a copy), so these events are
 //! on the database clock.
 
-use super::{At, Clock, Event, History, JobId, Kind, Source};
+use super::{At, Event, History, JobId, Kind, Source};
 
 /// The effects table [`recorded_procedure`] writes to, keyed by job so that a watching copy's look
 /// at its job's earlier copies reads those rows only, however many jobs ran before.
@@ -89,10 +89,7 @@ impl History {
                 job: r.job,
                 attempt: r.attempt,
                 kind,
-                at: At {
-                    micros: r.at,
-                    clock: Clock::Database,
-                },
+                at: At::database(r.at),
                 claimant: r.claim.clone().filter(|c| !c.is_empty()),
                 source: Source::Effects,
             });

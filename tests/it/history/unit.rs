@@ -11,10 +11,7 @@ fn ev(attempt: u16, kind: Kind, secs: f64, claimant: &str) -> Event {
         job: 1,
         attempt,
         kind,
-        at: At {
-            micros: (secs * 1e6) as i64,
-            clock: Clock::Host,
-        },
+        at: At::host((secs * 1e6) as i64),
         claimant: Some(claimant.to_string()),
         source: Source::Effects,
     }
@@ -261,10 +258,7 @@ fn every_copy_started_before_a_stop_is_seen_gone_then_and_no_later_one() {
         row(1, "end", 6, 2.5, A),
         row(1, "start", 7, 4.0, A),
     ]);
-    let stop = At {
-        micros: 3_000_000,
-        clock: Clock::Host,
-    };
+    let stop = At::host(3_000_000);
     h.saw_every_copy_gone(stop);
     let ends: Vec<(u32, Option<i64>, bool)> = h
         .copies(1)
