@@ -10,7 +10,8 @@
 //! one child at a time is asked to drain and is replaced by a fresh one, which reads the config anew.
 //!
 //! Children are started with `JOBQ_SUPERVISOR_PID` set; a worker that sees it asks the kernel for a
-//! SIGTERM when its parent dies, so children never outlive a killed supervisor.
+//! signal when its parent dies and then drains, so children never outlive a killed supervisor by more
+//! than their running jobs.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;

@@ -256,6 +256,38 @@ async fn sigterm_drains_the_children_and_exits_0() {
     assert_eq!((summary.copies, summary.done), (4, 4), "{summary:?}");
 }
 
+/// A SIGKILLed supervisor's children drain: each running job's copy runs to its end and is finished
+/// by its own worker, and the children exit. Linux signals a child each time the supervisor thread
+/// that is its parent exits, several times within a millisecond as a killed process's threads go;
+/// a child that took the second for an operator's "exit now" abandoned its jobs to the reaper.
+#[tokio::test]
+async fn a_sigkilled_supervisors_children_finish_their_jobs_and_exit() {
+    let db = TestDb::new().await;
+    let dir = scratch_dir();
+    let cfg = recorded_nap(&dir, 2);
+    db.insert_jobs("nap", 4).await;
+    let mut sup = supervise(&db, &cfg, &["-n", "2", "--concurrency", "2"]);
+    n_workers(sup.id(), 2).await;
+    let children = children_of(sup.id());
+    wait_until("4 running", Duration::from_secs(10), || async {
+        db.states().await == "running=4"
+    })
+    .await;
+    sup.kill().unwrap();
+    sup.wait().unwrap();
+    wait_until("the children gone", Duration::from_secs(15), || async {
+        children.iter().all(|&pid| {
+            jobq::testing::local_process(pid, None) == jobq::testing::ProcessState::Dead
+        })
+    })
+    .await;
+    // No reaper runs: only the children themselves can have finished their jobs.
+    assert_eq!(db.states().await, "done=4");
+    let h = History::of_commands(&dir.join("effects"), &db.pool).await;
+    let summary = assert_clean(&h, &Expectations::no_faults());
+    assert_eq!((summary.copies, summary.done), (4, 4), "{summary:?}");
+}
+
 #[tokio::test]
 async fn sighup_rolls_every_worker_and_keeps_n_running() {
     let db = TestDb::new().await;

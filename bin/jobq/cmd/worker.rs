@@ -130,7 +130,7 @@ pub fn config(env: &Env, args: &WorkerOptions, forever: bool) -> Result<WorkerCo
 }
 
 pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
-    crate::process::watch_parent()?;
+    let supervisor = crate::process::watch_parent()?;
     let cfg = config(env, &args.opts, args.forever)?;
     if env.config.handlers.is_empty() {
         match &env.config_path {
@@ -145,7 +145,7 @@ pub async fn run(env: &Env, args: WorkerArgs) -> Result<()> {
     }
     // A handler whose program is missing would fail every job of its kind; say so before starting.
     env.config.check_programs()?;
-    let shutdown = crate::process::on_signals()?;
+    let shutdown = crate::process::on_signals_or_orphaned(supervisor)?;
     // A forever worker waits for a database that is not there yet (it checks the schema when it
     // registers); a draining one (cron) fails at once, and the next tick tries again.
     let pool = if args.forever {
