@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-pub use check::{Expectations, Rule, assert_clean, check};
+pub use check::{Expectations, Rule, Summary, Violation, assert_clean, check, cut_short};
 pub use sql::{SqlEffectRow, effects_table, recorded_procedure};
 pub use victims::{children_of, lock_held, sole_worker_token, worker_token_of, worker_tokens};
 
@@ -183,6 +183,9 @@ impl History {
                 "start" => Kind::HandlerStarted { pid },
                 "end" => Kind::HandlerEnded { pid },
                 "lock-taken" => Kind::LockTaken { pid },
+                // A copy that saw itself stopped part way (a library handler cancelled by its
+                // worker's fence) and says when.
+                "gone" => Kind::Gone { pid },
                 _ => panic!("unknown effect line {line:?}"),
             };
             self.events.push(Event {
@@ -329,6 +332,35 @@ impl History {
                         kind: Kind::Gone { pid: c.pid },
                         at,
                         claimant: c.claimant,
+                        source: Source::Test,
+                    });
+                }
+            }
+        }
+        self.events.extend(gone);
+    }
+
+    /// Records each copy that has no end and was followed by another copy of its job as gone when
+    /// that copy started. Sound only where every copy holds a lock of its job for as long as any of
+    /// its processes lives and records its start only once it holds the lock (a
+    /// [`recorded_command`] with a lock per job): the later copy's start is then the proof that
+    /// nothing of the earlier one was left. A later copy that found the lock taken recorded that
+    /// instead of a start, and the checker reports it as an overlap.
+    pub fn saw_gone_at_lock_handoffs(&mut self) {
+        let mut gone = Vec::new();
+        for job in self.jobs() {
+            let copies = self.copies(job);
+            for (i, c) in copies.iter().enumerate() {
+                let Some(next) = copies.get(i + 1) else {
+                    continue;
+                };
+                if c.end.is_none() {
+                    gone.push(Event {
+                        job,
+                        attempt: c.attempt,
+                        kind: Kind::Gone { pid: c.pid },
+                        at: next.start,
+                        claimant: c.claimant.clone(),
                         source: Source::Test,
                     });
                 }

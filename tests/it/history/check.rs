@@ -1,15 +1,17 @@
 //! The checker: the promise under partial failure, rule by rule, over a [`History`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::{HandlerCopy, History, JobId, Kind};
+use super::{At, HandlerCopy, History, JobId, Kind};
 
 /// What the test did to claimants: the ones it killed or cut off, whose copies may have been cut
 /// short and run again. A duplicate run by any other claimant breaks the promise.
 #[derive(Debug, Default, Clone)]
 pub struct Expectations {
-    lost: BTreeSet<String>,
+    /// Each lost claimant, with the time after which a copy it started is no longer explained by
+    /// its loss (None: any copy of it is).
+    lost: BTreeMap<String, Option<i64>>,
 }
 
 impl Expectations {
@@ -20,8 +22,29 @@ impl Expectations {
 
     /// The claimant with this token died or fenced itself during the test.
     pub fn lost(mut self, token: &str) -> Expectations {
-        self.lost.insert(token.to_string());
+        self.lost.insert(token.to_string(), None);
         self
+    }
+
+    /// The claimant with this token died or was cut off, and had recovered (or was replaced) by
+    /// `until`: its copies that started by then may have been cut short, but one it started later
+    /// was not cut short by this loss. A test that strikes many faults says which copies each one
+    /// explains, so a duplicate long after a fault is not put down to it. Several losses of one
+    /// claimant keep the latest.
+    pub fn lost_until(mut self, token: &str, until: At) -> Expectations {
+        let entry = self.lost.entry(token.to_string()).or_insert(Some(i64::MIN));
+        if let Some(latest) = entry {
+            *latest = (*latest).max(until.micros);
+        }
+        self
+    }
+
+    /// Whether the loss of `c`'s claimant explains `c` being cut short or run again.
+    fn explains(&self, c: &HandlerCopy) -> bool {
+        let Some(until) = c.claimant.as_ref().and_then(|t| self.lost.get(t)) else {
+            return false;
+        };
+        until.is_none_or(|until| c.start.micros <= until)
     }
 }
 
@@ -33,6 +56,10 @@ pub struct Summary {
     pub copies: usize,
     /// Copies cut short and run again (each by a claimant the test lost).
     pub rerun: usize,
+    /// Copies cut short whose attempt the worker saw fail and recorded so (`retry` or `dead`, with
+    /// the error): a session killed under an SQL handler's statement. Run again as a retry, not as
+    /// a duplicate.
+    pub failed: usize,
     pub done: usize,
 }
 
@@ -77,6 +104,7 @@ pub fn check(history: &History, expect: &Expectations) -> Result<Summary, Vec<Vi
         jobs: 0,
         copies: 0,
         rerun: 0,
+        failed: 0,
         done: 0,
     };
     for job in history.jobs() {
@@ -85,12 +113,13 @@ pub fn check(history: &History, expect: &Expectations) -> Result<Summary, Vec<Vi
         found.extend(overlaps(history, job, &copies));
         found.extend(attempts_went_back(history, job));
         found.extend(finishes(history, job));
-        let (rerun, unexplained) = reruns(history, job, &copies, expect);
+        let (rerun, failed, unexplained) = reruns(history, job, &copies, expect);
         found.extend(unexplained);
         found.extend(left_running(history, job, &copies));
         summary.jobs += 1;
         summary.copies += copies.len();
         summary.rerun += rerun;
+        summary.failed += failed;
         summary.done += usize::from(history.final_states.get(&job).is_some_and(|s| s == "done"));
         violations.extend(found.into_iter().map(|(rule, detail)| Violation {
             job,
@@ -215,44 +244,87 @@ fn finishes(history: &History, job: JobId) -> Vec<(Rule, String)> {
     out
 }
 
-/// When a job's handler started more than once, every copy that does not stand for its attempt
-/// (the one copy of the attempt, run to its end, whose outcome the row took) was cut short; its
-/// claimant must be one the test lost. Returns how many such copies there were, and the ones that
-/// are not explained.
+/// How one copy of a job ended, as the checker judges it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Standing {
+    /// The one copy of its attempt, run to its end, whose outcome the row took.
+    Stands,
+    /// Cut short, and its attempt recorded as failed (`retry` or `dead`): its worker saw it fail
+    /// and said so, and the next copy is a retry.
+    Failed,
+    /// Cut short or run beside another copy of its attempt: a duplicate run.
+    CutShort,
+}
+
+/// The standing of each of `job`'s copies, in the order they started.
+fn standings(history: &History, job: JobId, copies: &[HandlerCopy]) -> Vec<Standing> {
+    if copies.len() < 2 {
+        return vec![Standing::Stands; copies.len()];
+    }
+    let mut accepted: BTreeMap<u16, &str> = BTreeMap::new();
+    for e in history.events_of(job) {
+        if let Kind::FinishAccepted { outcome } = &e.kind {
+            accepted.insert(e.attempt, outcome);
+        }
+    }
+    copies
+        .iter()
+        .map(|c| {
+            let alone = copies.iter().filter(|o| o.attempt == c.attempt).count() == 1;
+            match accepted.get(&c.attempt) {
+                Some(_) if alone && c.ran_to_end => Standing::Stands,
+                Some(&("retry" | "dead")) if alone => Standing::Failed,
+                _ => Standing::CutShort,
+            }
+        })
+        .collect()
+}
+
+/// `job`'s copies that were cut short and run again (each must belong to a lost claimant), with the
+/// copy that ran next: what a report of duplicates and rescue times reads.
+pub fn cut_short(history: &History, job: JobId) -> Vec<(HandlerCopy, Option<HandlerCopy>)> {
+    let copies = history.copies(job);
+    standings(history, job, &copies)
+        .into_iter()
+        .enumerate()
+        .filter(|(_, s)| *s == Standing::CutShort)
+        .map(|(i, _)| (copies[i].clone(), copies.get(i + 1).cloned()))
+        .collect()
+}
+
+/// When a job's handler started more than once, every copy that does not stand for its attempt was
+/// cut short; its claimant must be one the test lost, unless the row records the attempt as failed.
+/// Returns how many copies were cut short and run again, how many failed so, and the ones that are
+/// not explained.
 fn reruns(
     history: &History,
     job: JobId,
     copies: &[HandlerCopy],
     expect: &Expectations,
-) -> (usize, Vec<(Rule, String)>) {
-    if copies.len() < 2 {
-        return (0, Vec::new());
-    }
-    let accepted: BTreeSet<u16> = history
-        .events_of(job)
-        .into_iter()
-        .filter(|e| matches!(e.kind, Kind::FinishAccepted { .. }))
-        .map(|e| e.attempt)
-        .collect();
-    let mut rerun = 0;
+) -> (usize, usize, Vec<(Rule, String)>) {
+    let (mut rerun, mut failed) = (0, 0);
     let mut out = Vec::new();
-    for c in copies {
-        let alone = copies.iter().filter(|o| o.attempt == c.attempt).count() == 1;
-        if alone && c.ran_to_end && accepted.contains(&c.attempt) {
-            continue;
+    for (c, standing) in copies.iter().zip(standings(history, job, copies)) {
+        match standing {
+            Standing::Stands => continue,
+            Standing::Failed => {
+                failed += 1;
+                continue;
+            }
+            Standing::CutShort => {}
         }
         rerun += 1;
-        if !c.claimant.as_ref().is_some_and(|t| expect.lost.contains(t)) {
+        if !expect.explains(c) {
             out.push((
                 Rule::UnexplainedRerun,
                 format!(
-                    "{} was cut short or run twice, and the test lost no such claimant",
+                    "{} was cut short or run twice, and the test lost no such claimant by then",
                     describe(c)
                 ),
             ));
         }
     }
-    (rerun, out)
+    (rerun, failed, out)
 }
 
 /// Nothing runs once the test is over: no row in running, no copy without an end.

@@ -25,8 +25,9 @@ pub fn effects_table(table: &str) -> String {
 /// end: one whose session still runs a statement on the server runs beside it (`overlap`, this
 /// copy's row); the others are recorded `gone` at that moment. This is the evidence that a copy cut
 /// off from its worker was stopped before the next one started, taken from the server's process list
-/// rather than from the job lock under test. It goes by connection id, so it is for tests whose server
-/// does not restart (ids start again from 1 after a restart).
+/// rather than from the job lock under test. It goes by connection id, which starts again from 1 when
+/// the server restarts: copies older than the server's start are gone whatever their id, so a test
+/// that restarts its server must keep it down for two seconds or more.
 pub fn recorded_procedure(name: &str, table: &str, body: &str, watch_earlier: bool) -> String {
     let row = |what: &str| {
         format!(
@@ -39,8 +40,14 @@ pub fn recorded_procedure(name: &str, table: &str, body: &str, watch_earlier: bo
          (SELECT 1 FROM {table} e WHERE e.job_id = s.job_id AND e.attempt = s.attempt \
          AND e.conn = s.conn AND e.what IN ('end', 'gone'))"
     );
-    let running = "EXISTS (SELECT 1 FROM information_schema.PROCESSLIST p \
-                   WHERE p.ID = s.conn AND p.COMMAND = 'Query')";
+    // Connection ids start again from 1 when the server restarts, so only a copy that started since
+    // this server's start can be the session of that id. `Uptime` counts whole seconds: a second
+    // less is an earlier bound on the start, and a restart that takes two seconds or more keeps the
+    // copies before it out.
+    let running = "(s.at >= SYSDATE(6) - INTERVAL (1 + (SELECT VARIABLE_VALUE \
+                   FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'UPTIME')) SECOND \
+                   AND EXISTS (SELECT 1 FROM information_schema.PROCESSLIST p \
+                   WHERE p.ID = s.conn AND p.COMMAND = 'Query'))";
     let watch = if watch_earlier {
         format!(
             "IF EXISTS (SELECT 1 {unended} AND {running}) THEN {overlap} END IF; \

@@ -274,3 +274,71 @@ fn every_copy_started_before_a_stop_is_seen_gone_then_and_no_later_one() {
         ]
     );
 }
+
+#[test]
+fn a_loss_explains_only_the_copies_its_claimant_started_by_then() {
+    let h = rerun_after_a_kill();
+    let at = |secs: f64| At::host((secs * 1e6) as i64);
+    assert!(check(&h, &Expectations::no_faults().lost_until(A, at(0.1))).is_ok());
+    // A fault struck after the copy had started: the later of two losses is kept.
+    let twice = Expectations::no_faults()
+        .lost_until(A, at(0.05))
+        .lost_until(A, at(3.0));
+    assert!(check(&h, &twice).is_ok());
+    // The claimant was lost, but had recovered before this copy started.
+    assert_eq!(
+        rules(&h, &Expectations::no_faults().lost_until(A, at(0.05))),
+        [Rule::UnexplainedRerun]
+    );
+}
+
+#[test]
+fn a_copy_cut_short_whose_attempt_took_a_failure_is_a_retry_not_a_duplicate() {
+    let mut h = rerun_after_a_kill();
+    // The session under attempt 1 was killed; its worker recorded the error and a retry.
+    h.events.retain(|e| e.kind != Kind::Reset);
+    h.events.push(Event {
+        source: Source::Attempts,
+        ..ev(
+            1,
+            Kind::FinishAccepted {
+                outcome: "retry".into(),
+            },
+            5.5,
+            A,
+        )
+    });
+    let summary = check(&h, &Expectations::no_faults()).unwrap();
+    assert_eq!((summary.copies, summary.rerun, summary.failed), (2, 0, 1));
+    // Released by a reaper instead, it is a duplicate that needs its claimant lost.
+    assert_eq!(
+        rules(&rerun_after_a_kill(), &Expectations::no_faults()),
+        [Rule::UnexplainedRerun]
+    );
+}
+
+#[test]
+fn a_copy_without_an_end_is_gone_when_the_next_copy_takes_the_lock() {
+    let mut h = rerun_after_a_kill();
+    h.events.retain(|e| !matches!(e.kind, Kind::Gone { .. }));
+    assert_eq!(
+        rules(&h, &Expectations::no_faults().lost(A)),
+        [Rule::Overlap, Rule::LeftRunning]
+    );
+    h.saw_gone_at_lock_handoffs();
+    let gone = h.copies(1)[0].end.expect("seen gone");
+    assert_eq!(gone, h.copies(1)[1].start);
+    assert!(check(&h, &Expectations::no_faults().lost(A)).is_ok());
+}
+
+#[test]
+fn a_copy_may_record_that_it_was_stopped() {
+    let mut h = History::default();
+    h.read_effects(
+        "start job=3 attempt=1 pid=7 at=1000 claim=x\ngone job=3 attempt=1 pid=7 at=2000 claim=x\n",
+    );
+    let copies = h.copies(3);
+    assert_eq!(copies.len(), 1);
+    assert_eq!(copies[0].end, Some(At::host(2000)));
+    assert!(!copies[0].ran_to_end);
+}
