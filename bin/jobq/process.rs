@@ -83,9 +83,12 @@ pub fn watch_parent() -> Result<Option<i32>> {
     let Ok(expected) = std::env::var(jobq::for_the_binary::SUPERVISOR_PID_ENV) else {
         return Ok(None);
     };
-    let expected: i32 = expected
-        .parse()
-        .with_context(|| format!("{}={expected:?} is not a pid", jobq::for_the_binary::SUPERVISOR_PID_ENV))?;
+    let expected: i32 = expected.parse().with_context(|| {
+        format!(
+            "{}={expected:?} is not a pid",
+            jobq::for_the_binary::SUPERVISOR_PID_ENV
+        )
+    })?;
     // Until the handler is installed, the signal's default action ends the worker, as the
     // supervisor's death did before: nothing has been claimed yet.
     nix::sys::prctl::set_pdeathsig(Signal::SIGUSR1)

@@ -624,6 +624,14 @@ impl PrivateServer {
         }
     }
 
+    /// Kills the server (SIGKILL), as a crash or the OOM killer would, and waits for it to be gone.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
     /// Stops the server (SIGTERM) and waits for it to exit.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {

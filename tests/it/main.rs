@@ -42,6 +42,8 @@ mod partial_failure;
 mod history;
 // Restarting the database server under running workers.
 mod restart;
+// A chaos run of minutes (scripts/chaos.sh): every fault at random under a mixed workload, one history check.
+mod chaos;
 // The scheduler: exactly one job per planned time, policies, DST, racing schedulers, the CLI.
 mod scheduler;
 // `jobq bench` at CI size: it runs, and every job finishes exactly once.

@@ -15,7 +15,7 @@ use jobq::{Reaper, ReaperConfig};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-mod relay;
+pub mod relay;
 
 use relay::CutRelay;
 

@@ -114,6 +114,12 @@ impl CutRelay {
         self.cut.send_replace(Cut::Open);
     }
 
+    /// Local ports of the relay's connections to the server: the client ports the processlist shows
+    /// for the sessions the relay carries.
+    pub fn server_ports(&self) -> Vec<u16> {
+        self.server_ports.lock().unwrap().iter().copied().collect()
+    }
+
     /// `KILL CONNECTION` of every session that goes through the relay; returns how many.
     pub async fn kill_sessions(&self, db: &TestDb) -> usize {
         let ports: Vec<u16> = self.server_ports.lock().unwrap().iter().copied().collect();
