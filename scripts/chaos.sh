@@ -8,6 +8,8 @@
 #   scripts/chaos.sh --quick         3 minutes (the last step of scripts/test.sh)
 #   scripts/chaos.sh --seconds N     N seconds
 #   scripts/chaos.sh --seed S        the choice of faults of the run that printed seed S
+#   scripts/chaos.sh --cluster       on a database of the 3-node test cluster (scripts/galera.sh starts
+#                                    it), whose nodes are killed and cut off instead of the server
 #
 # The table is printed and written to target/chaos-report.md (JOBQ_CHAOS_REPORT names another file).
 # The run's files (logs of every process, what each job's copies recorded) stay in the directory it
@@ -18,12 +20,14 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 seconds=600
+test=chaos::run
 while [[ $# -gt 0 ]]; do
     case $1 in
         --quick) seconds=180 ;;
         --seconds) seconds=${2:?--seconds needs a number}; shift ;;
         --seed) export JOBQ_CHAOS_SEED=${2:?--seed needs a number}; shift ;;
-        -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --cluster) test=chaos::on_a_cluster ;;
+        -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "chaos.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
     shift
@@ -31,8 +35,12 @@ done
 
 # The run starts a server of its own from the MariaDB binaries this script makes sure are installed.
 scripts/ensure-mariadb.sh >/dev/null
+if [[ $test == chaos::on_a_cluster && -z "${JOBQ_GALERA_URLS:-}" ]]; then
+    JOBQ_GALERA_URLS=$(scripts/galera.sh start | paste -sd,)
+    export JOBQ_GALERA_URLS
+fi
 
 mkdir -p target
 export JOBQ_CHAOS_SECS=$seconds
 export JOBQ_CHAOS_REPORT=${JOBQ_CHAOS_REPORT:-target/chaos-report.md}
-cargo test --test it -- --ignored --exact chaos::run --nocapture
+cargo test --test it -- --ignored --exact "$test" --nocapture

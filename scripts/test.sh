@@ -7,8 +7,8 @@
 #   scripts/test.sh worker_         extra arguments go to the test binaries of
 #                                   `cargo test --all-targets` (here: a filter)
 #   scripts/test.sh --quick         the inner loop: no clippy or docs build, and the slow suites (the
-#                                   cluster, many hosts, TLS, server restarts, the browser, the bench and
-#                                   the fault drains) left out; CI always runs everything
+#                                   cluster, many hosts, TLS, server restarts, the browser, the bench,
+#                                   the fault drains and the chaos run) left out; CI always runs everything
 #
 # Environment: JOBQ_TEST_THREADS (default 4) test threads; JOBQ_CHROMIUM (a Chromium
 # binary; else scripts/ensure-chromium.sh finds or installs one); JOBQ_PROMTOOL (Prometheus's promtool;
@@ -126,10 +126,22 @@ cargo test --all-targets -- --test-threads="${JOBQ_TEST_THREADS:-4}" "${skip[@]}
 step "cargo test --doc"
 cargo test --doc 2>&1 | tee -a "$results"
 
+if [[ -z "$quick" && $# -eq 0 ]]; then
+    # The chaos run (tests/it/chaos.rs, docs/reliability.md) is minutes long, so the run above ignores
+    # it; it runs here alone, where its faults cannot land on other tests' timings, and its one test
+    # counts as passed or failed instead of skipped. A run for a filter leaves it out.
+    step "scripts/chaos.sh --quick"
+    chaos=$(mktemp)
+    scripts/chaos.sh --quick 2>&1 | tee "$chaos"
+    awk '/^test result:/ { printf "chaos result: %d passed, %d failed\n", $4, $6 }' "$chaos" >> "$results"
+    rm -f "$chaos"
+fi
+
 # cargo prints one "test result:" line per test binary, the last one being the
 # doc-tests (possibly 0). One total line tells the whole story, for a human
 # and for CI, which reads a closing "N passed, N failed" line.
 step "all checks passed"
 # Tests left out by --skip are "filtered out" in cargo's words: they count as skipped here.
 awk '/^test result:/ { p += $4; f += $6; s += $8 + $12 }
+     /^chaos result:/ { p += $3; f += $5; s -= $3 + $5 }
      END { printf "summary: %d passed, %d failed, %d skipped\n", p, f, s }' "$results"

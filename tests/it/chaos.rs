@@ -37,6 +37,24 @@ fn env_u64(name: &str) -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "minutes long: scripts/chaos.sh runs it"]
 async fn run() {
+    chaos(None).await;
+}
+
+/// The same on a database of the 3-node test cluster (JOBQ_GALERA_URLS, as `scripts/galera.sh urls`
+/// prints them, comma-separated), whose nodes are SIGKILLed and cut off instead of the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "minutes long: scripts/chaos.sh --cluster runs it"]
+async fn on_a_cluster() {
+    let urls = std::env::var("JOBQ_GALERA_URLS").expect(
+        "JOBQ_GALERA_URLS: the cluster's three node URLs (scripts/chaos.sh --cluster sets it)",
+    );
+    let nodes: Vec<String> = urls.split(',').map(str::to_string).collect();
+    assert_eq!(nodes.len(), 3, "JOBQ_GALERA_URLS names three nodes: {urls}");
+    chaos(Some(nodes)).await;
+}
+
+async fn chaos(cluster: Option<Vec<String>>) {
+    let on_cluster = cluster.is_some();
     let seconds = env_u64("JOBQ_CHAOS_SECS").unwrap_or(600);
     let seed = env_u64("JOBQ_CHAOS_SEED").unwrap_or_else(rand::random);
     eprintln!("chaos: {seconds} s of faults, seed {seed}");
@@ -44,19 +62,25 @@ async fn run() {
     let dir = scratch_dir();
     eprintln!("chaos: files in {}", dir.display());
     let files = workload::Files::new(&dir);
-    let mut fleet =
-        fleet::Fleet::start(&dir, &workload::config(&files, &dir), workload::install).await;
-    let enqueuer = workload::Enqueuer::start(&fleet.url).await;
+    let mut fleet = fleet::Fleet::start(
+        &dir,
+        &workload::config(&files, &dir, on_cluster),
+        workload::install,
+        cluster.as_deref(),
+    )
+    .await;
+    let enqueuer = workload::Enqueuer::start(&fleet.url, on_cluster).await;
 
     // Every kind of fault strikes once first, in a random order, so that even a short run meets all.
-    let mut first = Fault::ALL.to_vec();
+    let kinds = Fault::kinds(on_cluster);
+    let mut first = kinds.clone();
     first.shuffle(&mut rng);
     let started = Instant::now();
     let mut struck = Vec::new();
     while started.elapsed() < Duration::from_secs(seconds) {
         tokio::time::sleep(Duration::from_millis(rng.random_range(1000..4000))).await;
         fleet.restart_exited();
-        let fault = first.pop().unwrap_or_else(|| Fault::pick(&mut rng));
+        let fault = first.pop().unwrap_or_else(|| Fault::pick(&mut rng, &kinds));
         if let Some(s) = faults::strike(&mut fleet, fault, &mut rng).await {
             eprintln!(
                 "chaos: {:>5.1} s {} (victims {:?})",
@@ -161,6 +185,7 @@ async fn run() {
     if let Ok(path) = std::env::var("JOBQ_CHAOS_REPORT") {
         std::fs::write(&path, &table).unwrap();
     }
+    fleet.drop_cluster_database().await;
     let problems = report.problems();
     assert!(
         problems.is_empty(),

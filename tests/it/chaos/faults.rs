@@ -5,7 +5,7 @@ use std::time::Duration;
 use rand::Rng;
 use rand::rngs::StdRng;
 
-use super::fleet::Fleet;
+use super::fleet::{Database, Fleet};
 use crate::history::At;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -26,10 +26,14 @@ pub enum Fault {
     LongCut,
     /// SIGKILL of the server, started again after 2 s (InnoDB recovers what committed).
     ServerKilled,
+    /// On the cluster: SIGKILL of a node, started again after 2 s (it rejoins the cluster).
+    NodeKilled,
+    /// On the cluster: a node cut off from the other two for 15 s (it leaves the Primary component).
+    NodeIsolated,
 }
 
 impl Fault {
-    pub const ALL: [Fault; 9] = [
+    const ALL: [Fault; 11] = [
         Fault::WorkerKilled,
         Fault::ChildKilled,
         Fault::SupervisorKilled,
@@ -39,7 +43,25 @@ impl Fault {
         Fault::ShortCut,
         Fault::LongCut,
         Fault::ServerKilled,
+        Fault::NodeKilled,
+        Fault::NodeIsolated,
     ];
+
+    /// The faults of a run on a private server, or on the cluster.
+    pub fn kinds(cluster: bool) -> Vec<Fault> {
+        let server_only = |f: &Fault| *f == Fault::ServerKilled;
+        let cluster_only = |f: &Fault| matches!(f, Fault::NodeKilled | Fault::NodeIsolated);
+        Fault::ALL
+            .into_iter()
+            .filter(|f| {
+                if cluster {
+                    !server_only(f)
+                } else {
+                    !cluster_only(f)
+                }
+            })
+            .collect()
+    }
 
     /// How often each is picked against the others.
     fn weight(self) -> u32 {
@@ -50,10 +72,11 @@ impl Fault {
         }
     }
 
-    pub fn pick(rng: &mut StdRng) -> Fault {
-        let total: u32 = Fault::ALL.iter().map(|f| f.weight()).sum();
+    /// One of `kinds`, by weight.
+    pub fn pick(rng: &mut StdRng, kinds: &[Fault]) -> Fault {
+        let total: u32 = kinds.iter().map(|f| f.weight()).sum();
         let mut n = rng.random_range(0..total);
-        for f in Fault::ALL {
+        for &f in kinds {
             if n < f.weight() {
                 return f;
             }
@@ -73,6 +96,8 @@ impl Fault {
             Fault::ShortCut => "network cut of 1–3 s",
             Fault::LongCut => "network cut of 15 s (past the fence)",
             Fault::ServerKilled => "server SIGKILLed and restarted",
+            Fault::NodeKilled => "cluster node SIGKILLed and restarted",
+            Fault::NodeIsolated => "cluster node cut off for 15 s",
         }
     }
 }
@@ -187,12 +212,35 @@ pub async fn strike(fleet: &mut Fleet, fault: Fault, rng: &mut StdRng) -> Option
                 victims,
             })
         }
-        Fault::ServerKilled => {
+        Fault::ServerKilled | Fault::NodeKilled | Fault::NodeIsolated => {
+            // Any worker may have a session on the server or node struck.
             let victims = fleet.claimant_pids();
-            fleet.server.kill();
-            let at = At::now();
-            tokio::time::sleep(Duration::from_secs(2)).await;
-            fleet.server.start().await;
+            let node = rng.random_range(1..=3).to_string();
+            let at = match &mut fleet.db {
+                Database::Private(server) => {
+                    server.kill();
+                    let at = At::now();
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    server.start().await;
+                    at
+                }
+                Database::Cluster(_) if fault == Fault::NodeKilled => {
+                    galera(&["kill", &node]).await;
+                    let at = At::now();
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    galera(&["start"]).await;
+                    at
+                }
+                Database::Cluster(_) => {
+                    galera(&["isolate", &node, "on"]).await;
+                    let at = At::now();
+                    tokio::time::sleep(Duration::from_secs(15)).await;
+                    galera(&["isolate", &node, "off"]).await;
+                    // Returns once all three nodes are in the Primary component again.
+                    galera(&["start"]).await;
+                    at
+                }
+            };
             Some(Struck {
                 fault,
                 at,
@@ -201,6 +249,24 @@ pub async fn strike(fleet: &mut Fleet, fault: Fault, rng: &mut StdRng) -> Option
             })
         }
     }
+}
+
+/// `scripts/galera.sh ARGS`, which must succeed.
+async fn galera(args: &[&str]) {
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/galera.sh"))
+            .args(&args)
+            .output()
+            .expect("run scripts/galera.sh")
+    })
+    .await
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "scripts/galera.sh: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `KILL CONNECTION` of one (or every) session the relay carries; returns how many.

@@ -1,7 +1,10 @@
-//! Everything a chaos run strikes: a private server (so it can be SIGKILLed and restarted), a relay
-//! in front of it (so the network can be cut), and the jobq processes: a supervisor of two workers
-//! and a reaper and a scheduler on the direct address, two workers and an in-process library worker
-//! behind the relay.
+//! Everything a chaos run strikes: the database (a private server it can SIGKILL and restart, or a
+//! database on the 3-node test cluster whose nodes it kills and cuts off), a relay in front of it (so
+//! the network can be cut), and the jobq processes: a supervisor of two workers and a reaper and a
+//! scheduler on the direct address, two workers and an in-process library worker behind the relay.
+//!
+//! On the cluster every process names all three nodes and starts on its own one (the supervisor on
+//! node 1, the reaper and the scheduler on node 3), and the relay leads to node 2.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -93,8 +96,38 @@ impl Proc {
     }
 }
 
+/// Where the run's database lives.
+pub enum Database {
+    /// A MariaDB server of the run's own.
+    Private(PrivateServer),
+    /// A database of the run's own on the test cluster: each node's URL.
+    Cluster(Vec<String>),
+}
+
+/// `url` naming database `name` instead of its own.
+fn with_database(url: &str, name: &str) -> String {
+    let (head, _) = url.rsplit_once('/').expect("a URL with a database");
+    format!("{head}/{name}")
+}
+
+/// One URL listing every node's host, starting with node `first` (jobq uses the first that serves).
+fn all_nodes(nodes: &[String], first: usize) -> String {
+    let parts: Vec<(&str, &str, &str)> = nodes
+        .iter()
+        .map(|u| {
+            let (head, db) = u.rsplit_once('/').unwrap();
+            let (creds, host) = head.rsplit_once('@').unwrap();
+            (creds, host, db)
+        })
+        .collect();
+    let hosts: Vec<&str> = (0..parts.len())
+        .map(|i| parts[(first + i) % parts.len()].1)
+        .collect();
+    format!("{}@{}/{}", parts[0].0, hosts.join(","), parts[0].2)
+}
+
 pub struct Fleet {
-    pub server: PrivateServer,
+    pub db: Database,
     pub relay: CutRelay,
     /// The database straight to the server: the supervisor, reaper, scheduler and the run's own reads.
     pub url: String,
@@ -110,19 +143,37 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// Starts the server, migrates a database, lets `install` create what the workload needs, and
-    /// starts every process with the handlers of `config`.
-    pub async fn start<F, Fut>(dir: &Path, config: &str, install: F) -> Fleet
+    /// Starts the server (or takes a database on the cluster whose node URLs are `cluster`), migrates
+    /// a database, lets `install` create what the workload needs, and starts every process with the
+    /// handlers of `config`.
+    pub async fn start<F, Fut>(
+        dir: &Path,
+        config: &str,
+        install: F,
+        cluster: Option<&[String]>,
+    ) -> Fleet
     where
         F: FnOnce(sqlx::MySqlPool) -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
-        let mut server = PrivateServer::create(ServerSetup {
-            user: None,
-            args: vec!["--max-connections=400".into()],
-        });
-        server.start().await;
-        let url = server.url("chaos");
+        let (db, url, relayed, sidecars) = match cluster {
+            None => {
+                let mut server = PrivateServer::create(ServerSetup {
+                    user: None,
+                    args: vec!["--max-connections=400".into()],
+                });
+                server.start().await;
+                let url = server.url("chaos");
+                (Database::Private(server), url.clone(), url.clone(), url)
+            }
+            Some(nodes) => {
+                let name = format!("chaos_{}", std::process::id());
+                let nodes: Vec<String> = nodes.iter().map(|u| with_database(u, &name)).collect();
+                let (url, sidecars) = (all_nodes(&nodes, 0), all_nodes(&nodes, 2));
+                let relayed = nodes[1].clone();
+                (Database::Cluster(nodes), url, relayed, sidecars)
+            }
+        };
         let out = jobq(Some(&url), &["migrate", "--create-database"])
             .output()
             .unwrap();
@@ -137,8 +188,8 @@ impl Fleet {
         install(pool.clone()).await;
         pool.close().await;
 
-        let relay = CutRelay::start(&url).await;
-        let relay_url = relay.url(&url);
+        let relay = CutRelay::start(&relayed).await;
+        let relay_url = relay.url(&relayed);
         let cfg = dir.join("jobq.toml");
         std::fs::write(&cfg, config).unwrap();
         let cfg = cfg.to_str().unwrap().to_string();
@@ -155,15 +206,20 @@ impl Fleet {
             workers: (0..2)
                 .map(|_| Proc::start("worker", &relay_url, &worker, &logs))
                 .collect(),
-            reaper: Proc::start("reaper", &url, &["-v", "reaper", "--config", &cfg], &logs),
+            reaper: Proc::start(
+                "reaper",
+                &sidecars,
+                &["-v", "reaper", "--config", &cfg],
+                &logs,
+            ),
             scheduler: Proc::start(
                 "scheduler",
-                &url,
+                &sidecars,
                 &["-v", "scheduler", "--forever", "--config", &cfg],
                 &logs,
             ),
             library: LibraryWorker::start(&relay_url).await,
-            server,
+            db,
             relay,
             url,
             logs,
@@ -217,6 +273,27 @@ impl Fleet {
             problems.push(format!("the library worker: {e}"));
         }
         problems
+    }
+
+    /// Drops the run's database on the cluster, which outlives the run (a private server's goes with
+    /// it).
+    pub async fn drop_cluster_database(&self) {
+        let Database::Cluster(nodes) = &self.db else {
+            return;
+        };
+        let (_, name) = nodes[0].rsplit_once('/').unwrap();
+        let pool = jobq::connect(
+            &jobq::ConnectConfig::new(&self.url)
+                .unwrap()
+                .max_connections(1),
+        )
+        .await
+        .unwrap();
+        sqlx::query(&format!("DROP DATABASE `{name}`"))
+            .execute(&pool)
+            .await
+            .unwrap();
+        pool.close().await;
     }
 
     /// Every log the processes wrote, for the refused finishes they report.

@@ -8,7 +8,8 @@
 //! - `limited`: a command, 0.4 s, under `jobq_limits` of 2 at once, that checks the limit from the
 //!   inside: it takes one of two slot locks, and one finding both taken records it in `over-limit`;
 //! - `sql`: a procedure that records its copy on the server and watches for earlier copies still
-//!   running there ([`history::recorded_procedure`]);
+//!   running there ([`history::recorded_procedure`]); not on the cluster, where a node's process list
+//!   shows its own sessions only, so an earlier copy on another node would look gone;
 //! - `txn`: a transactional procedure: its effect row commits with the job's finish or not at all;
 //! - `lib`: an async Rust handler in the run's own process ([`super::library`]).
 //!
@@ -41,8 +42,8 @@ impl Files {
     }
 }
 
-/// The config every jobq process of the run reads.
-pub fn config(files: &Files, dir: &Path) -> String {
+/// The config every jobq process of the run reads (without the `sql` kind on a cluster).
+pub fn config(files: &Files, dir: &Path, cluster: bool) -> String {
     let lock = files.locks.join("$JOBQ_JOB_ID");
     let command = |body: &str| {
         let script = history::recorded_command(&files.effects, &lock, body);
@@ -56,14 +57,18 @@ pub fn config(files: &Files, dir: &Path) -> String {
         over = files.over_limit.display(),
     );
     let short = command("sleep 0.2");
+    let sql = if cluster {
+        ""
+    } else {
+        "[handlers.sql]\nsql = \"CALL sql_effect(?, ?, ?)\"\nparams = [\"$job_id\", \"$claim\", \"$attempt\"]\n\n"
+    };
     format!(
         "[worker]\nconcurrency = 8\nshutdown_grace = \"20s\"\n\n\
          [retry]\nbase = \"200ms\"\ncap = \"2s\"\n\n\
          [reaper]\ninterval = \"1s\"\n\n\
          [schedules.tick]\nkind = \"sched\"\nspec = \"every 1s\"\noverlap = \"allow\"\nmisfire = \"all\"\n\n\
          [handlers.cmd]\n{short}\n[handlers.after]\n{short}\n[handlers.sched]\n{short}\n\
-         [handlers.limited]\n{limited}\n\
-         [handlers.sql]\nsql = \"CALL sql_effect(?, ?, ?)\"\nparams = [\"$job_id\", \"$claim\", \"$attempt\"]\n\n\
+         [handlers.limited]\n{limited}\n{sql}\
          [handlers.txn]\nsql = \"CALL txn_effect(?, ?)\"\nparams = [\"$job_id\", \"$attempt\"]\ntransactional = true\n",
         limited = command(&slots),
     )
@@ -86,9 +91,9 @@ pub async fn install(pool: MySqlPool) {
     }
 }
 
-/// Enqueues a round every half second: two each of `cmd`, `sql`, `txn` and `lib`, one `limited` in a
-/// plain INSERT, and a `cmd` with an `after` that waits for it, through the library. A round that
-/// fails (the server is down) is counted and skipped.
+/// Enqueues a round every half second: two each of `cmd`, `sql` (not on a cluster), `txn` and `lib`,
+/// one `limited` in a plain INSERT, and a `cmd` with an `after` that waits for it, through the library.
+/// A round that fails (the server is down) is counted and skipped.
 pub struct Enqueuer {
     stop: CancellationToken,
     task: tokio::task::JoinHandle<Enqueued>,
@@ -103,12 +108,17 @@ pub struct Enqueued {
 }
 
 impl Enqueuer {
-    pub async fn start(url: &str) -> Enqueuer {
+    pub async fn start(url: &str, cluster: bool) -> Enqueuer {
         let pool = jobq::connect(&jobq::ConnectConfig::new(url).unwrap().max_connections(2))
             .await
             .unwrap();
         let stop = CancellationToken::new();
-        let task = tokio::spawn(enqueue(pool, stop.clone()));
+        let kinds = if cluster {
+            "('cmd'), ('cmd'), ('txn'), ('txn'), ('lib'), ('lib'), ('limited')"
+        } else {
+            "('cmd'), ('cmd'), ('sql'), ('sql'), ('txn'), ('txn'), ('lib'), ('lib'), ('limited')"
+        };
+        let task = tokio::spawn(enqueue(pool, kinds, stop.clone()));
         Enqueuer { stop, task }
     }
 
@@ -118,17 +128,15 @@ impl Enqueuer {
     }
 }
 
-async fn enqueue(pool: MySqlPool, stop: CancellationToken) -> Enqueued {
+async fn enqueue(pool: MySqlPool, kinds: &str, stop: CancellationToken) -> Enqueued {
     let mut out = Enqueued::default();
+    let insert = format!("INSERT INTO job_queue (kind) VALUES {kinds}");
     while !stop.is_cancelled() {
         let round = async {
-            sqlx::query(
-                "INSERT INTO job_queue (kind) VALUES ('cmd'), ('cmd'), ('sql'), ('sql'), \
-                 ('txn'), ('txn'), ('lib'), ('lib'), ('limited')",
-            )
-            .execute(&pool)
-            .await
-            .map_err(|e| e.to_string())?;
+            sqlx::query(&insert)
+                .execute(&pool)
+                .await
+                .map_err(|e| e.to_string())?;
             let first = jobq::enqueue(&pool, &NewJob::new("cmd"))
                 .await
                 .map_err(|e| e.to_string())?;
