@@ -81,7 +81,20 @@ async fn chaos(cluster: Option<Vec<String>>) {
         tokio::time::sleep(Duration::from_millis(rng.random_range(1000..4000))).await;
         fleet.restart_exited();
         let fault = first.pop().unwrap_or_else(|| Fault::pick(&mut rng, &kinds));
-        if let Some(s) = faults::strike(&mut fleet, fault, &mut rng).await {
+        // A fault ends within seconds (the longest cut is 15 s); one that does not means something
+        // stopped answering, which is a finding in itself, not something to wait out.
+        let strike = faults::strike(&mut fleet, fault, &mut rng);
+        let struck_now = tokio::time::timeout(Duration::from_secs(120), strike)
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "{} did not end within 120 s: something stopped answering; \
+                     the server's log and every process's are in {}",
+                    fault.describe(),
+                    dir.display()
+                )
+            });
+        if let Some(s) = struck_now {
             eprintln!(
                 "chaos: {:>5.1} s {} (victims {:?})",
                 started.elapsed().as_secs_f64(),

@@ -488,6 +488,9 @@ pub struct ServerSetup {
     pub user: Option<(String, String)>,
     /// More `mariadbd` options.
     pub args: Vec<String>,
+    /// Where the server's error log goes, kept after the server is dropped (default: in its
+    /// directory, removed with it). Appended to, so a restarted server adds to it.
+    pub log: Option<PathBuf>,
 }
 
 /// A `mariadbd` of its own, on its own port, data directory, socket and tmpdir, for tests that must
@@ -556,7 +559,11 @@ impl PrivateServer {
 
     /// Starts the server and waits until it takes connections.
     pub async fn start(&mut self) {
-        let log = std::fs::File::create(self.dir.join("server.log")).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .unwrap();
         // A tmpdir of its own: at start-up the server deletes every `#sql*` file in its tmpdir, which in
         // the shared /tmp would include the temporary tables of the other server's running queries.
         let tmp = self.dir.join("tmp");
@@ -606,7 +613,7 @@ impl PrivateServer {
             if let Some(status) = child.try_wait().unwrap() {
                 panic!(
                     "the private server exited ({status}):\n{}",
-                    std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+                    std::fs::read_to_string(self.log_path()).unwrap_or_default()
                 );
             }
             if jobq::connect(&ConnectConfig::new(&url).unwrap())
@@ -618,10 +625,17 @@ impl PrivateServer {
             assert!(
                 Instant::now() < deadline,
                 "timed out waiting for the private server; its log:\n{}",
-                std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+                std::fs::read_to_string(self.log_path()).unwrap_or_default()
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.setup
+            .log
+            .clone()
+            .unwrap_or_else(|| self.dir.join("server.log"))
     }
 
     /// Kills the server (SIGKILL), as a crash or the OOM killer would, and waits for it to be gone.

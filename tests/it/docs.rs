@@ -401,6 +401,7 @@ async fn every_sql_block_of_the_docs_runs() {
     let mut server = PrivateServer::create(ServerSetup {
         user: Some(("docs".into(), "docs-pw".into())),
         args: Vec::new(),
+        log: None,
     });
     server.start().await;
     let mut admin = sqlx::MySqlConnection::connect(&server.url("mysql"))

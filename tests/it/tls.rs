@@ -78,6 +78,7 @@ async fn tls_server(pki: &Pki) -> PrivateServer {
             // 127.0.0.2 is loopback too, but the certificate does not name it.
             "--bind-address=127.0.0.1,127.0.0.2".into(),
         ],
+        log: None,
     });
     server.start().await;
     server

@@ -271,6 +271,13 @@ async fn galera(args: &[&str]) {
 
 /// `KILL CONNECTION` of one (or every) session the relay carries; returns how many.
 async fn kill_relay_sessions(fleet: &Fleet, all: bool, rng: &mut StdRng) -> usize {
+    let mut ids = fleet.relay.session_ids();
+    if ids.is_empty() {
+        return 0;
+    }
+    if !all {
+        ids = vec![ids[rng.random_range(0..ids.len())]];
+    }
     let Ok(pool) = jobq::connect(
         &jobq::ConnectConfig::new(&fleet.url)
             .unwrap()
@@ -280,25 +287,6 @@ async fn kill_relay_sessions(fleet: &Fleet, all: bool, rng: &mut StdRng) -> usiz
     else {
         return 0;
     };
-    let ports = fleet.relay.server_ports();
-    let rows: Vec<(u64, String)> = sqlx::query_as(
-        "SELECT CAST(ID AS UNSIGNED), HOST FROM information_schema.PROCESSLIST WHERE HOST LIKE '%:%'",
-    )
-    .fetch_all(&pool)
-    .await
-    .expect("the process list");
-    let mut ids: Vec<u64> = rows
-        .into_iter()
-        .filter(|(_, host)| {
-            let port: Option<u16> = host.rsplit(':').next().and_then(|p| p.parse().ok());
-            port.is_some_and(|p| ports.contains(&p))
-        })
-        .map(|(id, _)| id)
-        .collect();
-    if !all && !ids.is_empty() {
-        let one = ids[rng.random_range(0..ids.len())];
-        ids = vec![one];
-    }
     let mut killed = 0;
     for id in ids {
         if sqlx::query(&format!("KILL CONNECTION {id}"))

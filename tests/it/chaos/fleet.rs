@@ -161,6 +161,7 @@ impl Fleet {
                 let mut server = PrivateServer::create(ServerSetup {
                     user: None,
                     args: vec!["--max-connections=400".into()],
+                    log: Some(dir.join("server.log")),
                 });
                 server.start().await;
                 let url = server.url("chaos");

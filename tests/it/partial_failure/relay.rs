@@ -21,6 +21,9 @@ pub struct CutRelay {
     /// Local ports of the relay's connections to the server, which the processlist shows as the
     /// sessions' client ports.
     server_ports: Arc<std::sync::Mutex<HashSet<u16>>>,
+    /// The connection ids of the sessions the relay carries, read from each server greeting: for a
+    /// server whose process list shows no client ports (one run with `--skip-grant-tables`).
+    session_ids: Arc<std::sync::Mutex<HashSet<u32>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +47,8 @@ impl CutRelay {
         let (cut, rx) = watch::channel(Cut::Open);
         let server_ports: Arc<std::sync::Mutex<HashSet<u16>>> = Arc::default();
         let ports = server_ports.clone();
+        let session_ids: Arc<std::sync::Mutex<HashSet<u32>>> = Arc::default();
+        let ids = session_ids.clone();
         tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else {
@@ -63,7 +68,13 @@ impl CutRelay {
                 let server_port = server.local_addr().unwrap().port();
                 ports.lock().unwrap().insert(server_port);
                 let ports = ports.clone();
+                let ids = ids.clone();
                 tokio::spawn(async move {
+                    let (mut client, mut server) = (client, server);
+                    let id = forward_greeting(&mut server, &mut client).await;
+                    if let Some(id) = id {
+                        ids.lock().unwrap().insert(id);
+                    }
                     let (mut cr, mut cw) = client.into_split();
                     let (mut sr, mut sw) = server.into_split();
                     let cut = tokio::select! {
@@ -85,6 +96,9 @@ impl CutRelay {
                         }
                     }
                     ports.lock().unwrap().remove(&server_port);
+                    if let Some(id) = id {
+                        ids.lock().unwrap().remove(&id);
+                    }
                 });
             }
         });
@@ -92,7 +106,13 @@ impl CutRelay {
             port: local,
             cut,
             server_ports,
+            session_ids,
         }
+    }
+
+    /// The connection ids of the sessions the relay carries now.
+    pub fn session_ids(&self) -> Vec<u32> {
+        self.session_ids.lock().unwrap().iter().copied().collect()
     }
 
     /// `url` pointed at the relay.
@@ -112,12 +132,6 @@ impl CutRelay {
 
     pub fn heal(&self) {
         self.cut.send_replace(Cut::Open);
-    }
-
-    /// Local ports of the relay's connections to the server: the client ports the processlist shows
-    /// for the sessions the relay carries.
-    pub fn server_ports(&self) -> Vec<u16> {
-        self.server_ports.lock().unwrap().iter().copied().collect()
     }
 
     /// `KILL CONNECTION` of every session that goes through the relay; returns how many.
@@ -141,4 +155,25 @@ impl CutRelay {
         }
         killed
     }
+}
+
+/// Passes the server's first packet (its greeting) on to the client and returns the connection id it
+/// names: after the 4-byte packet header, a protocol version byte (10), the server's version ending
+/// in a NUL, then the id as 4 bytes little-endian. None if the packet is not such a greeting (the
+/// bytes read are passed on all the same).
+async fn forward_greeting(server: &mut TcpStream, client: &mut TcpStream) -> Option<u32> {
+    use tokio::io::AsyncReadExt;
+    let mut header = [0u8; 4];
+    server.read_exact(&mut header).await.ok()?;
+    let len = u32::from_le_bytes([header[0], header[1], header[2], 0]) as usize;
+    let mut payload = vec![0u8; len];
+    server.read_exact(&mut payload).await.ok()?;
+    client.write_all(&header).await.ok()?;
+    client.write_all(&payload).await.ok()?;
+    if payload.first() != Some(&10) {
+        return None;
+    }
+    let end = payload.iter().skip(1).position(|b| *b == 0)? + 1;
+    let id = payload.get(end + 1..end + 5)?;
+    Some(u32::from_le_bytes(id.try_into().ok()?))
 }
