@@ -22,6 +22,10 @@
 #
 # Each node: its own datadir, a 64 MiB buffer pool, rsync SST, Galera replication on 127.0.0.1 ports
 # 14567+n (IST 14577+n, SST 14587+n). root logs in over TCP without a password, like the test server.
+# A 1 GiB write-set cache (a file in the datadir) lets a node the tests killed rejoin by IST: a full
+# rsync SST pauses its donor, whose queue of replicated write-sets then grows in memory for as long as
+# the SST lasts (23 GB and the kernel's OOM killer, seen twice when one hung). The receive queue's
+# hard limit ends such a node at 2 GiB instead of the machine.
 set -euo pipefail
 
 DIR="${JOBQ_GALERA_DIR:-/tmp/jobq-galera}"
@@ -90,7 +94,7 @@ wsrep_cluster_name=jobq_test
 wsrep_node_name=node$n
 wsrep_node_address=127.0.0.1:$((14567 + n))
 wsrep_cluster_address=gcomm://$members
-wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$((14567 + n));ist.recv_addr=127.0.0.1:$((14577 + n));gcache.size=64M"
+wsrep_provider_options="gmcast.listen_addr=tcp://127.0.0.1:$((14567 + n));ist.recv_addr=127.0.0.1:$((14577 + n));gcache.size=1G;gcs.recv_q_hard_limit=2G"
 wsrep_sst_method=rsync
 wsrep_sst_receive_address=127.0.0.1:$((14587 + n))
 CNF
