@@ -115,6 +115,24 @@ fn an_attempt_going_back_is_caught() {
 }
 
 #[test]
+fn a_lost_claimants_copy_may_start_after_the_next_claim_but_not_after_the_next_copy() {
+    // Attempt 1's statement begins on the server after its claimant's death, the reset and
+    // attempt 2's claim (14 s), but before attempt 2's copy: it is gone when that one starts.
+    let mut h = rerun_after_a_kill();
+    h.events[1].at.micros = 14_020_000;
+    h.events[2].at.micros = 14_050_000;
+    check(&h, &Expectations::no_faults().lost(A)).unwrap();
+    // The same from a claimant the test did not lose: a copy started for a row no longer its own.
+    let r = rules(&h, &Expectations::no_faults().lost(B));
+    assert!(r.contains(&Rule::AttemptWentBack), "{r:?}");
+    // After attempt 2's copy began, even a lost claimant's copy is out of order.
+    h.events[1].at.micros = 14_200_000;
+    h.events[2].at.micros = 14_900_000;
+    let r = rules(&h, &Expectations::no_faults().lost(A));
+    assert!(r.contains(&Rule::AttemptWentBack), "{r:?}");
+}
+
+#[test]
 fn a_done_job_without_exactly_one_accepted_done_is_caught() {
     let mut twice = rerun_after_a_kill();
     twice.events.push(done(1, 13.5, A));
