@@ -7,6 +7,12 @@
 //! leaves alone the rows of a live worker connected to another. The tests that kill or isolate a node
 //! take the cluster for themselves (the others run side by side) and leave it whole again, even when
 //! they fail.
+//!
+//! What the jobs' copies did is checked as one history (`history::check`): SQL jobs record each copy
+//! that committed as a row of `effects` (`history::copy_statement`), command jobs their copies in a
+//! file (`history::recorded_command`). Every node runs on this one host, so the host's clock and each
+//! node's `NOW(6)` and `SYSDATE(6)` are one clock: rows written on different nodes, the job rows and
+//! the handlers' lines line up in one timeline.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +21,7 @@ use sqlx::{Executor, MySqlPool};
 use tokio::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::common::{KillOnDrop, jobq, scratch_dir, wait_output, write_config};
+use crate::history::{self, At, Expectations, History, assert_clean};
 
 /// Tests that break a node hold it for writing, every other cluster test for reading.
 static CLUSTER: RwLock<()> = RwLock::const_new(());
@@ -162,10 +169,7 @@ async fn workers_on_three_nodes_drain_a_queue_and_run_every_job_once() {
         return;
     };
     db.pool
-        .execute(
-            "CREATE TABLE effects (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, \
-             job_id BIGINT NOT NULL) ENGINE = InnoDB",
-        )
+        .execute(history::copies_table("effects").as_str())
         .await
         .unwrap();
     // The jobs go in before any worker starts and fall due a few seconds later, once the workers on
@@ -176,16 +180,12 @@ async fn workers_on_three_nodes_drain_a_queue_and_run_every_job_once() {
     for chunk in (1..=jobs).collect::<Vec<u32>>().chunks(1000) {
         let values: Vec<String> = chunk
             .iter()
-            .map(|i| {
-                format!(
-                    "('effect', JSON_OBJECT('id', {i}), NOW(6) + INTERVAL {DUE_IN_SECS} SECOND)"
-                )
-            })
+            .map(|_| format!("('effect', NOW(6) + INTERVAL {DUE_IN_SECS} SECOND)"))
             .collect();
         db.pool
             .execute(
                 format!(
-                    "INSERT INTO job_queue (kind, payload, run_at) VALUES {}",
+                    "INSERT INTO job_queue (kind, run_at) VALUES {}",
                     values.join(",")
                 )
                 .as_str(),
@@ -194,10 +194,7 @@ async fn workers_on_three_nodes_drain_a_queue_and_run_every_job_once() {
             .unwrap();
     }
     let dir = scratch_dir();
-    let cfg = write_config(
-        &dir,
-        "[handlers.effect]\nsql = \"INSERT INTO effects (job_id) VALUES (?)\"\nparams = [\"id\"]\n",
-    );
+    let cfg = write_config(&dir, &copy_handler("TRUE"));
     // Logs go to files: a pipe nobody reads until the end could fill up and stall a worker.
     let args = [
         "worker",
@@ -238,17 +235,9 @@ async fn workers_on_three_nodes_drain_a_queue_and_run_every_job_once() {
     )
     .await;
     let logs = stop_workers(workers).concat();
-    let done = db
-        .scalar("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
-        .await;
-    let effects = db.scalar("SELECT COUNT(*) FROM effects").await;
-    let distinct = db
-        .scalar("SELECT COUNT(DISTINCT job_id) FROM effects")
-        .await;
-    assert_eq!(
-        (done, effects, distinct),
-        (i64::from(jobs), i64::from(jobs), i64::from(jobs))
-    );
+    // No fault: every job ran exactly once.
+    let summary = check_drain(&db, jobs, &Expectations::no_faults()).await;
+    assert_eq!(summary.copies, jobs as usize);
     let noisy: Vec<&str> = logs
         .lines()
         .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
@@ -284,7 +273,7 @@ async fn a_reaper_on_another_node_leaves_a_live_workers_job_alone() {
         .await
         .unwrap();
     let dir = scratch_dir();
-    let cfg = write_config(&dir, "[handlers.nap]\ncommand = [\"sleep\", \"8\"]\n");
+    let cfg = recorded_nap(&dir, "sleep 8");
     let worker = jobq(
         Some(&db.urls[0]),
         &["worker", "--config", cfg.to_str().unwrap()],
@@ -331,6 +320,11 @@ async fn a_reaper_on_another_node_leaves_a_live_workers_job_alone() {
         log.contains("Galera cluster: locks, sessions"),
         "the reaper says what it trusts:\n{log}"
     );
+    let h = History::of_commands(&dir.join("effects"), &db.pool).await;
+    let summary = assert_clean(&h, &Expectations::no_faults());
+    // On Galera, job ids step by the node count: the one job's id need not be 1.
+    let job = db.scalar("SELECT CAST(id AS SIGNED) FROM job_queue").await as u64;
+    assert_eq!(summary.copies, 1, "ran once:\n{}", h.timeline(job));
 }
 
 /// Schedulers on the three nodes tick together: each planned time still gets exactly one run and one
@@ -434,41 +428,40 @@ impl Drop for Mend {
     }
 }
 
-/// A table of effects, one row per attempt that ran, with the node that ran it, and `jobs` jobs whose
-/// SQL handler writes it and takes about 10 ms; the config file for it.
+/// The config of a `nap` command job whose copies record themselves in `dir/effects` and hold
+/// `dir/lock` ([`history::recorded_command`]), running `body`.
+fn recorded_nap(dir: &std::path::Path, body: &str) -> std::path::PathBuf {
+    let script = history::recorded_command(&dir.join("effects"), &dir.join("lock"), body);
+    write_config(dir, &history::command_handler("nap", &script))
+}
+
+/// The `[handlers.effect]` entry of an SQL job whose every copy that commits is one row of `effects`
+/// (a [`history::copies_table`], with the node that ran it), after `work`.
+fn copy_handler(work: &str) -> String {
+    format!(
+        "[handlers.effect]\nsql = \"{}\"\nparams = [\"$job_id\", \"$attempt\", \"$claim\"]\n",
+        history::copy_statement("effects", work)
+    )
+}
+
+/// The table of copies `effects` (one row per copy that committed, with the node that ran it), and
+/// `jobs` jobs whose SQL handler writes it and takes about 10 ms; the config file for it.
 async fn effects_queue(db: &ClusterDb, jobs: u32) -> std::path::PathBuf {
+    // Its primary key matters: Galera wants one on every replicated table, since rows of a table
+    // without one can be applied twice when a node catches up.
     db.pool
-        // A primary key, as Galera wants on every replicated table: rows of a table without one can be
-        // applied twice when a node catches up.
-        .execute(
-            "CREATE TABLE effects (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, \
-             job_id BIGINT NOT NULL, node VARCHAR(64) NOT NULL) ENGINE = InnoDB",
-        )
+        .execute(history::copies_table("effects").as_str())
         .await
         .unwrap();
     for chunk in (1..=jobs).collect::<Vec<u32>>().chunks(1000) {
-        let values: Vec<String> = chunk
-            .iter()
-            .map(|i| format!("('effect', JSON_OBJECT('id', {i}))"))
-            .collect();
+        let values = vec!["('effect')"; chunk.len()];
         db.pool
-            .execute(
-                format!(
-                    "INSERT INTO job_queue (kind, payload) VALUES {}",
-                    values.join(",")
-                )
-                .as_str(),
-            )
+            .execute(format!("INSERT INTO job_queue (kind) VALUES {}", values.join(",")).as_str())
             .await
             .unwrap();
     }
     let dir = scratch_dir();
-    write_config(
-        &dir,
-        "[handlers.effect]\n\
-         sql = \"INSERT INTO effects (job_id, node) SELECT ?, @@wsrep_node_name FROM DUAL WHERE SLEEP(0.01) = 0\"\n\
-         params = [\"id\"]\n",
-    )
+    write_config(&dir, &copy_handler("SLEEP(0.01) = 0"))
 }
 
 /// Polls `sql` on `pool` until it returns at least `want`, or panics after `limit`.
@@ -533,45 +526,35 @@ fn sigterm(child: &std::process::Child) {
     .unwrap();
 }
 
-/// What a drain under a broken node left behind: jobs done, distinct jobs with an effect, effects in
-/// all, and the extra effects (each one a job that ran again) with their attempts. Effects carry the
-/// payload's id: on Galera, job ids step by the node count.
-async fn check_nothing_lost(db: &ClusterDb, jobs: u32, allowed_duplicates: i64) {
-    let done = db
-        .scalar("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
-        .await;
-    let not_done = db
-        .scalar("SELECT COUNT(*) FROM job_queue WHERE state <> 'done'")
-        .await;
-    let distinct = db
-        .scalar("SELECT COUNT(DISTINCT job_id) FROM effects")
-        .await;
-    let effects = db.scalar("SELECT COUNT(*) FROM effects").await;
-    let again: Vec<(i64, i64, u16)> = sqlx::query_as(
-        "SELECT e.job_id, COUNT(*), MAX(q.attempts) FROM effects e \
-         JOIN job_queue q ON JSON_VALUE(q.payload, '$.id') = e.job_id \
-         GROUP BY e.job_id HAVING COUNT(*) > 1",
-    )
-    .fetch_all(&db.pool)
-    .await
-    .unwrap();
-    eprintln!(
-        "jobs {jobs}: done {done}, not done {not_done}, with an effect {distinct}, effects {effects}, \
-         ran again {again:?} (job id, effects, attempts)"
-    );
+/// Checks the history of a drain of `jobs` effect jobs (the copies in `effects`, the rows and
+/// `jobq_attempts`) against `expect`: the claimants a broken node cut off are the ones lost. Every job
+/// ends done with a copy that ran to its end, and a job run again ran again as a new attempt (a copy
+/// committed twice for one attempt would be a statement run twice under one claim). Returns what the
+/// history held, for the test's bound on how many jobs ran again.
+async fn check_drain(db: &ClusterDb, jobs: u32, expect: &Expectations) -> history::Summary {
+    let mut h = History::default();
+    h.read_copies(&db.pool, "effects").await;
+    h.read_database(&db.pool).await;
+    let summary = assert_clean(&h, expect);
+    eprintln!("{jobs} jobs: {summary:?}");
     assert_eq!(
-        (done, not_done, distinct),
-        (i64::from(jobs), 0, i64::from(jobs))
+        (summary.jobs, summary.done),
+        (jobs as usize, jobs as usize),
+        "every job done"
     );
-    assert!(
-        effects - distinct <= allowed_duplicates,
-        "more jobs ran twice than were in flight on the broken node: {again:?}"
-    );
-    // A job whose effect is there twice ran twice only as a retry of an attempt cut off with its node.
-    assert!(
-        again.iter().all(|(_, _, attempts)| *attempts >= 2),
-        "{again:?}"
-    );
+    let missing = h.jobs_without_a_whole_copy();
+    assert!(missing.is_empty(), "done without their effect: {missing:?}");
+    for job in h.jobs() {
+        let copies = h.copies(job);
+        let attempts: std::collections::BTreeSet<u16> = copies.iter().map(|c| c.attempt).collect();
+        assert_eq!(
+            attempts.len(),
+            copies.len(),
+            "job {job}:\n{}",
+            h.timeline(job)
+        );
+    }
+    summary
 }
 
 /// A node is SIGKILLed in the middle of a drain with a worker on each node, every worker given all
@@ -622,6 +605,16 @@ async fn a_node_killed_mid_drain_loses_no_job_and_its_workers_move() {
         Duration::from_secs(60),
     )
     .await;
+    // Read before the kill: node 3's worker is cut off with it, and a worker whose connection to it
+    // broke (one that moved) is too.
+    let mut tokens = Vec::new();
+    for (w, _) in &workers {
+        tokens.push(
+            history::worker_token_of(&db.pool, w.id())
+                .await
+                .expect("every worker registered"),
+        );
+    }
     let killed_at = Instant::now();
     galera(&["kill", "3"]);
     let moved_after = wait_for_line(
@@ -672,7 +665,16 @@ async fn a_node_killed_mid_drain_loses_no_job_and_its_workers_move() {
         .scalar("SELECT COUNT(*) FROM effects WHERE node <> 'node3'")
         .await;
     assert!(moved > 0);
-    check_nothing_lost(&db, jobs, 4).await;
+    let mut expect = Expectations::no_faults().lost(&tokens[2]);
+    for (token, log) in tokens.iter().zip(&logs) {
+        if log.contains("moving to the next one") {
+            expect = expect.lost(token);
+        }
+    }
+    // At most the jobs in flight on node 3 (its worker runs 4 at once) ran again: a copy cut short,
+    // or one that committed as its node died and whose attempt its worker then recorded as failed.
+    let summary = check_drain(&db, jobs, &expect).await;
+    assert!(summary.copies - summary.jobs <= 4, "{summary:?}");
     // Node 3 caught up with everything it missed.
     let node3 = jobq::connect(&ConnectConfig::new(&db.urls[2]).unwrap().max_connections(1))
         .await
@@ -718,6 +720,8 @@ async fn a_worker_leaves_a_node_cut_off_from_the_cluster() {
         Duration::from_secs(60),
     )
     .await;
+    // Read before the cut: the worker on node 3 is cut off with it.
+    let cut_off = history::sole_worker_token(&db.pool).await;
     let cut_at = Instant::now();
     galera(&["isolate", "3", "on"]);
     let moved_after = wait_for_line(&log, "moving to the next one", Duration::from_secs(30)).await;
@@ -742,7 +746,9 @@ async fn a_worker_leaves_a_node_cut_off_from_the_cluster() {
     let log = std::fs::read_to_string(log).unwrap();
     assert!(out.status.success(), "{log}");
     assert!(log.contains("moving to the next one"), "{log}");
-    check_nothing_lost(&db, jobs, 4).await;
+    // At most the jobs in flight on node 3 (4 at once) ran again.
+    let summary = check_drain(&db, jobs, &Expectations::no_faults().lost(&cut_off)).await;
+    assert!(summary.copies - summary.jobs <= 4, "{summary:?}");
 }
 
 /// A worker on node 1, in a pid namespace of its own (another host, to the reaper), is SIGKILLed; a
@@ -768,7 +774,7 @@ async fn a_reaper_on_another_node_rescues_a_dead_workers_job_after_its_fence() {
         .await
         .unwrap();
     let dir = scratch_dir();
-    let cfg = write_config(&dir, "[handlers.nap]\ncommand = [\"sleep\", \"60\"]\n");
+    let cfg = recorded_nap(&dir, "[ $JOBQ_ATTEMPT -gt 1 ] || sleep 60");
     let mut worker = std::process::Command::new("unshare")
         .args(["--pid", "--fork", "--kill-child=SIGKILL", "--"])
         .arg(crate::common::jobq_bin())
@@ -801,6 +807,7 @@ async fn a_reaper_on_another_node_rescues_a_dead_workers_job_after_its_fence() {
              WHERE role = 'worker'",
         )
         .await;
+    let killed_claimant = history::sole_worker_token(&db.pool).await;
     worker.kill().unwrap();
     let killed = Instant::now();
     worker.wait().unwrap();
@@ -828,4 +835,32 @@ async fn a_reaper_on_another_node_rescues_a_dead_workers_job_after_its_fence() {
         "rescued after {rescued:?}:\n{log}"
     );
     assert!(log.contains("released a dead claimant"), "{log}");
+    assert!(
+        !history::lock_held(&dir.join("lock")),
+        "the killed worker's command died with it"
+    );
+    let gone_at = At::now();
+    // A worker on node 3 runs the job again.
+    let out = jobq(
+        Some(&db.urls[2]),
+        &["worker", "--config", cfg.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job = db.scalar("SELECT CAST(id AS SIGNED) FROM job_queue").await as u64;
+    let mut h = History::of_commands(&dir.join("effects"), &db.pool).await;
+    h.saw_gone(job, 1, gone_at);
+    h.read_worker_log(&String::from_utf8_lossy(&out.stderr));
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(&killed_claimant));
+    assert_eq!(
+        (summary.copies, summary.rerun, summary.done),
+        (2, 1, 1),
+        "{}",
+        h.timeline(job)
+    );
 }

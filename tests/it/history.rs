@@ -1,16 +1,19 @@
 //! One history of what happened to jobs under a fault, and one checker of the promise over it
-//! (`check`): a job runs twice only when the claimant running it died or fenced itself, never two
-//! copies at once, attempts only go forward, a done job took exactly one finish, nothing is left
-//! running. Fault tests fill a history from what their handlers wrote, the job rows, `jobq_attempts`
-//! and the worker logs, instead of each parsing its own evidence its own way.
+//! (`check`): a job runs twice only when the claimant running it died or fenced itself (or the test
+//! took its row away), never two copies at once, attempts only go forward, a done job took exactly
+//! one finish, nothing is left running. Fault tests fill a history from what their handlers wrote,
+//! the job rows, `jobq_attempts` and the worker logs, instead of each parsing its own evidence its
+//! own way.
 //!
 //! Times: the database's own (`claimed_at`, `finished_at`, `jobq_attempts.ended_at`) for what a row
-//! records, and the host's clock for what handlers and the test saw. Handlers are shell scripts, and
-//! `date +%s%6N` is the only sub-second clock a shell has; it is the clock the database server on
-//! this host stamps rows with too, so the two line up in one timeline. The checker's overlap rule
-//! compares handler times with handler times only.
+//! records, and the host's clock for what handlers and the test saw. Command handlers are shell
+//! scripts, and `date +%s%6N` is the only sub-second clock a shell has; it is the clock the database
+//! server on this host stamps rows with too (every node of the test cluster as well: they all run on
+//! this host), so the two line up in one timeline. Library handlers and programs read the same host
+//! clock. The checker's overlap rule compares handler times with handler times only.
 
 mod check;
+mod library;
 mod sql;
 #[cfg(test)]
 mod unit;
@@ -21,7 +24,11 @@ use std::fmt;
 use std::path::Path;
 
 pub use check::{Expectations, Rule, Summary, Violation, assert_clean, check, cut_short};
-pub use sql::{SqlEffectRow, effects_table, recorded_procedure};
+pub use library::LibraryCopies;
+pub use sql::{
+    CopyRow, SqlEffectRow, copies_table, copy_statement, effects_table,
+    effects_table_kept_on_rollback, recorded_procedure,
+};
 pub use victims::{children_of, lock_held, sole_worker_token, worker_token_of, worker_tokens};
 
 /// A job id as the rows hold it.

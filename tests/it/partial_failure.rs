@@ -2,12 +2,11 @@
 //! never two copies at once. Sessions killed under a live worker, a worker SIGKILLed mid-command, the
 //! network cut between a worker and the server, a row taken away from a live worker.
 //!
-//! Command jobs here record their copies and detect overlap themselves (`history::recorded_command`);
-//! what they recorded, the rows and `jobq_attempts` are checked as one history (`history::check`).
+//! Command jobs here record their copies and detect overlap themselves (`history::recorded_command`),
+//! library handlers through `history::LibraryCopies`; what they recorded, the rows and `jobq_attempts`
+//! are checked as one history (`history::check`).
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use jobq::{CancellationToken, Handlers, JobContext, JobError, WorkerConfig};
@@ -339,22 +338,24 @@ async fn a_network_cut_shorter_than_the_fence_is_ridden_out() {
 }
 
 /// A row taken away from a live worker (an operator's reset, a reaper's mistaken verdict) stops that
-/// worker's copy within about a second, and the copy records nothing.
+/// worker's copy within about a second, and the copy records nothing; the same worker runs the job
+/// again, but only once that copy has ended.
 #[tokio::test]
 async fn a_copy_whose_row_is_taken_away_is_stopped() {
     let db = TestDb::new().await;
     db.insert_jobs("long", 1).await;
-    let stopped = Arc::new(AtomicU32::new(0));
-    let seen = stopped.clone();
+    let copies = history::LibraryCopies::new();
+    let recorder = copies.clone();
     let handlers = Handlers::new()
         .register("long", move |job: JobContext| {
-            let seen = seen.clone();
+            let recorder = recorder.clone();
             async move {
+                let copy = recorder.start(&job);
                 if job.attempt == 1 {
                     job.cancelled().await;
-                    seen.fetch_add(1, Ordering::SeqCst);
                     return Err(JobError::retry("stopped"));
                 }
+                copy.ended();
                 Ok::<(), JobError>(())
             }
         })
@@ -368,7 +369,9 @@ async fn a_copy_whose_row_is_taken_away_is_stopped() {
         .await;
     let taken = Instant::now();
     wait_until("the copy stopped", Duration::from_secs(5), || async {
-        stopped.load(Ordering::SeqCst) == 1
+        let mut h = History::default();
+        h.read_library_copies(&copies);
+        h.copies(1).first().is_some_and(|c| c.end.is_some())
     })
     .await;
     assert!(
@@ -383,6 +386,17 @@ async fn a_copy_whose_row_is_taken_away_is_stopped() {
     let report = worker.stop().await;
     assert_eq!(report.lost, 1, "{report:?}");
     assert_eq!(report.done, 1, "{report:?}");
+    let mut h = History::default();
+    h.read_library_copies(&copies);
+    h.read_database(&db.pool).await;
+    let summary = assert_clean(&h, &Expectations::no_faults().taken(1, 1));
+    let copies = h.copies(1);
+    assert_eq!((summary.copies, summary.rerun), (2, 1), "{}", h.timeline(1));
+    assert!(
+        !copies[0].ran_to_end && copies[1].ran_to_end,
+        "the first copy was stopped, the second ran:\n{}",
+        h.timeline(1)
+    );
 }
 
 /// A fenced worker cannot reach the server to stop its SQL job's statement, which runs on there (the

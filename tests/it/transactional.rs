@@ -1,6 +1,11 @@
 //! Transactional completion: an SQL handler with `transactional = true` commits its statement and the
 //! job's fenced done finish together, so its effects happen exactly once, whatever happens to workers
 //! and their connections.
+//!
+//! The effect rows are the evidence of exactly once. Handler copies may still run more than once: what
+//! happened is also checked as one history (`history::check`), so that every copy run again belongs to
+//! a worker the test killed or a row it took away, or is the retry of a failure its worker recorded
+//! (a killed session).
 
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -11,6 +16,7 @@ use nix::unistd::Pid;
 use crate::common::{
     HEAVY, KillOnDrop, TestDb, jobq, scratch_dir, wait_output, wait_until, write_config,
 };
+use crate::history::{self, At, Expectations, History, assert_clean};
 
 const JOBS: i64 = 1200;
 
@@ -42,18 +48,23 @@ fn spawn_worker(db: &TestDb, cfg: &std::path::Path, log: &std::path::Path) -> Ch
 /// row and then works 20 ms more, while every 300 ms one of them is SIGKILLed and restarted or one of
 /// their database sessions is killed. Every job ends done with exactly one effect row: no effect lost
 /// with a killed attempt, none doubled by a retry. (With `transactional = false` the same drain leaves
-/// duplicates: see the note in the README.)
+/// duplicates: see the note in the README.) Each copy also records its start and end in a table that
+/// a rollback does not reach, and whether an earlier copy of its job still ran on the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn effects_happen_exactly_once_while_workers_and_sessions_are_killed() {
     let db = TestDb::new().await;
     db.exec("CREATE TABLE effects (job_id BIGINT NOT NULL) ENGINE = InnoDB")
         .await;
+    db.exec(&history::effects_table_kept_on_rollback("copies"))
+        .await;
     // The effect first, then 20 ms more work: without the transaction, the effect is committed for
     // the whole of that time before the job's finish, and a kill then makes the retry write it again.
-    db.exec(
-        "CREATE PROCEDURE effect(IN p_id BIGINT) BEGIN \
-         INSERT INTO effects (job_id) VALUES (p_id); DO SLEEP(0.02); END",
-    )
+    db.exec(&history::recorded_procedure(
+        "effect",
+        "copies",
+        "INSERT INTO effects (job_id) VALUES (p_job); DO SLEEP(0.02);",
+        true,
+    ))
     .await;
     db.exec(&format!(
         "INSERT INTO job_queue (kind, payload) SELECT 'effect', JSON_OBJECT('id', seq) \
@@ -64,18 +75,29 @@ async fn effects_happen_exactly_once_while_workers_and_sessions_are_killed() {
     let cfg = write_config(
         &dir,
         "[handlers.effect]\n\
-         sql = \"CALL effect(?)\"\n\
-         params = [\"id\"]\n\
+         sql = \"CALL effect(?, ?, ?)\"\n\
+         params = [\"$job_id\", \"$claim\", \"$attempt\"]\n\
          transactional = true\n",
     );
-    drain_under_fire(&db, &cfg, &dir).await;
+    let h = drain_under_fire(&db, &cfg, &dir, Some("copies")).await;
+    let missing = h.jobs_without_a_whole_copy();
+    assert!(missing.is_empty(), "done without a whole copy: {missing:?}");
 }
 
 /// Drains the `JOBS` effect jobs already queued with three `jobq worker`s on `cfg` and a reaper, while
 /// every 300 ms for 8 s one worker is SIGKILLed and restarted or one session in the test's database is
 /// killed (a worker's claim, finish or heartbeat, a statement in the middle of a transaction, or the
-/// application's own). Asserts that every job ended done with exactly one row in `effects`.
-async fn drain_under_fire(db: &TestDb, cfg: &std::path::Path, dir: &std::path::Path) {
+/// application's own). Asserts that every job ended done with exactly one row in `effects`, and that
+/// the history is clean: the SIGKILLed workers are the claimants lost, and a copy a killed session cut
+/// short failed and was recorded so (a retry, not a duplicate). `copies` names the table a procedure records its copies in
+/// ([`history::recorded_procedure`]); without one (an application behind HTTP or a process handler)
+/// the history holds what the rows and `jobq_attempts` record, and the effect rows are the evidence.
+async fn drain_under_fire(
+    db: &TestDb,
+    cfg: &std::path::Path,
+    dir: &std::path::Path,
+    copies: Option<&str>,
+) -> History {
     let _heavy = HEAVY.acquire().await.unwrap();
     let log = dir.join("workers.log");
     let mut workers: Vec<KillOnDrop> = (0..3)
@@ -92,6 +114,7 @@ async fn drain_under_fire(db: &TestDb, cfg: &std::path::Path, dir: &std::path::P
     // it: a killed session may be an idle one of the test's own pools (they are sessions in the test's
     // database too), and a pool hands out an idle connection without a ping.
     let chaos = db.pool(1).await;
+    let mut expect = Expectations::no_faults();
     let (mut sigkills, mut session_kills) = (0, 0);
     let chaos_until = Instant::now() + Duration::from_secs(8);
     let mut round = 0u32;
@@ -100,6 +123,10 @@ async fn drain_under_fire(db: &TestDb, cfg: &std::path::Path, dir: &std::path::P
         round += 1;
         if round.is_multiple_of(2) {
             let i = rand::random::<u32>() as usize % workers.len();
+            // Read before the kill; a worker not registered yet has claimed nothing.
+            if let Some(token) = history::worker_token_of(&chaos, workers[i].id()).await {
+                expect = expect.lost(&token);
+            }
             let _ = workers[i].kill();
             let _ = workers[i].wait();
             workers[i] = KillOnDrop::new(spawn_worker(db, cfg, &log));
@@ -157,6 +184,15 @@ async fn drain_under_fire(db: &TestDb, cfg: &std::path::Path, dir: &std::path::P
     );
     assert!(sigkills >= 5 && session_kills >= 5);
     assert_eq!((effects, distinct), (JOBS, JOBS), "effects lost or doubled");
+    let mut h = History::default();
+    if let Some(table) = copies {
+        h.read_sql_effects(&after, table).await;
+    }
+    h.read_database(&after).await;
+    let summary = assert_clean(&h, &expect);
+    eprintln!("{summary:?}");
+    assert_eq!((summary.jobs, summary.done), (JOBS as usize, JOBS as usize));
+    h
 }
 
 /// A library handler finishes its job inside its own transaction (`JobContext::finish_in`). When the
@@ -172,10 +208,14 @@ async fn a_library_handler_commits_its_effect_with_the_finish_or_not_at_all() {
     db.exec("INSERT INTO job_queue (kind) VALUES ('effect')")
         .await;
     let pool = db.pool(4).await;
+    let copies = history::LibraryCopies::new();
+    let recorder = copies.clone();
     let handlers = Handlers::new()
         .register("effect", move |job: JobContext| {
             let pool = pool.clone();
+            let recorder = recorder.clone();
             async move {
+                let copy = recorder.start(&job);
                 let mut conn = pool
                     .acquire()
                     .await
@@ -210,6 +250,7 @@ async fn a_library_handler_commits_its_effect_with_the_finish_or_not_at_all() {
                 tx.commit()
                     .await
                     .map_err(|e| JobError::retry(e.to_string()))?;
+                copy.ended();
                 Ok(())
             }
         })
@@ -223,6 +264,18 @@ async fn a_library_handler_commits_its_effect_with_the_finish_or_not_at_all() {
             .unwrap();
     assert_eq!((state.as_str(), attempts, effects), ("done", 2, 1));
     assert_eq!((report.done, report.lost), (1, 1), "{report:?}");
+    // Attempt 1's copy ran again because the test took its row away, and ended before attempt 2's
+    // began.
+    let mut h = History::default();
+    h.read_library_copies(&copies);
+    h.read_database(&db.pool).await;
+    let summary = assert_clean(&h, &Expectations::no_faults().taken(1, 1));
+    assert_eq!((summary.copies, summary.rerun), (2, 1), "{}", h.timeline(1));
+    assert!(
+        h.copies(1)[1].ran_to_end,
+        "the second copy committed:\n{}",
+        h.timeline(1)
+    );
 }
 
 /// Any application can finish its job in its own transaction with `CALL jobq_finish(id, claim,
@@ -424,7 +477,7 @@ async fn an_http_application_that_finishes_in_its_transaction_has_each_effect_on
     let app = App::start(&db, "transactional");
     let dir = scratch_dir();
     let cfg = write_config(&dir, &format!("[handlers.effect]\nurl = \"{}\"\n", app.url));
-    drain_under_fire(&db, &cfg, &dir).await;
+    drain_under_fire(&db, &cfg, &dir, None).await;
 }
 
 /// The same application and one job that works for a while after writing its row, whose worker is
@@ -438,7 +491,7 @@ async fn a_killed_worker_doubles_an_http_effect_unless_the_application_finishes_
         let app = App::start(&db, mode);
         let dir = scratch_dir();
         let cfg = write_config(&dir, &format!("[handlers.effect]\nurl = \"{}\"\n", app.url));
-        let effects = kill_the_first_worker_mid_job(&db, &cfg, &dir, || async {
+        let effects = kill_the_first_worker_mid_job(&db, &cfg, &dir, None, || async {
             let began = app.began();
             assert!(began.ends_with(" 1"), "{began}");
         })
@@ -451,10 +504,17 @@ async fn a_killed_worker_doubles_an_http_effect_unless_the_application_finishes_
 /// the job's effect row is written, and lets a second worker and a reaper see the job done. Returns
 /// the effect rows then. (A first attempt still running in the application can only roll back: the
 /// row it wrote before `started` was committed or was not, and nothing else of it can commit.)
+///
+/// The history must be clean with the killed worker as the claimant lost. `copies` is the file a
+/// process handler's program records its copies in: a program dies with its worker (within 1 s), and
+/// the job's second copy is the one that ran to its end. An HTTP application's copies are not jobq's
+/// to stop (it may run on after the request was dropped; docs/http-handlers.md), so for those the rows
+/// and the effect rows are the evidence.
 async fn kill_the_first_worker_mid_job<F, Fut>(
     db: &TestDb,
     cfg: &std::path::Path,
     dir: &std::path::Path,
+    copies: Option<&std::path::Path>,
     started: F,
 ) -> i64
 where
@@ -464,8 +524,25 @@ where
     let log = dir.join("workers.log");
     let mut first = spawn_worker(db, cfg, &log);
     started().await;
+    let killed = history::sole_worker_token(&db.pool).await;
     first.kill().unwrap();
     first.wait().unwrap();
+    // When the killed copy was seen gone: its program's process is dead.
+    let mut gone_at = None;
+    if let Some(file) = copies {
+        let mut h = History::default();
+        h.read_effects_file(file);
+        let pid = h.copies(1)[0].pid;
+        wait_until(
+            "the program gone with its worker",
+            Duration::from_secs(1),
+            || async {
+                jobq::testing::local_process(pid, None) == jobq::testing::ProcessState::Dead
+            },
+        )
+        .await;
+        gone_at = Some(At::now());
+    }
     let second = spawn_worker(db, cfg, &log);
     let mut reaper = jobq(Some(&db.url), &["reaper", "--interval", "200ms"])
         .stdout(Stdio::null())
@@ -482,12 +559,34 @@ where
     wait_output(second, Duration::from_secs(30));
     let _ = reaper.kill();
     let _ = reaper.wait();
+    let mut h = History::default();
+    if let (Some(file), Some(at)) = (copies, gone_at) {
+        h.read_effects_file(file);
+        h.saw_gone(1, 1, at);
+    }
+    h.read_database(&db.pool).await;
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(&killed));
+    if copies.is_some() {
+        let c = h.copies(1);
+        assert_eq!((summary.copies, summary.rerun), (2, 1), "{}", h.timeline(1));
+        assert!(
+            !c[0].ran_to_end && c[1].ran_to_end,
+            "the killed copy never finished, the second did:\n{}",
+            h.timeline(1)
+        );
+    }
     db.scalar("SELECT COUNT(*) FROM effects").await
 }
 
 /// The `[handlers.effect]` entry of a process handler running tests/programs/effect_worker.py (on the
-/// reference Python worker) in `mode`; `begun`: the file it notes each start in.
-fn effect_process(db: &TestDb, mode: &str, begun: Option<&std::path::Path>) -> String {
+/// reference Python worker) in `mode`; `begun`: the file it notes each written row in; `copies`: the
+/// file each copy records its start and end in, for a history.
+fn effect_process(
+    db: &TestDb,
+    mode: &str,
+    begun: Option<&std::path::Path>,
+    copies: Option<&std::path::Path>,
+) -> String {
     let program = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/programs/effect_worker.py"
@@ -498,9 +597,14 @@ fn effect_process(db: &TestDb, mode: &str, begun: Option<&std::path::Path>) -> S
         db.url.clone(),
         mode.to_string(),
     ];
-    if let Some(b) = begun {
-        argv.push(b.display().to_string());
-    }
+    // The program takes them by position: `copies` only after `begun`.
+    assert!(copies.is_none() || begun.is_some(), "copies without begun");
+    argv.extend(
+        [begun, copies]
+            .into_iter()
+            .flatten()
+            .map(|f| f.display().to_string()),
+    );
     let argv: Vec<String> = argv.iter().map(|a| format!("{a:?}")).collect();
     format!(
         "[handlers.effect]\nprocess = [{}]\nprocesses = 8\n",
@@ -519,8 +623,8 @@ async fn a_process_worker_that_finishes_in_its_transaction_has_each_effect_once_
     ))
     .await;
     let dir = scratch_dir();
-    let cfg = write_config(&dir, &effect_process(&db, "transactional", None));
-    drain_under_fire(&db, &cfg, &dir).await;
+    let cfg = write_config(&dir, &effect_process(&db, "transactional", None, None));
+    drain_under_fire(&db, &cfg, &dir, None).await;
 }
 
 /// One job that works for a while after writing its row, and its worker SIGKILLed meanwhile (its
@@ -531,10 +635,13 @@ async fn a_killed_worker_doubles_a_process_effect_unless_the_program_finishes_in
     for (mode, want) in [("plain", 2), ("transactional", 1)] {
         let db = effect_db(LINGERING_JOB).await;
         let dir = scratch_dir();
-        let begun = dir.join("begun");
-        let cfg = write_config(&dir, &effect_process(&db, mode, Some(&begun)));
+        let (begun, copies) = (dir.join("begun"), dir.join("copies"));
+        let cfg = write_config(
+            &dir,
+            &effect_process(&db, mode, Some(&begun), Some(&copies)),
+        );
         let read_begun = || std::fs::read_to_string(&begun).unwrap_or_default();
-        let effects = kill_the_first_worker_mid_job(&db, &cfg, &dir, || {
+        let effects = kill_the_first_worker_mid_job(&db, &cfg, &dir, Some(&copies), || {
             wait_until(
                 "the first attempt begins",
                 Duration::from_secs(30),

@@ -1,5 +1,6 @@
-//! SQL handlers' copies: a procedure that records each copy in an effects table on the server, and
-//! the reader that turns that table into handler events.
+//! SQL handlers' copies: a procedure that records each copy in an effects table on the server, a
+//! statement that is a whole copy and leaves one row when it commits, and the readers that turn those
+//! tables into handler events.
 //!
 //! A copy of an SQL job is one session running one attempt's statement, so a copy's `pid` here is the
 //! session's connection id. Rows are stamped with `SYSDATE(6)`, the server's time when each row is
@@ -16,6 +17,13 @@ pub fn effects_table(table: &str) -> String {
          attempt SMALLINT UNSIGNED NOT NULL, what VARCHAR(10) NOT NULL, conn BIGINT UNSIGNED NOT NULL, \
          claim VARCHAR(255) NULL, at TIMESTAMP(6) NOT NULL, KEY (job_id))"
     )
+}
+
+/// [`effects_table`] in MyISAM, which a rollback does not reach: for a transactional handler, whose
+/// effect commits with its finish or not at all, so that the copies whose transaction rolled back
+/// (killed, or their claim gone) are on record too. In InnoDB only the copy that committed would be.
+pub fn effects_table_kept_on_rollback(table: &str) -> String {
+    format!("{} ENGINE = MyISAM", effects_table(table))
 }
 
 /// A procedure `name(job_id, claim, attempt)` (bind `$job_id`, `$claim`, `$attempt`) that records its
@@ -125,5 +133,89 @@ impl History {
             })
             .collect();
         self.read_sql_effect_rows(&rows);
+    }
+}
+
+/// A table of copies that are one statement each ([`copy_statement`]): a row per copy that committed,
+/// with the time its statement began (`NOW(6)`) and the time it wrote the row (`SYSDATE(6)`, after its
+/// work), and the server that ran it (`@@wsrep_node_name`, on a Galera cluster the node). A copy cut
+/// short before its commit leaves no row and had no effect. One row and one commit a copy, because on
+/// a cluster every commit is certified by every node: [`recorded_procedure`]'s three would triple the
+/// drain's writes.
+pub fn copies_table(table: &str) -> String {
+    format!(
+        "CREATE TABLE {table} (n BIGINT AUTO_INCREMENT PRIMARY KEY, job_id BIGINT UNSIGNED NOT NULL, \
+         attempt SMALLINT UNSIGNED NOT NULL, conn BIGINT UNSIGNED NOT NULL, claim VARCHAR(255) NULL, \
+         node VARCHAR(64) NOT NULL, started TIMESTAMP(6) NOT NULL, ended TIMESTAMP(6) NOT NULL, \
+         KEY (job_id)) ENGINE = InnoDB"
+    )
+}
+
+/// The statement of an SQL handler whose every copy is one row of the [`copies_table`] `table` (bind
+/// `$job_id`, `$attempt`, `$claim`). `work` is a condition evaluated before the row is written: the
+/// copy's work (`SLEEP(0.01) = 0` for 10 ms), or `TRUE` for none.
+pub fn copy_statement(table: &str, work: &str) -> String {
+    format!(
+        "INSERT INTO {table} (job_id, attempt, claim, conn, node, started, ended) \
+         SELECT ?, ?, ?, CONNECTION_ID(), @@wsrep_node_name, NOW(6), SYSDATE(6) FROM DUAL WHERE {work}"
+    )
+}
+
+/// One row of a [`copies_table`], as [`History::read_copies`] selects it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyRow {
+    pub job: JobId,
+    pub attempt: u16,
+    pub conn: u32,
+    pub claim: Option<String>,
+    /// Microseconds since the epoch, the server's clock.
+    pub started: i64,
+    pub ended: i64,
+}
+
+impl History {
+    /// Adds the copies that rows of a [`copies_table`] record: each one started and ran to its end.
+    pub fn read_copy_rows(&mut self, rows: &[CopyRow]) {
+        for r in rows {
+            let pid = r.conn;
+            for (kind, micros) in [
+                (Kind::HandlerStarted { pid }, r.started),
+                (Kind::HandlerEnded { pid }, r.ended),
+            ] {
+                self.events.push(Event {
+                    job: r.job,
+                    attempt: r.attempt,
+                    kind,
+                    at: At::database(micros),
+                    claimant: r.claim.clone().filter(|c| !c.is_empty()),
+                    source: Source::Effects,
+                });
+            }
+        }
+    }
+
+    /// Adds what the [`copies_table`] `table` holds.
+    pub async fn read_copies(&mut self, pool: &sqlx::MySqlPool, table: &str) {
+        type Row = (u64, u16, u64, Option<Vec<u8>>, i64, i64);
+        let rows: Vec<Row> = sqlx::query_as(&format!(
+            "SELECT job_id, attempt, conn, CAST(claim AS BINARY), \
+             CAST(UNIX_TIMESTAMP(started) * 1000000 AS SIGNED), \
+             CAST(UNIX_TIMESTAMP(ended) * 1000000 AS SIGNED) FROM {table} ORDER BY n"
+        ))
+        .fetch_all(pool)
+        .await
+        .unwrap();
+        let rows: Vec<CopyRow> = rows
+            .into_iter()
+            .map(|(job, attempt, conn, claim, started, ended)| CopyRow {
+                job,
+                attempt,
+                conn: u32::try_from(conn).unwrap(),
+                claim: claim.map(|c| String::from_utf8(c).unwrap()),
+                started,
+                ended,
+            })
+            .collect();
+        self.read_copy_rows(&rows);
     }
 }

@@ -1,7 +1,10 @@
 //! The checker on hand-made histories (no database): each rule catches what it is for, and a clean
 //! history with a killed claimant's rerun passes.
 
-use super::{At, Clock, Event, Expectations, History, Kind, Rule, Source, SqlEffectRow, check};
+use super::{
+    At, Clock, CopyRow, Event, Expectations, History, Kind, LibraryCopies, Rule, Source,
+    SqlEffectRow, check,
+};
 
 const A: &str = "vm:100:1:boot:a";
 const B: &str = "vm:200:1:boot:b";
@@ -109,6 +112,24 @@ fn an_attempt_going_back_is_caught() {
         rules(&h, &Expectations::no_faults().lost(A)),
         [Rule::AttemptWentBack]
     );
+}
+
+#[test]
+fn a_lost_claimants_copy_may_start_after_the_next_claim_but_not_after_the_next_copy() {
+    // Attempt 1's statement begins on the server after its claimant's death, the reset and
+    // attempt 2's claim (14 s), but before attempt 2's copy: it is gone when that one starts.
+    let mut h = rerun_after_a_kill();
+    h.events[1].at.micros = 14_020_000;
+    h.events[2].at.micros = 14_050_000;
+    check(&h, &Expectations::no_faults().lost(A)).unwrap();
+    // The same from a claimant the test did not lose: a copy started for a row no longer its own.
+    let r = rules(&h, &Expectations::no_faults().lost(B));
+    assert!(r.contains(&Rule::AttemptWentBack), "{r:?}");
+    // After attempt 2's copy began, even a lost claimant's copy is out of order.
+    h.events[1].at.micros = 14_200_000;
+    h.events[2].at.micros = 14_900_000;
+    let r = rules(&h, &Expectations::no_faults().lost(A));
+    assert!(r.contains(&Rule::AttemptWentBack), "{r:?}");
 }
 
 #[test]
@@ -341,4 +362,87 @@ fn a_copy_may_record_that_it_was_stopped() {
     assert_eq!(copies.len(), 1);
     assert_eq!(copies[0].end, Some(At::host(2000)));
     assert!(!copies[0].ran_to_end);
+}
+
+#[test]
+fn a_rerun_of_an_attempt_whose_row_the_test_took_passes_and_no_other() {
+    let h = rerun_after_a_kill();
+    let summary = check(&h, &Expectations::no_faults().taken(1, 1)).unwrap();
+    assert_eq!((summary.copies, summary.rerun), (2, 1));
+    assert_eq!(
+        rules(&h, &Expectations::no_faults().taken(1, 2)),
+        [Rule::UnexplainedRerun]
+    );
+    assert_eq!(
+        rules(&h, &Expectations::no_faults().taken(2, 1)),
+        [Rule::UnexplainedRerun]
+    );
+}
+
+#[test]
+fn library_copies_end_or_are_gone_when_dropped() {
+    let copies = LibraryCopies::new();
+    let mut job = jobq::JobContext::for_test("k", "{}");
+    job.claim = A.into();
+    drop(copies.start(&job));
+    job.attempt = 2;
+    job.claim = B.into();
+    copies.start(&job).ended();
+    let mut h = History::default();
+    h.read_library_copies(&copies);
+    h.events.push(done(2, 1e9, B));
+    h.final_states.insert(1, "done".into());
+    let c = h.copies(1);
+    assert_eq!(
+        c.iter()
+            .map(|c| (c.attempt, c.pid, c.ran_to_end, c.end.is_some()))
+            .collect::<Vec<_>>(),
+        [(1, 1, false, true), (2, 2, true, true)]
+    );
+    assert_eq!(c[1].claimant.as_deref(), Some(B));
+    assert!(c[0].end.unwrap().micros <= c[1].start.micros);
+    let summary = check(&h, &Expectations::no_faults().taken(1, 1)).unwrap();
+    assert_eq!((summary.copies, summary.rerun), (2, 1));
+}
+
+fn copy_row(attempt: u16, conn: u32, started: f64, ended: f64, claim: &str) -> CopyRow {
+    CopyRow {
+        job: 1,
+        attempt,
+        conn,
+        claim: Some(claim.into()),
+        started: (started * 1e6) as i64,
+        ended: (ended * 1e6) as i64,
+    }
+}
+
+#[test]
+fn copy_rows_are_copies_that_ran_to_their_end() {
+    let mut h = History::default();
+    h.read_copy_rows(&[copy_row(1, 7, 1.0, 1.01, A)]);
+    h.events.push(done(1, 1.02, A));
+    h.final_states.insert(1, "done".into());
+    let c = h.copies(1);
+    assert_eq!(c.len(), 1);
+    assert!(c[0].ran_to_end && c[0].start.clock == Clock::Database);
+    assert_eq!(c[0].end.unwrap().micros - c[0].start.micros, 10_000);
+    check(&h, &Expectations::no_faults()).unwrap();
+
+    // A second committed copy: a rerun, explained only by its claimant's loss; at the same time as
+    // the first, an overlap whatever the test lost.
+    let mut twice = h.clone();
+    twice.read_copy_rows(&[copy_row(2, 9, 3.0, 3.01, B)]);
+    twice.events.retain(|e| e.source != Source::JobRow);
+    twice.events.push(done(2, 3.02, B));
+    assert_eq!(
+        rules(&twice, &Expectations::no_faults()),
+        [Rule::UnexplainedRerun]
+    );
+    check(&twice, &Expectations::no_faults().lost(A)).unwrap();
+    let mut beside = h.clone();
+    beside.read_copy_rows(&[copy_row(2, 9, 1.005, 1.015, B)]);
+    assert_eq!(
+        rules(&beside, &Expectations::no_faults().lost(A).lost(B)),
+        [Rule::Overlap]
+    );
 }
