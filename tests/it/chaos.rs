@@ -133,7 +133,7 @@ async fn chaos(cluster: Option<Vec<String>>) {
 
     let mut h = History::default();
     h.read_effects_file(&files.effects);
-    h.read_effects(&fleet.library.effects());
+    fleet.library.read_copies(&mut h);
     h.read_sql_effects(&pool, "sql_effects").await;
     h.read_database(&pool).await;
     h.read_worker_log(&fleet.read_logs());

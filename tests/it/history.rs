@@ -190,9 +190,6 @@ impl History {
                 "start" => Kind::HandlerStarted { pid },
                 "end" => Kind::HandlerEnded { pid },
                 "lock-taken" => Kind::LockTaken { pid },
-                // A copy that saw itself stopped part way (a library handler cancelled by its
-                // worker's fence) and says when.
-                "gone" => Kind::Gone { pid },
                 _ => panic!("unknown effect line {line:?}"),
             };
             self.events.push(Event {

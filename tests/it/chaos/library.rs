@@ -2,72 +2,20 @@
 //! process, behind the relay. It cannot be SIGKILLed without ending the run, so it meets the network
 //! cuts, session kills and server restarts, and its fence stops its copies.
 //!
-//! Each copy records itself in the effect-line format of [`crate::history::recorded_command`]:
-//! `start`, then `end`, or `gone` when its worker stopped it part way; its "pid" is a number of its
-//! own. A set of the jobs running stands for the command's lock: a copy that finds its job in it
-//! records `lock-taken`, an overlap.
+//! Each copy records itself in a [`LibraryCopies`]: its start, and its end or the moment its worker
+//! stopped it (the copy's future dropped).
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jobq::{CancellationToken, Handlers, JobContext, JobError, WorkerConfig};
 
-#[derive(Default)]
-struct Shared {
-    lines: Mutex<String>,
-    running: Mutex<HashSet<u64>>,
-    copies: AtomicU32,
-}
+use crate::history::{History, LibraryCopies};
 
-impl Shared {
-    fn record(&self, what: &str, job: &JobContext, copy: u32) {
-        let at = crate::history::At::now().micros;
-        let line = format!(
-            "{what} job={} attempt={} pid={copy} at={at} claim={}\n",
-            job.id, job.attempt, job.claim
-        );
-        self.lines.lock().unwrap().push_str(&line);
-    }
-}
-
-/// Ends a copy however its future ends: run to its end, or dropped by a stopping worker.
-struct Copy {
-    shared: Arc<Shared>,
-    job: JobContext,
-    id: u32,
-    ended: bool,
-}
-
-impl Drop for Copy {
-    fn drop(&mut self) {
-        if !self.ended {
-            self.shared.record("gone", &self.job, self.id);
-        }
-        self.shared.running.lock().unwrap().remove(&self.job.id.0);
-    }
-}
-
-async fn handle(shared: Arc<Shared>, job: JobContext) -> Result<(), JobError> {
-    let id = 1_000_000 + shared.copies.fetch_add(1, Ordering::SeqCst);
-    if !shared.running.lock().unwrap().insert(job.id.0) {
-        shared.record("lock-taken", &job, id);
-        return Err(JobError::retry(
-            "another copy of this job runs in this process",
-        ));
-    }
-    shared.record("start", &job, id);
-    let mut copy = Copy {
-        shared: shared.clone(),
-        job: job.clone(),
-        id,
-        ended: false,
-    };
+async fn handle(copies: LibraryCopies, job: JobContext) -> Result<(), JobError> {
+    let copy = copies.start(&job);
     tokio::select! {
         _ = tokio::time::sleep(Duration::from_millis(100)) => {
-            shared.record("end", &job, id);
-            copy.ended = true;
+            copy.ended();
             Ok(())
         }
         _ = job.cancelled() => Err(JobError::retry("stopped by the worker")),
@@ -75,7 +23,7 @@ async fn handle(shared: Arc<Shared>, job: JobContext) -> Result<(), JobError> {
 }
 
 pub struct LibraryWorker {
-    shared: Arc<Shared>,
+    copies: LibraryCopies,
     stop: CancellationToken,
     task: tokio::task::JoinHandle<jobq::Result<jobq::WorkerReport>>,
 }
@@ -83,10 +31,10 @@ pub struct LibraryWorker {
 impl LibraryWorker {
     /// Starts a worker of the `lib` kind on `url`, forever, with eight at a time.
     pub async fn start(url: &str) -> LibraryWorker {
-        let shared = Arc::new(Shared::default());
-        let s = shared.clone();
+        let copies = LibraryCopies::new();
+        let c = copies.clone();
         let handlers = Handlers::new()
-            .register("lib", move |job: JobContext| handle(s.clone(), job))
+            .register("lib", move |job: JobContext| handle(c.clone(), job))
             .unwrap();
         let pool = jobq::connect(&jobq::ConnectConfig::new(url).unwrap().max_connections(4))
             .await
@@ -99,7 +47,7 @@ impl LibraryWorker {
         let worker = jobq::Worker::new(pool, handlers, cfg).unwrap();
         let stop = CancellationToken::new();
         let task = tokio::spawn(worker.run(stop.clone()));
-        LibraryWorker { shared, stop, task }
+        LibraryWorker { copies, stop, task }
     }
 
     /// Whether the worker ended by itself (a forever worker never should).
@@ -118,8 +66,8 @@ impl LibraryWorker {
         }
     }
 
-    /// The effect lines its copies wrote.
-    pub fn effects(&self) -> String {
-        self.shared.lines.lock().unwrap().clone()
+    /// Adds the copies its handler ran to `h`.
+    pub fn read_copies(&self, h: &mut History) {
+        h.read_library_copies(&self.copies);
     }
 }

@@ -353,18 +353,6 @@ fn a_copy_without_an_end_is_gone_when_the_next_copy_takes_the_lock() {
 }
 
 #[test]
-fn a_copy_may_record_that_it_was_stopped() {
-    let mut h = History::default();
-    h.read_effects(
-        "start job=3 attempt=1 pid=7 at=1000 claim=x\ngone job=3 attempt=1 pid=7 at=2000 claim=x\n",
-    );
-    let copies = h.copies(3);
-    assert_eq!(copies.len(), 1);
-    assert_eq!(copies[0].end, Some(At::host(2000)));
-    assert!(!copies[0].ran_to_end);
-}
-
-#[test]
 fn a_rerun_of_an_attempt_whose_row_the_test_took_passes_and_no_other() {
     let h = rerun_after_a_kill();
     let summary = check(&h, &Expectations::no_faults().taken(1, 1)).unwrap();
