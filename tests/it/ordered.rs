@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use jobq::{Handlers, JobContext, JobError, NewJob, State};
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::common::{
     TestDb, jobq, run_jobq, scratch_dir, spawn_forever_worker, wait_output, wait_until,
     write_config,
 };
+use crate::history::{self, At, Expectations, History, assert_clean, sole_worker_token};
 
 fn ordered(key: &str, seq: u64) -> NewJob {
     NewJob::new("post")
@@ -203,16 +204,14 @@ async fn a_failing_job_holds_its_key_through_retries_and_a_dead_one_goes_on_or_h
 async fn a_sigkilled_worker_leaves_the_order_intact() {
     let db = TestDb::new().await;
     let dir = scratch_dir();
-    let cfg = write_config(
-        &dir,
-        &format!(
-            "[handlers.post]\ncommand = [\"sh\", \"-c\", \
-             \"echo start $JOBQ_JOB_ID $JOBQ_ATTEMPT $$ >> {d}/effects; \
-             if [ $JOBQ_JOB_ID = 3 ] && [ $JOBQ_ATTEMPT = 1 ]; then sleep 30; fi; \
-             echo end $JOBQ_JOB_ID >> {d}/effects\"]\n",
-            d = dir.display()
-        ),
+    let (effects, lock) = (dir.join("effects"), dir.join("lock"));
+    // One lock for every job of the key: they run one at a time, so no copy ever finds it taken.
+    let script = history::recorded_command(
+        &effects,
+        &lock,
+        "if [ $JOBQ_JOB_ID = 3 ] && [ $JOBQ_ATTEMPT = 1 ]; then sleep 30; fi",
     );
+    let cfg = write_config(&dir, &history::command_handler("post", &script));
     for seq in 0..5 {
         let out = run_jobq(
             Some(&db.url),
@@ -229,11 +228,24 @@ async fn a_sigkilled_worker_leaves_the_order_intact() {
     }
     let worker = spawn_forever_worker(&db, &cfg);
     wait_until("job 3 running", Duration::from_secs(20), || async {
-        std::fs::read_to_string(dir.join("effects")).is_ok_and(|e| e.contains("start 3 1"))
+        std::fs::read_to_string(&effects).is_ok_and(|e| e.contains("start job=3 attempt=1"))
     })
     .await;
+    let pid = History::of_commands(&effects, &db.pool).await.copies(3)[0].pid;
+    let killed_claimant = sole_worker_token(&db.pool).await;
     kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
     let _ = wait_output(worker.take(), Duration::from_secs(5));
+    // The first attempt's command dies with its worker (the exec shim): the lock is free at once.
+    wait_until(
+        "job 3's first copy gone",
+        Duration::from_secs(1),
+        || async {
+            !history::lock_held(&lock)
+                && jobq::testing::local_process(pid, None) == jobq::testing::ProcessState::Dead
+        },
+    )
+    .await;
+    let gone_at = At::now();
     let reaper = jobq::Reaper::new(db.pool.clone(), jobq::ReaperConfig::default()).unwrap();
     wait_until("job 3 runnable again", Duration::from_secs(15), || async {
         reaper.run_once().await.unwrap();
@@ -256,23 +268,30 @@ async fn a_sigkilled_worker_leaves_the_order_intact() {
     .unwrap();
     assert!(out.status.success(), "{out:?}");
     assert_eq!(db.states().await, "done=5");
-    let effects = std::fs::read_to_string(dir.join("effects")).unwrap();
-    let lines: Vec<Vec<&str>> = effects.lines().map(|l| l.split(' ').collect()).collect();
-    let events: Vec<String> = lines.iter().map(|l| format!("{} {}", l[0], l[1])).collect();
+    let mut h = History::of_commands(&effects, &db.pool).await;
+    h.saw_gone(3, 1, gone_at);
+    h.read_worker_log(&String::from_utf8_lossy(&out.stderr));
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(&killed_claimant));
+    assert_eq!((summary.copies, summary.rerun), (6, 1), "{}", h.timeline(3));
+    // The order: each job's copies start and end before the next job's start, and only job 3 ran
+    // twice (its first copy cut short by the kill).
+    let text = std::fs::read_to_string(&effects).unwrap();
+    let events: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let what = l.split(' ').next().unwrap();
+            let job = l.split(' ').find_map(|f| f.strip_prefix("job=")).unwrap();
+            format!("{what} {job}")
+        })
+        .collect();
     assert_eq!(
         events,
         [
             "start 1", "end 1", "start 2", "end 2", "start 3", "start 3", "end 3", "start 4",
             "end 4", "start 5", "end 5"
         ],
-        "{effects}"
+        "{text}"
     );
-    // The first attempt's command was orphaned by the SIGKILL; clean it up.
-    let killed = lines
-        .iter()
-        .find(|l| l[0] == "start" && l[1] == "3")
-        .unwrap();
-    let _ = killpg(Pid::from_raw(killed[3].parse().unwrap()), Signal::SIGKILL);
 }
 
 #[tokio::test]
