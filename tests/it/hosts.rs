@@ -19,23 +19,20 @@ use nix::unistd::Pid;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::common::{TestDb, jobq_bin, wait_until, write_config};
+use crate::history::{self, At, Expectations, History, assert_clean};
 
-/// Command jobs that fail loudly if two copies of one job ever run at once (a lock file per job, held
-/// by the shell and its `sleep`), and record which host started and ended each job. `even` takes 3 s
-/// everywhere; `slow` takes 3 s except on `hostB`, where it outlasts the test, so that host B dies
-/// holding running jobs; `hold` outlasts the test everywhere.
+/// Command jobs that record their copies ([`history::recorded_command`], a lock file per job held by
+/// the shell and its `sleep`: a second copy at once records `lock-taken`), the host in each copy's
+/// claim. `even` takes 3 s everywhere; `slow` takes 3 s except on `hostB`, where it outlasts the test,
+/// so that host B dies holding running jobs; `hold` outlasts the test everywhere.
 fn config(dir: &Path) -> PathBuf {
     let handler = |kind: &str, pause: &str| {
-        format!(
-            "[handlers.{kind}]\ncommand = [\"sh\", \"-c\", \"\"\"\
-             exec 9>>{d}/lock.$JOBQ_JOB_ID\n\
-             if ! flock -n 9; then echo OVERLAP:$JOBQ_JOB_ID >> {d}/effects; exit 1; fi\n\
-             host=${{JOBQ_CLAIM%%:*}}\n\
-             echo start:$JOBQ_JOB_ID:$host >> {d}/effects\n\
-             sleep {pause}\n\
-             echo end:$JOBQ_JOB_ID:$host >> {d}/effects\n\"\"\"]\n",
-            d = dir.display()
-        )
+        let script = history::recorded_command(
+            &dir.join("effects"),
+            &dir.join("lock.$JOBQ_JOB_ID"),
+            &format!("host=${{JOBQ_CLAIM%%:*}}\nsleep {pause}"),
+        );
+        history::command_handler(kind, &script)
     };
     write_config(
         dir,
@@ -51,8 +48,24 @@ fn config(dir: &Path) -> PathBuf {
     )
 }
 
+/// The recorded copies as `start:JOB:HOST` and `end:JOB:HOST` lines (`OVERLAP:JOB` for a copy that
+/// found its job's lock taken), the host read from the copy's claim.
 fn effects(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("effects")).unwrap_or_default()
+    let text = std::fs::read_to_string(dir.join("effects")).unwrap_or_default();
+    let mut out = String::new();
+    for line in text.lines() {
+        let field = |name: &str| {
+            line.split(' ')
+                .find_map(|f| f.strip_prefix(name)?.strip_prefix('='))
+                .unwrap_or_default()
+        };
+        let host = field("claim").split(':').next().unwrap_or_default();
+        match line.split(' ').next().unwrap_or_default() {
+            "lock-taken" => out.push_str(&format!("OVERLAP:{}\n", field("job"))),
+            what => out.push_str(&format!("{what}:{}:{host}\n", field("job"))),
+        }
+    }
+    out
 }
 
 /// Whether this machine lets the test make hosts: root, `ip` and `unshare`.
@@ -480,8 +493,17 @@ async fn a_dead_host_is_rescued_by_another_hosts_reaper_and_a_live_one_is_left_a
         .into_iter()
         .filter(|r| r.1.starts_with("hostB:"))
         .collect();
+    // The claimants host B's death kills: its workers, read before it dies.
+    let b_tokens: Vec<String> = registry(&db)
+        .await
+        .into_iter()
+        .filter(|p| p.host == "hostB" && p.role == "worker")
+        .map(|p| p.token)
+        .collect();
     let killed = Instant::now();
     b.die().await;
+    // No process of host B is left: its copies are gone.
+    let gone_at = At::now();
     // No heartbeat can come from host B any more.
     let mut last_beat: HashMap<String, f64> = HashMap::new();
     for (_, claim) in &on_b {
@@ -580,6 +602,22 @@ async fn a_dead_host_is_rescued_by_another_hosts_reaper_and_a_live_one_is_left_a
     let mut expected: Vec<u64> = on_b.iter().map(|r| r.0).collect();
     expected.sort();
     assert_eq!(retried, expected, "only host B's jobs ran twice");
+
+    let mut h = History::of_commands(&dir.join("effects"), &db.pool).await;
+    for (id, _) in &on_b {
+        h.saw_gone(*id, 1, gone_at);
+    }
+    h.read_worker_log(&a.log());
+    h.read_worker_log(&b.log());
+    let expect = b_tokens
+        .iter()
+        .fold(Expectations::no_faults(), |e, t| e.lost(t));
+    let summary = assert_clean(&h, &expect);
+    assert_eq!(
+        (summary.jobs, summary.done, summary.copies, summary.rerun),
+        (48, 48, 48 + on_b.len(), on_b.len()),
+        "{summary:?}"
+    );
 }
 
 /// Two hosts under one host name (containers given the machine's name, as `--network host` does) run
