@@ -113,11 +113,6 @@ pub struct Struck {
     pub victims: Vec<u32>,
 }
 
-fn host_time(t: std::time::SystemTime) -> At {
-    let since = t.duration_since(std::time::UNIX_EPOCH).unwrap();
-    At::host(since.as_micros() as i64)
-}
-
 /// How long a dying process's handler may still write its start: a copy forked just before the
 /// kill records it a moment later, before the exec shim takes it down.
 const DYING: Duration = Duration::from_secs(1);
@@ -134,7 +129,7 @@ pub async fn strike(fleet: &mut Fleet, fault: Fault, rng: &mut StdRng) -> Option
         Fault::WorkerKilled => {
             let i = rng.random_range(0..fleet.workers.len());
             let pid = fleet.workers[i].pid();
-            let at = host_time(fleet.workers[i].sigkill().await);
+            let at = fleet.workers[i].sigkill().await;
             pause(rng, 200, 2000).await;
             fleet.workers[i].respawn();
             Some(Struck {
@@ -166,7 +161,7 @@ pub async fn strike(fleet: &mut Fleet, fault: Fault, rng: &mut StdRng) -> Option
                 Fault::ReaperKilled => &mut fleet.reaper,
                 _ => &mut fleet.scheduler,
             };
-            let at = host_time(p.sigkill().await);
+            let at = p.sigkill().await;
             pause(rng, 200, 2000).await;
             p.respawn();
             Some(Struck {

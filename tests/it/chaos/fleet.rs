@@ -16,6 +16,7 @@ use nix::unistd::Pid;
 
 use super::library::LibraryWorker;
 use crate::common::{KillOnDrop, PrivateServer, ServerSetup, jobq};
+use crate::history::At;
 use crate::partial_failure::relay::CutRelay;
 
 /// One jobq process the run starts, kills and starts again, each time with a log of its own.
@@ -62,10 +63,10 @@ impl Proc {
     }
 
     /// SIGKILLs the process and waits until it is gone; returns when it was killed.
-    pub async fn sigkill(&mut self) -> std::time::SystemTime {
+    pub async fn sigkill(&mut self) -> At {
         let mut child = self.child.take().expect("running").take();
         let _ = child.kill();
-        let at = std::time::SystemTime::now();
+        let at = At::now();
         let _ = tokio::task::spawn_blocking(move || child.wait()).await;
         at
     }
@@ -228,13 +229,17 @@ impl Fleet {
         }
     }
 
+    /// The jobq processes the run started.
+    fn procs(&mut self) -> impl Iterator<Item = &mut Proc> {
+        std::iter::once(&mut self.supervisor)
+            .chain(self.workers.iter_mut())
+            .chain([&mut self.reaper, &mut self.scheduler])
+    }
+
     /// Starts again every process that ended by itself, and notes it.
     pub fn restart_exited(&mut self) {
         let mut exits = Vec::new();
-        let procs = std::iter::once(&mut self.supervisor)
-            .chain(self.workers.iter_mut())
-            .chain([&mut self.reaper, &mut self.scheduler]);
-        for p in procs {
+        for p in self.procs() {
             if let Some(status) = p.restart_if_exited() {
                 exits.push(format!("{} ({status})", p.role));
             }
@@ -264,10 +269,7 @@ impl Fleet {
     /// library worker, and returns what did not stop cleanly.
     pub async fn stop(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
-        let procs = std::iter::once(&mut self.supervisor)
-            .chain(self.workers.iter_mut())
-            .chain([&mut self.reaper, &mut self.scheduler]);
-        for p in procs.filter(|p| p.child.is_some()) {
+        for p in self.procs().filter(|p| p.child.is_some()) {
             problems.extend(stop(p).await);
         }
         if let Err(e) = self.library.stop().await {
