@@ -30,8 +30,10 @@ pub(crate) async fn any_due(
 }
 
 /// 1 when a job of `kinds` is due in one of `queues` that is neither paused nor pinned to other hosts,
-/// else 0: per queue, primary-key lookups in `jobq_queues` and `jobq_queue_hosts` and the first entry
-/// of the claim index's due range, all resolved as constants (a held queue's range is never read). Names are validated identifiers (no
+/// else 0: per queue, primary-key lookups in `jobq_queues` and `jobq_queue_hosts` and one dive per kind
+/// into `due_kinds (ready_queue, kind, run_at)` (schema 32), all resolved as constants (a held queue's
+/// range is never read). Not the claim index: there a queue full of due jobs of other kinds was read
+/// to its end by every probe, twenty times per wait. Names are validated identifiers (no
 /// quotes possible); quoting is doubled anyway. Literal, not bound: the text also runs inside
 /// `jobq_wait_for_work`, which takes it as a string.
 fn due_expression(queues: &[String], kinds: &[String]) -> String {
@@ -47,7 +49,7 @@ fn due_expression(queues: &[String], kinds: &[String]) -> String {
                 "(NOT EXISTS (SELECT 1 FROM jobq_queues WHERE name = {q}) AND (NOT EXISTS (SELECT 1 \
                  FROM jobq_queue_hosts WHERE queue = {q}) OR EXISTS (SELECT 1 FROM jobq_queue_hosts \
                  WHERE queue = {q} AND host = {host})) AND EXISTS (SELECT 1 FROM \
-                 job_queue FORCE INDEX (claim_order) WHERE ready_queue = {q} AND run_at <= NOW(6) \
+                 job_queue FORCE INDEX (due_kinds) WHERE ready_queue = {q} AND run_at <= NOW(6) \
                  AND kind IN ({kinds}){EXACT_KIND}))"
             )
         })

@@ -186,6 +186,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0031_jobq_jobs_columns.sql",
         sql: include_str!("../../migrations/0031_jobq_jobs_columns.sql"),
     },
+    Migration {
+        version: 32,
+        name: "0032_due_kinds_index.sql",
+        sql: include_str!("../../migrations/0032_due_kinds_index.sql"),
+    },
 ];
 
 /// The schema version this build needs.

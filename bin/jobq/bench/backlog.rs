@@ -234,8 +234,11 @@ async fn claim_rolled_back(
     batch: u32,
 ) -> Result<u64, sqlx::Error> {
     let kind_list = placeholders(kinds.len());
-    let pick = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", &kind_list, "?", "?", "?"]);
-    let walk = CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", &kind_list, "?"]);
+    let pick = CLAIM_SELECT.sql(&[
+        "?", "?", "?", "?", "?", "?", &kind_list, &kind_list, "?", "?", "?",
+    ]);
+    let walk =
+        CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", "?", &kind_list, &kind_list, "?"]);
     let mut tx = conn.begin().await?;
     let mut ids: Vec<u64> = Vec::new();
     // The pick in each queue; the locking walk only when the picks found nothing anywhere, as a worker
@@ -248,8 +251,9 @@ async fn claim_rolled_back(
                 .bind(&q)
                 .bind(&q)
                 .bind(&q)
-                .bind("bench");
-            for k in kinds {
+                .bind("bench")
+                .bind(&q);
+            for k in kinds.iter().chain(kinds) {
                 query = query.bind(k);
             }
             let rows = if walk_past_held {

@@ -362,9 +362,11 @@ async fn lock_due(
             .bind(QUEUE)
             .bind(QUEUE)
             .bind("bench")
+            .bind(QUEUE)
+            .bind(KIND)
             .bind(KIND)
     };
-    let pick = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", "?", "?", "?", "?"]);
+    let pick = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", "?", "?", "?", "?", "?", "?"]);
     let rows = due(&pick)
         .bind(batch * CLAIM_PICK_AHEAD)
         .bind(QUEUE)
@@ -374,7 +376,7 @@ async fn lock_due(
     if !rows.is_empty() {
         return Ok(rows);
     }
-    let walk = CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", "?", "?"]);
+    let walk = CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", "?", "?", "?", "?"]);
     due(&walk).bind(batch).fetch_all(tx).await
 }
 

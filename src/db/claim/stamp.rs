@@ -15,7 +15,7 @@ pub(super) fn claim_select<'a>(
     limit: u32,
 ) -> QueryBuilder<'a, MySql> {
     let [pick @ .., recheck_at, limit_at, tail] = CLAIM_SELECT.parts() else {
-        unreachable!("CLAIM_SELECT has nine parameters")
+        unreachable!("CLAIM_SELECT has eleven parameters")
     };
     let mut select = due_rows(pick, queue, kinds, limit.saturating_mul(CLAIM_PICK_AHEAD));
     select.push(*recheck_at);
@@ -33,7 +33,7 @@ pub(super) fn claim_select_past_locked<'a>(
     limit: u32,
 ) -> QueryBuilder<'a, MySql> {
     let [walk @ .., tail] = CLAIM_SELECT_PAST_LOCKED.parts() else {
-        unreachable!("CLAIM_SELECT_PAST_LOCKED has seven parameters")
+        unreachable!("CLAIM_SELECT_PAST_LOCKED has nine parameters")
     };
     let mut select = due_rows(walk, queue, kinds, limit);
     select.push(*tail);
@@ -41,7 +41,7 @@ pub(super) fn claim_select_past_locked<'a>(
 }
 
 /// The part both claim SELECTs share, up to its LIMIT: the first due rows of `queue` with a kind of
-/// `kinds`, unless the queue is paused or pinned elsewhere.
+/// `kinds`, unless the queue is paused or pinned elsewhere or nothing of `kinds` is due there.
 fn due_rows<'a>(
     parts: &[&'static str],
     queue: &'a str,
@@ -54,11 +54,13 @@ fn due_rows<'a>(
         unpinned_at,
         pinned_at,
         host_at,
+        guard_queue_at,
+        guard_kinds_at,
         kinds_at,
         limit_at,
     ] = parts
     else {
-        unreachable!("the claim's due rows have seven parameters")
+        unreachable!("the claim's due rows have nine parameters")
     };
     let mut select = QueryBuilder::<MySql>::new(*head);
     select.push_bind(queue);
@@ -70,6 +72,10 @@ fn due_rows<'a>(
     select.push_bind(queue);
     select.push(*host_at);
     select.push_bind(this_host());
+    select.push(*guard_queue_at);
+    select.push_bind(queue);
+    select.push(*guard_kinds_at);
+    push_list(&mut select, kinds);
     select.push(*kinds_at);
     push_list(&mut select, kinds);
     select.push(*limit_at);
@@ -133,13 +139,14 @@ mod tests {
     #[test]
     fn the_claim_runs_the_published_statements() {
         let kinds = vec!["a".to_string(), "b".to_string()];
+        let two = placeholders(2);
         assert_eq!(
             claim_select("q", &kinds, 10).sql(),
-            CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", &placeholders(2), "?", "?", "?"])
+            CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", "?", &two, &two, "?", "?", "?"])
         );
         assert_eq!(
             claim_select_past_locked("q", &kinds, 10).sql(),
-            CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", &placeholders(2), "?"])
+            CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", "?", &two, &two, "?"])
         );
         assert_eq!(
             claim_stamp("t", &[1, 2, 3]).sql(),
