@@ -24,25 +24,29 @@ use crate::history::{self, At, Expectations, History, assert_clean};
 /// Command jobs that record their copies ([`history::recorded_command`], a lock file per job held by
 /// the shell and its `sleep`: a second copy at once records `lock-taken`), the host in each copy's
 /// claim. `even` takes 3 s everywhere; `slow` takes 3 s except on `hostB`, where it outlasts the test,
-/// so that host B dies holding running jobs; `hold` outlasts the test everywhere.
+/// so that host B dies holding running jobs; `hold` runs until the test creates `dir/release`.
 fn config(dir: &Path) -> PathBuf {
-    let handler = |kind: &str, pause: &str| {
+    let handler = |kind: &str, wait: &str| {
         let script = history::recorded_command(
             &dir.join("effects"),
             &dir.join("lock.$JOBQ_JOB_ID"),
-            &format!("host=${{JOBQ_CLAIM%%:*}}\nsleep {pause}"),
+            &format!("host=${{JOBQ_CLAIM%%:*}}\n{wait}"),
         );
         history::command_handler(kind, &script)
     };
+    let release = dir.join("release");
     write_config(
         dir,
         &[
-            handler("even", "3"),
+            handler("even", "sleep 3"),
             handler(
                 "slow",
-                "$(if [ $host = hostB ]; then echo 600; else echo 3; fi)",
+                "sleep $(if [ $host = hostB ]; then echo 600; else echo 3; fi)",
             ),
-            handler("hold", "600"),
+            handler(
+                "hold",
+                &format!("while [ ! -e {} ]; do sleep 0.2; done", release.display()),
+            ),
         ]
         .concat(),
     )
@@ -622,7 +626,9 @@ async fn a_dead_host_is_rescued_by_another_hosts_reaper_and_a_live_one_is_left_a
 
 /// Two hosts under one host name (containers given the machine's name, as `--network host` does) run
 /// workers with the same pids. When a worker dies on one, its supervisor releases that worker's rows
-/// and none of the live twin's on the other host.
+/// and none of the live twin's on the other host. Then the jobs are let finish, and what their copies
+/// recorded, the rows and `jobq_attempts` are checked as one history: only the dead worker's jobs ran
+/// twice, never two copies of one at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_supervisor_releases_only_its_own_hosts_rows_when_names_and_pids_coincide() {
     if !can_make_hosts() {
@@ -721,4 +727,23 @@ async fn a_supervisor_releases_only_its_own_hosts_rows_when_names_and_pids_coinc
         );
     }
     assert!(!effects(&dir).contains("OVERLAP"), "{}", effects(&dir));
+
+    // Wind down: every hold job ends, the dead worker's on the copies that took them over.
+    let dead_rows = before.iter().filter(|r| &r.1 == dying).count();
+    std::fs::write(dir.join("release"), "").unwrap();
+    wait_until("every job done", Duration::from_secs(30), || async {
+        db.states().await == "done=8"
+    })
+    .await;
+    let mut h = History::of_commands(&dir.join("effects"), &db.pool).await;
+    // A copy starts only holding its job's lock, so the dead worker's copies were gone by then.
+    h.saw_gone_at_lock_handoffs();
+    h.read_worker_log(&a.log());
+    h.read_worker_log(&b.log());
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(dying));
+    assert_eq!(
+        (summary.jobs, summary.done, summary.copies, summary.rerun),
+        (8, 8, 8 + dead_rows, dead_rows),
+        "{summary:?}"
+    );
 }

@@ -1,6 +1,7 @@
 //! HTTP handlers against a real HTTP server started here, run by the real worker: every class of
 //! answer, the signature, keep-alive under a connection cap, requests dropped (and their connections
-//! closed) on cancel, timeout and SIGKILL, and the config errors.
+//! closed) on cancel, timeout and SIGKILL, and the config errors. The SIGKILL test checks the requests
+//! its application took as a history (`history::check`).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -25,6 +26,7 @@ use crate::common::{
     TestDb, jobq, run_jobq, scratch_dir, spawn_forever_worker, wait_output, wait_until,
     write_config,
 };
+use crate::history::{self, Expectations, History, LibraryCopies, assert_clean};
 
 // ---------------------------------------------------------------------------------------------------
 // A test application: a hyper server on 127.0.0.1:0 that records requests and answers with a closure
@@ -168,10 +170,15 @@ impl App {
 /// An application that reads each request and then never answers, noting when the client closes the
 /// connection; with `answer_later`, every request after the first is answered 200 at once. Raw TCP,
 /// so that the close is seen by the test itself, not inferred from a framework.
+///
+/// Each request is a copy of its job's attempt in `copies` (named by its `jobq-*` headers): one
+/// answered ran to its end, one whose client went away is gone when the application sees the close,
+/// since it stops serving the request then.
 struct Hanging {
     addr: SocketAddr,
     arrived: Arc<AtomicUsize>,
     closed: Arc<AtomicUsize>,
+    copies: LibraryCopies,
 }
 
 impl Hanging {
@@ -181,21 +188,34 @@ impl Hanging {
             addr: listener.local_addr().unwrap(),
             arrived: Arc::default(),
             closed: Arc::default(),
+            copies: LibraryCopies::new(),
         };
-        let (arrived, closed) = (h.arrived.clone(), h.closed.clone());
+        let (arrived, closed, copies) = (h.arrived.clone(), h.closed.clone(), h.copies.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((mut stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (arrived, closed) = (arrived.clone(), closed.clone());
+                let (arrived, closed, copies) = (arrived.clone(), closed.clone(), copies.clone());
                 tokio::spawn(async move {
                     loop {
-                        if !read_request(&mut stream).await {
+                        let Some(headers) = read_request(&mut stream).await else {
                             return;
-                        }
+                        };
+                        let header = |name: &str| {
+                            headers
+                                .iter()
+                                .find(|(n, _)| n == name)
+                                .map_or("", |(_, v)| v.as_str())
+                        };
+                        let copy = copies.start_attempt(
+                            header("jobq-job-id").parse().unwrap(),
+                            header("jobq-attempt").parse().unwrap(),
+                            header("jobq-claim"),
+                        );
                         let n = arrived.fetch_add(1, Ordering::SeqCst);
                         if answer_later && n > 0 {
+                            copy.ended();
                             let _ = stream
                                 .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
                                 .await;
@@ -209,6 +229,7 @@ impl Hanging {
                                 Ok(_) => {}
                             }
                         }
+                        drop(copy);
                         closed.fetch_add(1, Ordering::SeqCst);
                         return;
                     }
@@ -223,8 +244,9 @@ impl Hanging {
     }
 }
 
-/// Reads one HTTP/1.1 request (headers and a Content-Length body); false at end of stream.
-async fn read_request(stream: &mut TcpStream) -> bool {
+/// Reads one HTTP/1.1 request (headers and a Content-Length body) and returns its headers, names in
+/// lower case; None at end of stream.
+async fn read_request(stream: &mut TcpStream) -> Option<Vec<(String, String)>> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let head_end = loop {
@@ -232,22 +254,27 @@ async fn read_request(stream: &mut TcpStream) -> bool {
             break i + 4;
         }
         match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return false,
+            Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-    let length: usize = head
+    let headers: Vec<(String, String)> = String::from_utf8_lossy(&buf[..head_end])
         .lines()
-        .find_map(|l| l.strip_prefix("content-length:"))
-        .map_or(0, |v| v.trim().parse().unwrap());
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .map_or(0, |(_, v)| v.parse().unwrap());
     while buf.len() < head_end + length {
         match stream.read(&mut chunk).await {
-            Ok(0) | Err(_) => return false,
+            Ok(0) | Err(_) => return None,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
         }
     }
-    true
+    Some(headers)
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -731,6 +758,9 @@ async fn http_an_operator_cancel_drops_the_request_and_closes_its_connection() {
     worker.stop().await;
 }
 
+/// SIGKILL to the worker: its request's connection is closed, the reaper hands the job on and the
+/// next worker runs it. The requests the application took are the job's copies, checked with the row
+/// and `jobq_attempts` as one history: the second began only once the first was gone.
 #[tokio::test]
 async fn http_a_sigkilled_worker_s_request_is_closed_and_the_job_runs_again() {
     let db = TestDb::new().await;
@@ -744,6 +774,7 @@ async fn http_a_sigkilled_worker_s_request_is_closed_and_the_job_runs_again() {
         app.arrived.load(Ordering::SeqCst) == 1
     })
     .await;
+    let killed_claimant = history::sole_worker_token(&db.pool).await;
     kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
     let _ = tokio::task::spawn_blocking(move || wait_output(worker.take(), Duration::from_secs(5)))
         .await;
@@ -784,6 +815,17 @@ async fn http_a_sigkilled_worker_s_request_is_closed_and_the_job_runs_again() {
     let j = job(&db, id).await;
     assert_eq!((j.state, j.attempts), (State::Done, 2), "{j:?}");
     assert_eq!(app.arrived.load(Ordering::SeqCst), 2);
+    let mut h = History::default();
+    h.read_library_copies(&app.copies);
+    h.read_database(&db.pool).await;
+    h.read_worker_log(&String::from_utf8_lossy(&out.stderr));
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(&killed_claimant));
+    assert_eq!(
+        (summary.copies, summary.rerun, summary.done),
+        (2, 1, 1),
+        "{}",
+        h.timeline(id.0)
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -16,6 +16,7 @@ use nix::unistd::Pid;
 use sqlx::Executor;
 
 use crate::common::{TestDb, jobq, scratch_dir, wait_output, wait_until, write_config};
+use crate::history::{self, At, Expectations, History, assert_clean};
 
 /// The interpreter of a language: its `JOBQ_*` variable, else the system one. `None` (with a SKIPPED
 /// line) only when the variable is unset and the system one is missing.
@@ -486,37 +487,52 @@ async fn a_forever_worker_starts_its_copies_at_once_and_stops_them_when_it_stops
     }
 }
 
-/// SIGKILL to the worker: the copy running a job dies with it, and the reaper later hands the job on.
+/// SIGKILL to the worker: the copy running a job dies with it, the reaper later hands the job on, and
+/// the next worker runs it. The copies the program recorded (the demo's `recorded` kind), the row and
+/// `jobq_attempts` are checked as one history: the job ran twice only because its claimant died, and
+/// the second copy began only once the first was gone.
 #[tokio::test]
 async fn a_sigkilled_workers_programs_die_with_it_and_the_reaper_hands_the_job_on() {
     let Some(py) = python() else { return };
     let db = TestDb::new().await;
     let dir = scratch_dir();
-    let text = config(&[&py, &demo("demo.py")], &["sleep"], "processes = 2");
-    let sleeps = dir.join("sleep.txt");
+    let text = config(&[&py, &demo("demo.py")], &["recorded"], "processes = 2");
+    let (effects, lock) = (dir.join("effects"), dir.join("lock"));
     let id = insert(
         &db,
-        "sleep",
-        serde_json::json!({"file": sleeps.to_str().unwrap(), "secs": 120}),
+        "recorded",
+        serde_json::json!({
+            "effects": effects.to_str().unwrap(),
+            "lock": lock.to_str().unwrap(),
+            "secs": 120,
+            "retry_secs": 0.2,
+        }),
         None,
     )
     .await;
+    let copies = |effects: &Path| {
+        let mut h = History::default();
+        h.read_effects_file(effects);
+        h.copies(id)
+    };
     let worker = spawn_worker(&db, &dir, &text);
     wait_until("the job running", Duration::from_secs(20), || async {
-        first_pid(&sleeps).is_some()
+        !copies(&effects).is_empty()
     })
     .await;
-    let pid = first_pid(&sleeps).unwrap();
-    assert!(!gone(pid));
+    let pid = copies(&effects)[0].pid;
+    assert!(!gone(pid) && history::lock_held(&lock));
+    let killed_claimant = history::sole_worker_token(&db.pool).await;
     let worker = worker.take();
     kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
     let _ = tokio::task::spawn_blocking(move || wait_output(worker, Duration::from_secs(5))).await;
     wait_until(
         "the program gone with its worker",
         Duration::from_secs(2),
-        || async { gone(pid) },
+        || async { gone(pid) && !history::lock_held(&lock) },
     )
     .await;
+    let gone_at = At::now();
 
     let stop = CancellationToken::new();
     let reaper = Reaper::new(
@@ -536,6 +552,29 @@ async fn a_sigkilled_workers_programs_die_with_it_and_the_reaper_hands_the_job_o
     .await;
     stop.cancel();
     task.await.unwrap().unwrap();
+
+    // The next worker runs it to its end.
+    let cfg = write_config(&dir, &text);
+    let out = jobq(
+        Some(&db.url),
+        &["worker", "--config", cfg.to_str().unwrap()],
+    )
+    .output()
+    .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    let j = job(&db, id).await;
+    assert_eq!((j.state, j.attempts), (State::Done, 2), "{j:?}");
+    let mut h = History::of_commands(&effects, &db.pool).await;
+    h.saw_gone(id, 1, gone_at);
+    h.read_worker_log(&log);
+    let summary = assert_clean(&h, &Expectations::no_faults().lost(&killed_claimant));
+    assert_eq!(
+        (summary.copies, summary.rerun, summary.done),
+        (2, 1, 1),
+        "{}",
+        h.timeline(id)
+    );
 }
 
 /// An operator's cancel stops the copy running the job, and the job ends cancelled.

@@ -1,4 +1,5 @@
 """Demo kinds for the process handler tests, served by the Python reference worker."""
+import fcntl
 import os
 import sys
 import time
@@ -60,6 +61,29 @@ def sleep(job):
     with open(job.payload["file"], "a") as f:
         f.write("%d\n" % os.getpid())
     time.sleep(job.payload["secs"])
+
+
+@worker.handler("recorded")
+def recorded(job):
+    """Records its copy in the payload's `effects` file as the tests' `history::recorded_command` does:
+    holds the payload's `lock` file while it runs (a copy that finds it taken says so and fails), with
+    a start and an end line on the host's clock. Attempt 1 sleeps `secs`, later ones `retry_secs`."""
+    p = job.payload
+
+    def line(what):
+        with open(p["effects"], "a") as f:
+            f.write("%s job=%s attempt=%s pid=%d at=%d claim=%s\n"
+                    % (what, job.id, job.attempt, os.getpid(), time.time_ns() // 1000, job.claim))
+
+    with open(p["lock"], "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            line("lock-taken")
+            raise RuntimeError("another copy of the job holds its lock")
+        line("start")
+        time.sleep(p["secs"] if job.attempt == 1 else p["retry_secs"])
+        line("end")
 
 
 @worker.handler("overlap")

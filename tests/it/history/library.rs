@@ -1,5 +1,6 @@
 //! Library handlers' copies: a handler running in the test's own process records each copy it runs,
-//! as [`super::recorded_command`] does for a command in a file.
+//! as [`super::recorded_command`] does for a command in a file. An HTTP endpoint the test serves is
+//! such a handler too: it records each request it takes as a copy.
 //!
 //! A copy here is one call of the handler for one attempt; its `pid` is a number the recorder hands
 //! out, since every copy shares the test's process. Times are the host's clock, read by the handler.
@@ -8,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use jobq::JobContext;
 
-use super::{At, Event, History, Kind, Source};
+use super::{At, Event, History, JobId, Kind, Source};
 
 /// Where a test's library handlers record their copies; clones share one record.
 #[derive(Debug, Clone, Default)]
@@ -32,6 +33,14 @@ impl LibraryCopies {
     /// stopped, or its future was dropped by its worker) is recorded gone at that moment: nothing of
     /// it runs after its drop, so the drop is the evidence a command's lock is for.
     pub fn start(&self, job: &JobContext) -> LibraryCopy {
+        self.start_attempt(job.id.0, job.attempt, &job.claim)
+    }
+
+    /// Records that a copy of `job`'s `attempt`, run for claimant `claim`, starts, and returns it to
+    /// end or drop as [`LibraryCopies::start`]'s. For a handler that is not handed a [`JobContext`]
+    /// but learns its job from what it receives: an HTTP endpoint reads the three from a request's
+    /// `jobq-job-id`, `jobq-attempt` and `jobq-claim` headers.
+    pub fn start_attempt(&self, job: JobId, attempt: u16, claim: &str) -> LibraryCopy {
         let pid = {
             let mut record = self.record.lock().unwrap();
             record.copies += 1;
@@ -39,10 +48,10 @@ impl LibraryCopies {
         };
         let copy = LibraryCopy {
             copies: self.clone(),
-            job: job.id.0,
-            attempt: job.attempt,
+            job,
+            attempt,
             pid,
-            claim: job.claim.clone(),
+            claim: claim.to_string(),
             ended: false,
         };
         copy.record(Kind::HandlerStarted { pid }, Source::Effects);
@@ -54,7 +63,7 @@ impl LibraryCopies {
 #[derive(Debug)]
 pub struct LibraryCopy {
     copies: LibraryCopies,
-    job: super::JobId,
+    job: JobId,
     attempt: u16,
     pid: u32,
     claim: String,

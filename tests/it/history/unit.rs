@@ -393,6 +393,23 @@ fn library_copies_end_or_are_gone_when_dropped() {
     assert_eq!((summary.copies, summary.rerun), (2, 1));
 }
 
+#[test]
+fn a_copy_started_from_what_a_request_names_is_recorded_like_a_library_handlers() {
+    let copies = LibraryCopies::new();
+    drop(copies.start_attempt(7, 1, A));
+    copies.start_attempt(7, 2, B).ended();
+    let mut h = History::default();
+    h.read_library_copies(&copies);
+    let c = h.copies(7);
+    assert_eq!(
+        c.iter()
+            .map(|c| (c.attempt, c.pid, c.claimant.as_deref(), c.ran_to_end))
+            .collect::<Vec<_>>(),
+        [(1, 1, Some(A), false), (2, 2, Some(B), true)]
+    );
+    assert!(c.iter().all(|c| c.end.is_some()));
+}
+
 fn copy_row(attempt: u16, conn: u32, started: f64, ended: f64, claim: &str) -> CopyRow {
     CopyRow {
         job: 1,
