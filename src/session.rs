@@ -34,6 +34,8 @@ pub(crate) struct Session {
     kinds: Vec<String>,
     connection_id: u64,
     server: ServerIdentity,
+    /// The Galera node the anchor session is on (`None` away from a cluster).
+    node: Option<String>,
     bounds: Bounds,
     fence: Fence,
     /// Unix milliseconds of the last heartbeat written by someone else on this process's behalf (an idle
@@ -60,9 +62,19 @@ impl Session {
         let fence = Fence::new(bounds.fence);
         let mut conn = db::open_anchor(&pool.connect_options()).await?;
         let (connection_id, server) = registry::session_identity(&mut conn).await?;
+        let node = registry::galera_node(&mut conn).await?;
         let token = ClaimToken::new(connection_id, server);
         take_lock(&mut conn, &token).await?;
-        registry::register(&mut conn, &token, role, queues, kinds, bounds).await?;
+        registry::register(
+            &mut conn,
+            &token,
+            role,
+            queues,
+            kinds,
+            bounds,
+            node.as_deref(),
+        )
+        .await?;
         Ok(Session {
             pool: pool.clone(),
             conn: Some(conn),
@@ -72,6 +84,7 @@ impl Session {
             kinds: kinds.to_vec(),
             connection_id,
             server,
+            node,
             bounds,
             fence,
             beat_elsewhere: Arc::default(),
@@ -142,9 +155,11 @@ impl Session {
         if self.conn.is_none() {
             let mut conn = db::open_anchor(&self.pool.connect_options()).await?;
             let (connection_id, server) = registry::session_identity(&mut conn).await?;
+            let node = registry::galera_node(&mut conn).await?;
             take_lock(&mut conn, &self.token).await?;
             self.connection_id = connection_id;
             self.server = server;
+            self.node = node;
             self.conn = Some(conn);
             warn!(claim = %self.token, connection_id, "anchor session re-established");
         }
@@ -160,7 +175,9 @@ impl Session {
             return Ok(());
         }
         let sent = Instant::now();
-        let alive = registry::heartbeat(conn, &self.token, self.connection_id, self.server).await?;
+        let node = self.node.as_deref();
+        let alive =
+            registry::heartbeat(conn, &self.token, self.connection_id, self.server, node).await?;
         if !alive {
             warn!(claim = %self.token, "registry row was removed; registering again");
             registry::register(
@@ -170,9 +187,10 @@ impl Session {
                 &self.queues,
                 &self.kinds,
                 self.bounds,
+                node,
             )
             .await?;
-            registry::heartbeat(conn, &self.token, self.connection_id, self.server).await?;
+            registry::heartbeat(conn, &self.token, self.connection_id, self.server, node).await?;
         }
         self.fence.confirm(sent);
         self.fence.set_healthy(true);

@@ -7,7 +7,7 @@
 //! ```
 //! use jobq::statements::{CLAIM_SELECT, placeholders};
 //! let kinds = placeholders(2);
-//! let sql = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", "?", &kinds, &kinds, "?", "?", "?"]);
+//! let sql = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", "?", &kinds, &kinds, "?", "?", "?", "?", "?"]);
 //! assert!(sql.contains("kind IN (?, ?)") && sql.ends_with("FOR UPDATE SKIP LOCKED"));
 //! ```
 
@@ -145,11 +145,28 @@ const DUE: [&str; 8] = [
     concat!(")", exact_kind!(), " ORDER BY priority, run_at, id LIMIT "),
 ];
 
+/// What [`CLAIM_SELECT`]'s pick has where `DUE` ends in its ORDER BY: the kinds' end and the slice of
+/// the rows it picks from (parameters: how many slices, which one).
+///
+/// A worker on a Galera node picks first from its node's slice of the due rows, `CRC32(id) MOD n = i`
+/// for the `n` nodes live workers are on (`worker::slices`), so that claimers on different nodes lock
+/// and stamp different rows: two claims that commit at once on two nodes and write one row fail
+/// certification, and one of them is retried. Everywhere else the slice is the whole queue, `MOD 1 =
+/// 0`. The hash, not `id MOD n`: Galera gives each node its own `auto_increment_offset`, so the ids of
+/// the rows an application enqueued through one node all leave the same remainder. The condition is
+/// on a column of the claim index and is checked on its entries (the pick reads the index alone).
+const PICK_SLICE: [&str; 3] = [
+    concat!(")", exact_kind!(), " AND CRC32(id) MOD "),
+    " = ",
+    " ORDER BY priority, run_at, id LIMIT ",
+];
+
 /// Claim, step 1: lock the first due rows of one queue, in claim order, skipping rows another claim
 /// holds, unless the queue is paused (schema 11) or pinned to hosts other than this worker's (schema
 /// 15), or nothing of the claim's kinds is due there (the guard, see `DUE`). Parameters: the queue four
-/// times, the worker's host, the queue, the kinds (a list), the kinds again, how many rows to pick
-/// ([`CLAIM_PICK_AHEAD`] times the claim's rows), the queue, the most rows to lock. `waited_us`
+/// times, the worker's host, the queue, the kinds (a list), the kinds again, how many slices and which
+/// one (`PICK_SLICE`; 1 and 0 for the whole queue), how many rows to pick ([`CLAIM_PICK_AHEAD`] times
+/// the claim's rows), the queue, the most rows to lock. `waited_us`
 /// is how long each row was due before this claim, by the server's clock (the pickup delay metric; no
 /// clock skew).
 ///
@@ -204,7 +221,9 @@ pub const CLAIM_SELECT: Statement = Statement {
         DUE[4],
         DUE[5],
         DUE[6],
-        DUE[7],
+        PICK_SLICE[0],
+        PICK_SLICE[1],
+        PICK_SLICE[2],
         ") pick STRAIGHT_JOIN job_queue j FORCE INDEX (PRIMARY) ON j.id = pick.id \
          WHERE j.ready_queue = ",
         " AND j.run_at <= NOW(6) LIMIT ",
@@ -347,10 +366,17 @@ mod tests {
                 .sql(&["?", &pair_placeholders(2)])
                 .ends_with("(id, attempts) IN ((?, ?), (?, ?))")
         );
+        let one = placeholders(1);
+        let pick = CLAIM_SELECT.sql(&[
+            "?", "?", "?", "?", "?", "?", &one, &one, "?", "?", "?", "?", "?",
+        ]);
         assert!(
-            CLAIM_SELECT
-                .sql(&["?", "?", "?", "?", "?", &placeholders(1), "?", "?", "?"])
-                .contains("kind IN (?) AND kind NOT LIKE '% ' ORDER BY")
+            pick.contains("kind IN (?) AND kind NOT LIKE '% ' AND CRC32(id) MOD ? = ? ORDER BY"),
+            "{pick}"
+        );
+        assert!(
+            pick.contains("due.kind IN (?) AND due.run_at <= NOW(6))"),
+            "{pick}"
         );
     }
 

@@ -26,12 +26,24 @@ pub(crate) struct Dedicated {
     /// it: an operation whose future is dropped part way (a `select!` that picked shutdown) takes the
     /// connection, in the middle of a statement, down with it, and the next operation gets a fresh one.
     conn: Option<MySqlConnection>,
+    /// Lock conflicts (deadlocks, lock wait timeouts, failed certification on Galera) met so far, retried
+    /// or not: what tells a worker on a cluster that another node's claimers share its slice.
+    lock_conflicts: u64,
 }
 
 impl Dedicated {
     /// Connections are taken from `pool` (with its session set-up) when first needed.
     pub(crate) fn new(pool: MySqlPool) -> Self {
-        Self { pool, conn: None }
+        Self {
+            pool,
+            conn: None,
+            lock_conflicts: 0,
+        }
+    }
+
+    /// Lock conflicts met on this connection so far.
+    pub(crate) fn lock_conflicts(&self) -> u64 {
+        self.lock_conflicts
     }
 
     /// Runs `op` on the connection, which it gets by value and hands back with its result, trying up to
@@ -69,6 +81,7 @@ impl Dedicated {
                     // included: the next try connects again (and reaches the new primary after a
                     // failover), and the pool stops handing out connections that predate the error.
                     if is_lock_conflict(&e) {
+                        self.lock_conflicts += 1;
                         self.conn = Some(conn);
                     }
                     if !crate::db::try_again(what, attempt, tries, &e).await {

@@ -191,6 +191,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0032_due_kinds_index.sql",
         sql: include_str!("../../migrations/0032_due_kinds_index.sql"),
     },
+    Migration {
+        version: 33,
+        name: "0033_process_nodes.sql",
+        sql: include_str!("../../migrations/0033_process_nodes.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -50,6 +50,59 @@ pub(crate) async fn session_identity(conn: &mut MySqlConnection) -> Result<(u64,
     ))
 }
 
+/// The Galera node this session is on (`wsrep_node_name`), or `None` away from a cluster: a server
+/// without Galera (MySQL has no such variables) or with it off. Stored in the registry's `node` column
+/// (schema 33), where workers learn which nodes live workers are on (`worker::slices`).
+pub(crate) async fn galera_node(conn: &mut MySqlConnection) -> Result<Option<String>, sqlx::Error> {
+    let vars: Vec<(String, String)> = sqlx::query_as(
+        "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('wsrep_on', 'wsrep_node_name')",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    let value = |name: &str| {
+        vars.iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone())
+    };
+    let on = value("wsrep_on").is_some_and(|v| v.eq_ignore_ascii_case("ON"));
+    Ok(value("wsrep_node_name").filter(|n| on && !n.is_empty()))
+}
+
+/// A live worker as the slices of a cluster see it: the Galera node its anchor session is on, the
+/// queues it serves, and whether that node is the one the asking session is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WorkerNode {
+    pub(crate) node: String,
+    pub(crate) queues: Vec<String>,
+    pub(crate) mine: bool,
+}
+
+/// The live workers that are on a Galera node, in node order. A worker counts as live while its
+/// heartbeat is younger than three of its beats (at least 6 s). MariaDB only (`@@wsrep_node_name`):
+/// sent only where [`galera_node`] found a cluster.
+pub(crate) async fn worker_nodes(
+    conn: &mut MySqlConnection,
+) -> Result<Vec<WorkerNode>, sqlx::Error> {
+    // Converted: sqlx reads a utf8mb4_bin column's text as bytes; the comparison is a BIGINT.
+    let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        "SELECT CONVERT(node USING utf8mb4), CONVERT(queues USING utf8mb4), \
+         CAST(node = @@wsrep_node_name AS SIGNED) FROM jobq_processes \
+         WHERE role = 'worker' AND node IS NOT NULL \
+         AND heartbeat_at > NOW(6) - INTERVAL GREATEST(3 * COALESCE(heartbeat_ms, 2000), 6000) * 1000 \
+         MICROSECOND ORDER BY node",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(node, queues, mine)| WorkerNode {
+            node,
+            queues: queues.split(',').map(str::to_string).collect(),
+            mine: mine == 1,
+        })
+        .collect())
+}
+
 /// How often a jobq process writes its heartbeat unless configured otherwise: 2 s, so that five beats fit
 /// in the default fence bound ([`crate::claimant::fence::DEFAULT_BOUND`]) and a worker whose session dropped has
 /// re-registered long before it would have to stop its jobs.
@@ -82,12 +135,13 @@ pub(crate) async fn register(
     queues: &[String],
     kinds: &[String],
     bounds: Bounds,
+    node: Option<&str>,
 ) -> Result<()> {
     sqlx::query(
         "INSERT INTO jobq_processes \
          (token, role, host, host_id, pid, connection_id, server_id, server_epoch, queues, version, \
-          heartbeat_ms, fence_ms, kinds) \
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+          heartbeat_ms, fence_ms, kinds, node) \
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     )
     .bind(token.to_string())
     .bind(role.as_str())
@@ -102,26 +156,29 @@ pub(crate) async fn register(
     .bind(bounds.heartbeat.as_millis().min(u32::MAX as u128) as u32)
     .bind(bounds.fence.as_millis().min(u32::MAX as u128) as u32)
     .bind((!kinds.is_empty()).then(|| kinds.join(",")))
+    .bind(node)
     .execute(&mut *conn)
     .await?;
     Ok(())
 }
 
-/// Refreshes the heartbeat and records the session the process is on now. Returns false if the row is
-/// gone (a reaper decided this process was dead).
+/// Refreshes the heartbeat and records the session the process is on now (its connection, server and
+/// Galera node). Returns false if the row is gone (a reaper decided this process was dead).
 pub(crate) async fn heartbeat(
     conn: &mut MySqlConnection,
     token: &ClaimToken,
     connection_id: u64,
     server: ServerIdentity,
+    node: Option<&str>,
 ) -> Result<bool> {
     let done = sqlx::query(
         "UPDATE jobq_processes SET heartbeat_at = NOW(6), connection_id = ?, server_id = ?, \
-         server_epoch = ? WHERE token = ?",
+         server_epoch = ?, node = ? WHERE token = ?",
     )
     .bind(connection_id)
     .bind(server.server_id)
     .bind(server.epoch)
+    .bind(node)
     .bind(token.to_string())
     .execute(&mut *conn)
     .await?;

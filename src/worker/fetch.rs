@@ -13,6 +13,7 @@ use tracing::{debug, info, warn};
 use super::finisher::Carried;
 use super::limits::{HELD_RECHECK, Limits};
 use super::pacing::{After, Before, Claimed, Pacer, Slots};
+use super::slices::Slices;
 use super::{Shared, WorkerConfig, execute};
 use crate::backoff::Backoff;
 use crate::db::claim;
@@ -36,6 +37,7 @@ pub(super) async fn fetch_loop(
         pacer: Pacer::new(cfg.mode, WorkerConfig::DEFAULT_MIN_POLL, cfg.poll_interval),
         shutdown,
         limits: Limits::default(),
+        slices: Slices::default(),
     };
     loop {
         let probe_first = match f.until_claim(conn).await {
@@ -56,6 +58,7 @@ pub(super) async fn fetch_loop(
             conn,
             &f.kinds,
             &mut f.limits,
+            &mut f.slices,
             permits.len() as u32,
             probe_first,
         );
@@ -135,6 +138,8 @@ struct Fetch<'a> {
     shutdown: &'a CancellationToken,
     /// The concurrency limits, as last read, and which were full at the last claim.
     limits: Limits,
+    /// The slice of the due rows this worker picks from first (on a Galera cluster).
+    slices: Slices,
 }
 
 /// Whether the loop may claim now.
@@ -414,6 +419,7 @@ async fn claim_some(
     conn: &mut Dedicated,
     kinds: &[String],
     limits: &mut Limits,
+    slices: &mut Slices,
     limit: u32,
     probing: bool,
 ) -> Result<Vec<claim::ClaimedJob>> {
@@ -425,17 +431,34 @@ async fn claim_some(
     // The done finishes waiting to be made ride in the first claim's transaction; what no claim made
     // goes back to the finisher.
     let mut carry = shared.finisher.take_for_claim();
-    // The rows each queue's pick finds first; only when that finds none anywhere, past the rows other
-    // claims hold (see `claim::Reach`).
+    // On a cluster, each queue's pick in this worker's slice first (see `slices`); then the rows each
+    // queue's pick finds first; only when that finds none anywhere, past the rows other claims hold
+    // (see `claim::Reach`).
+    let sliced = slices.before_claim(conn).await.then_some(Pass {
+        reach: claim::Reach::Picked,
+        slices: Some(&*slices),
+    });
+    let whole = [claim::Reach::Picked, claim::Reach::PastHeld].map(|reach| Pass {
+        reach,
+        slices: None,
+    });
     let mut result = Ok(Vec::new());
-    for reach in [claim::Reach::Picked, claim::Reach::PastHeld] {
-        result = claim_parts(shared, conn, kinds, limits, limit, &mut carry, reach).await;
+    for pass in sliced.into_iter().chain(whole) {
+        result = claim_parts(shared, conn, kinds, limits, limit, &mut carry, pass).await;
         if !matches!(&result, Ok(jobs) if jobs.is_empty()) {
             break;
         }
     }
     shared.finisher.give_back(carry);
     result
+}
+
+/// How far one pass of [`claim_some`] looks in each queue, and whether in this worker's slice of its due
+/// rows (`None`: the whole queue).
+#[derive(Debug, Clone, Copy)]
+struct Pass<'a> {
+    reach: claim::Reach,
+    slices: Option<&'a Slices>,
 }
 
 /// The claims of [`claim_some`], queue by queue: the plain claim where no limit applies, else the claim
@@ -448,7 +471,7 @@ async fn claim_parts(
     limits: &mut Limits,
     limit: u32,
     carry: &mut Carried,
-    reach: claim::Reach,
+    Pass { reach, slices }: Pass<'_>,
 ) -> Result<Vec<claim::ClaimedJob>> {
     let mut jobs = Vec::new();
     for queue in &shared.cfg.queues {
@@ -467,6 +490,7 @@ async fn claim_parts(
             limit: want,
             carry: &items,
             reach,
+            slice: slices.map_or(claim::Slice::WHOLE, |s| s.of(queue)),
         };
         let claim = if applying.is_empty() {
             claim::claim_batch_watched(conn, args, uncertain).await?

@@ -26,6 +26,7 @@ mod patience;
 mod report;
 #[cfg(feature = "test-util")]
 pub(crate) mod signals;
+mod slices;
 mod trace;
 mod watch;
 

@@ -713,7 +713,7 @@ pub fn claim_selects(queue: &str, host: &str, kinds: &[&str], limit: u32) -> [St
     let n = limit.to_string();
     let pick = (limit * CLAIM_PICK_AHEAD).to_string();
     [
-        CLAIM_SELECT.sql(&[&q, &q, &q, &q, &h, &q, &k, &k, &pick, &q, &n]),
+        CLAIM_SELECT.sql(&[&q, &q, &q, &q, &h, &q, &k, &k, "1", "0", &pick, &q, &n]),
         CLAIM_SELECT_PAST_LOCKED.sql(&[&q, &q, &q, &q, &h, &q, &k, &k, &n]),
     ]
 }

@@ -235,7 +235,7 @@ async fn claim_rolled_back(
 ) -> Result<u64, sqlx::Error> {
     let kind_list = placeholders(kinds.len());
     let pick = CLAIM_SELECT.sql(&[
-        "?", "?", "?", "?", "?", "?", &kind_list, &kind_list, "?", "?", "?",
+        "?", "?", "?", "?", "?", "?", &kind_list, &kind_list, "?", "?", "?", "?", "?",
     ]);
     let walk =
         CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", "?", &kind_list, &kind_list, "?"]);
@@ -259,7 +259,13 @@ async fn claim_rolled_back(
             let rows = if walk_past_held {
                 query.bind(want)
             } else {
-                query.bind(want * CLAIM_PICK_AHEAD).bind(&q).bind(want)
+                // The whole queue as the slice, as a worker away from a cluster picks.
+                query
+                    .bind(1)
+                    .bind(0)
+                    .bind(want * CLAIM_PICK_AHEAD)
+                    .bind(&q)
+                    .bind(want)
             }
             .fetch_all(&mut *tx)
             .await?;

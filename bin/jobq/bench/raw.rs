@@ -366,8 +366,13 @@ async fn lock_due(
             .bind(KIND)
             .bind(KIND)
     };
-    let pick = CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", "?", "?", "?", "?", "?", "?"]);
+    let pick = CLAIM_SELECT.sql(&[
+        "?", "?", "?", "?", "?", "?", "?", "?", "?", "?", "?", "?", "?",
+    ]);
+    // The whole queue as the slice, as a worker away from a cluster picks.
     let rows = due(&pick)
+        .bind(1)
+        .bind(0)
         .bind(batch * CLAIM_PICK_AHEAD)
         .bind(QUEUE)
         .bind(batch)

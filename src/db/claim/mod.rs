@@ -159,9 +159,26 @@ pub(crate) enum Reach {
     PastHeld,
 }
 
+/// The part of a queue's due rows a pick takes from: the rows whose `CRC32(id) MOD of` is `index`
+/// (`PICK_SLICE` in [`crate::statements`] says why). Claimers on different Galera nodes pick from
+/// different slices first (`worker::slices`); everywhere else a pick takes from the whole queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slice {
+    /// How many slices the due rows are cut into.
+    pub(crate) of: u32,
+    /// Which one this is, from 0.
+    pub(crate) index: u32,
+}
+
+impl Slice {
+    /// Every row.
+    pub(crate) const WHOLE: Slice = Slice { of: 1, index: 0 };
+}
+
 /// What one claim of one queue asks for: the worker's token, the queue, the kinds it runs, how many rows
-/// at most, the done finishes it carries ((id, attempt) pairs of rows `token` runs, distinct), and how
-/// far it looks (see [`Reach`]).
+/// at most, the done finishes it carries ((id, attempt) pairs of rows `token` runs, distinct), how
+/// far it looks (see [`Reach`]), and the slice of the due rows its pick takes from (the locking walk
+/// takes from the whole queue).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClaimArgs<'a> {
     pub(crate) token: &'a TokenText,
@@ -170,6 +187,7 @@ pub(crate) struct ClaimArgs<'a> {
     pub(crate) limit: u32,
     pub(crate) carry: &'a [AttemptKey],
     pub(crate) reach: Reach,
+    pub(crate) slice: Slice,
 }
 
 impl ClaimArgs<'_> {
@@ -227,6 +245,7 @@ pub async fn claim_batch_carrying(
             limit,
             carry: if carried { &[] } else { carry },
             reach,
+            slice: Slice::WHOLE,
         };
         let claim = crate::db::retry_transient("claim", TRIES, || async {
             let mut conn = pool.acquire().await?;
@@ -402,6 +421,7 @@ async fn lock_due(
         kinds,
         limit,
         reach,
+        slice,
         ..
     }: ClaimArgs<'_>,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
@@ -409,7 +429,7 @@ async fn lock_due(
         return Ok(Vec::new());
     }
     let mut select = match reach {
-        Reach::Picked => claim_select(queue, kinds, limit),
+        Reach::Picked => claim_select(queue, kinds, slice, limit),
         Reach::PastHeld => claim_select_past_locked(queue, kinds, limit),
     };
     select.build_query_as().fetch_all(tx).await

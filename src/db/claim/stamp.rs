@@ -3,21 +3,38 @@
 
 use sqlx::{MySql, QueryBuilder};
 
+use super::Slice;
 use crate::job::AttemptKey;
 use crate::statements::{
     CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
 };
 
-/// [`CLAIM_SELECT`] with its parameters bound.
+/// [`CLAIM_SELECT`] with its parameters bound: the pick from `slice` of the due rows.
 pub(super) fn claim_select<'a>(
     queue: &'a str,
     kinds: &'a [String],
+    slice: Slice,
     limit: u32,
 ) -> QueryBuilder<'a, MySql> {
-    let [pick @ .., recheck_at, limit_at, tail] = CLAIM_SELECT.parts() else {
-        unreachable!("CLAIM_SELECT has eleven parameters")
+    let [
+        due @ ..,
+        of_at,
+        index_at,
+        pick_at,
+        recheck_at,
+        limit_at,
+        tail,
+    ] = CLAIM_SELECT.parts()
+    else {
+        unreachable!("CLAIM_SELECT has thirteen parameters")
     };
-    let mut select = due_rows(pick, queue, kinds, limit.saturating_mul(CLAIM_PICK_AHEAD));
+    let mut select = kinds_due(due, queue, kinds);
+    select.push(*of_at);
+    select.push_bind(slice.of);
+    select.push(*index_at);
+    select.push_bind(slice.index);
+    select.push(*pick_at);
+    select.push_bind(limit.saturating_mul(CLAIM_PICK_AHEAD));
     select.push(*recheck_at);
     select.push_bind(queue);
     select.push(*limit_at);
@@ -32,21 +49,22 @@ pub(super) fn claim_select_past_locked<'a>(
     kinds: &'a [String],
     limit: u32,
 ) -> QueryBuilder<'a, MySql> {
-    let [walk @ .., tail] = CLAIM_SELECT_PAST_LOCKED.parts() else {
+    let [due @ .., limit_at, tail] = CLAIM_SELECT_PAST_LOCKED.parts() else {
         unreachable!("CLAIM_SELECT_PAST_LOCKED has nine parameters")
     };
-    let mut select = due_rows(walk, queue, kinds, limit);
+    let mut select = kinds_due(due, queue, kinds);
+    select.push(*limit_at);
+    select.push_bind(limit);
     select.push(*tail);
     select
 }
 
-/// The part both claim SELECTs share, up to its LIMIT: the first due rows of `queue` with a kind of
+/// The part both claim SELECTs share, up to the list of kinds: the due rows of `queue` with a kind of
 /// `kinds`, unless the queue is paused or pinned elsewhere or nothing of `kinds` is due there.
-fn due_rows<'a>(
+fn kinds_due<'a>(
     parts: &[&'static str],
     queue: &'a str,
     kinds: &'a [String],
-    limit: u32,
 ) -> QueryBuilder<'a, MySql> {
     let [
         head,
@@ -57,10 +75,9 @@ fn due_rows<'a>(
         guard_queue_at,
         guard_kinds_at,
         kinds_at,
-        limit_at,
     ] = parts
     else {
-        unreachable!("the claim's due rows have nine parameters")
+        unreachable!("the claim's due rows have eight parameters")
     };
     let mut select = QueryBuilder::<MySql>::new(*head);
     select.push_bind(queue);
@@ -78,8 +95,6 @@ fn due_rows<'a>(
     push_list(&mut select, kinds);
     select.push(*kinds_at);
     push_list(&mut select, kinds);
-    select.push(*limit_at);
-    select.push_bind(limit);
     select
 }
 
@@ -141,8 +156,10 @@ mod tests {
         let kinds = vec!["a".to_string(), "b".to_string()];
         let two = placeholders(2);
         assert_eq!(
-            claim_select("q", &kinds, 10).sql(),
-            CLAIM_SELECT.sql(&["?", "?", "?", "?", "?", "?", &two, &two, "?", "?", "?"])
+            claim_select("q", &kinds, Slice::WHOLE, 10).sql(),
+            CLAIM_SELECT.sql(&[
+                "?", "?", "?", "?", "?", "?", &two, &two, "?", "?", "?", "?", "?"
+            ])
         );
         assert_eq!(
             claim_select_past_locked("q", &kinds, 10).sql(),
