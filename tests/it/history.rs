@@ -23,7 +23,9 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
-pub use check::{Expectations, Rule, Summary, Violation, assert_clean, check, cut_short};
+pub use check::{
+    Expectations, Rule, Summary, Violation, assert_clean, assert_ran_again_once, check, cut_short,
+};
 pub use library::LibraryCopies;
 pub use sql::{
     CopyRow, SqlEffectRow, copies_table, copy_statement, effects_table,

@@ -160,6 +160,20 @@ pub fn assert_clean(history: &History, expect: &Expectations) -> Summary {
     })
 }
 
+/// The history of `job`, whose first copy died with its claimant `killed` and whose next copy ran to
+/// its end: checked clean, with two copies, one of them a rerun, and the job done once (its timeline
+/// when not).
+pub fn assert_ran_again_once(history: &History, killed: &str, job: JobId) -> Summary {
+    let summary = assert_clean(history, &Expectations::no_faults().lost(killed));
+    assert_eq!(
+        (summary.copies, summary.rerun, summary.done),
+        (2, 1, 1),
+        "{}",
+        history.timeline(job)
+    );
+    summary
+}
+
 fn describe(c: &HandlerCopy) -> String {
     format!(
         "attempt {} (pid {}, claimant {})",
