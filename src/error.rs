@@ -254,18 +254,26 @@ impl Error {
     /// The error of task `task` that ended without returning: it panicked (its message is kept) or
     /// was cancelled.
     pub(crate) fn task_failed(task: &'static str, join: tokio::task::JoinError) -> Error {
-        let reason = if join.is_cancelled() {
-            "task was cancelled".to_string()
-        } else {
-            let payload = join.into_panic();
-            let text = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "(no message)".into());
-            format!("panicked: {text}")
-        };
-        Error::Task { task, reason }
+        if join.is_cancelled() {
+            return Error::Task {
+                task,
+                reason: "task was cancelled".to_string(),
+            };
+        }
+        Error::panicked(task, join.into_panic())
+    }
+
+    /// The error of `task`, which panicked with `payload` (its message is kept).
+    pub(crate) fn panicked(task: &'static str, payload: Box<dyn std::any::Any + Send>) -> Error {
+        let text = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".into());
+        Error::Task {
+            task,
+            reason: format!("panicked: {text}"),
+        }
     }
 
     /// [`Error::Invalid`]: `what` is wrong, and `reason` says why.

@@ -98,8 +98,11 @@ impl Reporter {
     /// Writes a report the interval held back: called before the attempt's outcome is recorded, so
     /// that the last progress a job made is the one it shows.
     pub(crate) async fn flush(&self) {
-        if let Some(to) = &self.to {
-            to.write_pending().await;
+        if let Some(to) = &self.to
+            && lock(&to.throttle).pending.is_some()
+        {
+            // Boxed: most jobs never report, and the write's future would make every job's task larger.
+            Box::pin(to.write_pending()).await;
         }
     }
 

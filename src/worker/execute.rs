@@ -1,27 +1,31 @@
 //! Running one claimed job: its handler under a timeout, then the fenced finish.
 
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
-use tokio::task::JoinError;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use super::Shared;
+use super::finisher::{Member, Reply};
 use super::ledger::Entry;
 use super::trace::AttemptTrace;
 use crate::db::claim::ClaimedJob;
 use crate::db::finish::{ByApplication, Finish, finish_bounded};
 use crate::error::Error;
-use crate::handler::{Finished, JobContext, JobError, Reporter};
+use crate::handler::{BoxFuture, Finished, JobContext, JobError, Reporter};
 use crate::job::AttemptKey;
 use crate::telemetry;
 
 /// Why the handler stopped.
 enum Ended {
-    Returned(Result<Result<(), JobError>, JoinError>),
+    /// It returned, or panicked (the panic's payload).
+    Returned(Result<Result<(), JobError>, Panic>),
     TimedOut(Duration),
     HardStop,
     CancelRequested,
@@ -38,13 +42,15 @@ enum Ended {
 /// gives it back once its row has been finished, so a draining worker's next claim sees what it left
 /// (a retry that is due at once, a job handed back). The ledger keeps the attempt until its outcome is
 /// recorded either way. `older` is the `ended` token of an earlier copy of the same job still running
-/// here: this copy starts only after it.
+/// here: this copy starts only after it. `member` is the job's place among the jobs of its claim, which
+/// the finisher waits for to finish them together: the job leaves it as soon as its outcome is decided.
 pub(super) async fn run_job(
     shared: Arc<Shared>,
     job: ClaimedJob,
     permit: OwnedSemaphorePermit,
     entry: Entry,
     older: Option<CancellationToken>,
+    member: Member,
 ) {
     // The task starts as soon as its claim is committed: what passes from here to the handler's start
     // (waiting for an earlier copy, a fence check) is part of the job's pickup delay.
@@ -78,7 +84,13 @@ pub(super) async fn run_job(
         let ended = run_handler(&shared, &job, &entry, &fence, &finished, &report, handed).await;
         // A progress report the once-a-second limit held back is written before the outcome.
         report.flush().await;
-        let ended = check_application_finish(&shared, &job, ended, &finished).await;
+        // Boxed, as other rare paths below: the task of every job holds this future, and the size of
+        // the largest path is what each job's task allocates and moves.
+        let ended = if Finished::of(&finished) == Finished::ByApplication {
+            Box::pin(check_application_finish(&shared, &job, ended, &finished)).await
+        } else {
+            ended
+        };
         telemetry::job_ran(&job.queue, &job.kind, started.elapsed());
         timed_out = matches!(ended, Ended::TimedOut(_));
         telemetry::running(-1.0);
@@ -90,6 +102,7 @@ pub(super) async fn run_job(
         // The handler committed the done finish with its own work (JobContext::finish_in), or the
         // application did and the row says so (`check_application_finish`).
         Some(Finish::Done) if Finished::of(&finished) != Finished::ByWorker => {
+            drop(member);
             shared.counters.done.fetch_add(1, Ordering::Relaxed);
             telemetry::job_finished(&job.queue, &job.kind, "done");
             debug!(job_id = job.id.0, kind = %job.kind, attempt, "job done (finished in the handler's or the application's transaction)");
@@ -97,10 +110,16 @@ pub(super) async fn run_job(
         }
         Some(Finish::Done) => {
             give_back(&shared, &mut slot, claimed);
-            record(&shared, &job, attempt, &Finish::Done, timed_out).await
+            let reply = done_patiently(&shared, shared.finisher.done(job.key(), member)).await;
+            record(&shared, &job, attempt, &Finish::Done, timed_out, reply)
         }
-        Some(outcome) => record(&shared, &job, attempt, outcome, timed_out).await,
+        Some(outcome) => {
+            drop(member);
+            let reply = Box::pin(finish_patiently(&shared, &job, attempt, outcome)).await;
+            record(&shared, &job, attempt, outcome, timed_out, reply)
+        }
         None => {
+            drop(member);
             shared.counters.lost.fetch_add(1, Ordering::Relaxed);
             telemetry::job_finished(&job.queue, &job.kind, "claim_lost");
             "claim_lost"
@@ -176,8 +195,10 @@ async fn run_handler(
         traceparent,
     };
     debug!(job_id = job.id.0, kind = %job.kind, attempt = job.attempt(), "job started");
-    // The handler runs in a task of its own so that a panic fails the job instead of the worker.
-    let mut task = tokio::spawn(registered.handler.call(ctx));
+    // A panic fails the job instead of the worker. Polled here rather than in a task of its own: a
+    // second task per job cost a tenth of a draining worker's CPU (`perf record` of `jobq bench`'s
+    // worker process), and dropping the future stops the handler as aborting its task did.
+    let mut task = CatchPanic(registered.handler.call(ctx));
     let ended = tokio::select! {
         r = &mut task => return Ended::Returned(r),
         () = tokio::time::sleep(timeout) => Ended::TimedOut(timeout),
@@ -195,12 +216,30 @@ async fn run_handler(
         _ => shared.cfg.cancel_grace,
     };
     if tokio::time::timeout(grace, &mut task).await.is_err() {
-        warn!(job_id = job.id.0, kind = %job.kind, "handler did not stop when told to; abandoning its task");
-        task.abort();
-        // Wait for the drop to happen, so that nothing of this copy runs once we report it stopped.
-        let _ = task.await;
+        warn!(job_id = job.id.0, kind = %job.kind, "handler did not stop when told to; dropping it");
+        // Dropped here, before we report it stopped: nothing of this copy runs after.
+        drop(task);
     }
     ended
+}
+
+/// A panic's payload.
+type Panic = Box<dyn std::any::Any + Send>;
+
+/// A handler's future whose panic is its output instead of the worker's.
+struct CatchPanic(BoxFuture<Result<(), JobError>>);
+
+impl Future for CatchPanic {
+    type Output = Result<Result<(), JobError>, Panic>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let fut = &mut self.0;
+        match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(r)) => Poll::Ready(Ok(r)),
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    }
 }
 
 /// When the handler returned `Ok(())` after saying that the application finished the job itself, reads
@@ -297,7 +336,7 @@ fn decide(
             },
         },
         // The error's text is what the row keeps (`last_error`): "handler panicked: <message>".
-        Ended::Returned(Err(join)) => (Error::task_failed("handler", join).to_string(), false),
+        Ended::Returned(Err(panic)) => (Error::panicked("handler", panic).to_string(), false),
         Ended::TimedOut(t) => (
             format!("timed out after {}", humantime::format_duration(t)),
             false,
@@ -322,37 +361,16 @@ fn decide(
     })
 }
 
-/// Finishes the row, riding out a database outage: a live worker that gave up here would leave its own
-/// row `running` under a token whose holder is alive, which no reaper may touch. Only a hard stop ends the
-/// wait (the worker is exiting; its claim is then recovered like any dead claimant's).
-///
-/// The error is shared ([`finisher::Reply`](super::finisher::Reply)) because a "done" finish may have
-/// been one of a batch that failed together.
+/// Finishes the row with an outcome other than done (done finishes go to the finisher, in batches),
+/// riding out a database outage: a live worker that gave up here would leave its own row `running`
+/// under a token whose holder is alive, which no reaper may touch. Only a hard stop ends the wait (the
+/// worker is exiting; its claim is then recovered like any dead claimant's).
 async fn finish_patiently(
     shared: &Shared,
     job: &ClaimedJob,
     attempt: u16,
     outcome: &Finish,
 ) -> Result<bool, Arc<Error>> {
-    if *outcome == Finish::Done {
-        return crate::service::unless_stopped(
-            &shared.hard_stop,
-            shared.finisher.done(AttemptKey {
-                id: job.id,
-                attempt,
-            }),
-        )
-        .await
-        .unwrap_or_else(|| {
-            Err(Arc::new(Error::Io {
-                context: "recording a finished job".into(),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "the database did not answer while stopping",
-                ),
-            }))
-        });
-    }
     // The bound a job without its own was judged by is stored with a failure, so the row shows it (and
     // a reaper, which knows no handler, applies it too).
     let bound = job
@@ -366,17 +384,36 @@ async fn finish_patiently(
     .map_err(Arc::new)
 }
 
-/// Finishes the row and counts the attempt; `timed_out` when the handler was stopped at its timeout.
-/// Returns the outcome's label, as counted.
-async fn record(
+/// Waits for the finisher's answer to a done finish, or for a hard stop.
+async fn done_patiently(shared: &Shared, done: impl Future<Output = Reply>) -> Reply {
+    crate::service::unless_stopped(&shared.hard_stop, done)
+        .await
+        .unwrap_or_else(|| {
+            Err(Arc::new(Error::Io {
+                context: "recording a finished job".into(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "the database did not answer while stopping",
+                ),
+            }))
+        })
+}
+
+/// Counts the attempt by `reply`, the answer to the finish of its row with `outcome`; `timed_out` when
+/// the handler was stopped at its timeout. Returns the outcome's label, as counted.
+///
+/// The error is shared ([`Reply`]) because a done finish may have been one of a batch that failed
+/// together.
+fn record(
     shared: &Shared,
     job: &ClaimedJob,
     attempt: u16,
     outcome: &Finish,
     timed_out: bool,
+    reply: Reply,
 ) -> &'static str {
     let c = &shared.counters;
-    match finish_patiently(shared, job, attempt, outcome).await {
+    match reply {
         Ok(true) => {
             let counter = match outcome {
                 Finish::Done => {

@@ -270,10 +270,19 @@ impl Fetch<'_> {
             .counters
             .claimed
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
+        let cohort = shared.finisher.cohort(jobs.len());
         for (job, permit) in jobs.into_iter().zip(permits) {
             crate::telemetry::job_claimed(&job.queue, &job.kind);
             let (entry, older) = shared.ledger.enter(job.key());
-            tracker.spawn(execute::run_job(shared.clone(), job, permit, entry, older));
+            let member = cohort.member();
+            tracker.spawn(execute::run_job(
+                shared.clone(),
+                job,
+                permit,
+                entry,
+                older,
+                member,
+            ));
         }
     }
 }

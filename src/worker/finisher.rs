@@ -4,21 +4,13 @@
 //! waits for a log flush: with short jobs that, not the jobs, is what limits a worker. Job tasks hand
 //! their successful outcomes to a queue that two parties drain:
 //!
-//! * **The finisher task** takes what is pending as soon as it is free and finishes it with one fenced
-//!   autocommit UPDATE (one round trip). While other jobs of the worker are still running it lingers
-//!   for their finishes as long as they keep coming (jobs claimed together tend to end together, and
-//!   are then finished together); a lone job's finish goes out at once. Finishes given back by a claim are made at once.
-//! * **The next claim carries the rest.** Finishes that arrive while the finisher's statement is under
-//!   way are pending when the claim loop claims; it takes them and makes them with the UPDATE that
-//!   stamps the claimed rows (`db::claim`), so they cost no statement of their own. How much the claim
-//!   carries adapts to the server: on an idle one the finisher is free again at once and finishes
-//!   beside the claim, on a busy one its statements take longer and more finishes ride on claims.
-//!
-//! Leaving pending finishes to a coming claim (for up to 10 ms) saves a few statements (0.40 round
-//! trips per job at the defaults against 0.41), but then a done row waits for the claim and the
-//! finisher's statement cannot run beside it; in alternating rounds of `jobq bench --sections drain`
-//! on the 2-core VM the two rules drained within noise of each other (one worker at the defaults, four
-//! workers, and two workers with 1,000-row claims), so the simpler rule stays.
+//! * **The finisher task** finishes what is pending with one fenced autocommit UPDATE (one round
+//!   trip). The jobs of one claim (a [`Cohort`]) tend to end together, and a batch claimed together is
+//!   finished together: with finishes pending, the finisher waits until no job of their claims still
+//!   runs (bounded by [`MAX_LINGER`]). A lone job's finish goes out at once. Finishes given back by a
+//!   claim are made at once.
+//! * **The next claim carries the rest.** Finishes pending when the claim loop claims are made by the
+//!   UPDATE that stamps the claimed rows (`db::claim`), so they cost no statement of their own.
 //!
 //! Either way each finish is fenced by its token and attempt, and each job task gets its own answer.
 //! Failures, cancellations and hand-backs carry per-row data and stay one statement each.
@@ -41,12 +33,8 @@ use crate::job::AttemptKey;
 /// sweeps, so that a claim's jobs, which end together, are finished together.
 const MAX_BATCH: usize = 2048;
 
-/// Longest wait for the next finish while other jobs are still running: the linger goes on while
-/// finishes keep arriving closer together than this.
-const LINGER: Duration = Duration::from_millis(1);
-
-/// Longest linger in all, however steadily finishes arrive: bounds how long a done job's row stays
-/// `running` after its handler returned.
+/// Longest linger for the rest of a claim's jobs: bounds how long a done job's row stays `running`
+/// after its handler returned when a job of its claim runs on.
 const MAX_LINGER: Duration = Duration::from_millis(10);
 
 /// The answer to one job's finish: `Ok(false)` when the fence did not match. The error is shared (an
@@ -56,6 +44,8 @@ pub(crate) type Reply = Result<bool, Arc<Error>>;
 
 struct Request {
     key: AttemptKey,
+    /// The claim the job came with: the finisher waits for the rest of it.
+    cohort: Arc<CohortCount>,
     reply: oneshot::Sender<Reply>,
 }
 
@@ -69,7 +59,8 @@ impl std::fmt::Debug for Request {
 #[derive(Debug, Default)]
 struct Queue {
     pending: Mutex<Vec<Request>>,
-    /// Signalled when a finish arrives and when finishes are given back.
+    /// Signalled when a finish arrives to an empty queue, when a claim's last job has ended, when
+    /// [`MAX_BATCH`] finishes are pending, and when finishes are given back.
     arrived: Notify,
     /// Set when finishes were given back: the finisher takes them at once.
     urgent: AtomicBool,
@@ -97,6 +88,40 @@ impl Queue {
         drop(pending);
         self.urgent.store(true, Ordering::SeqCst);
         self.arrived.notify_one();
+    }
+}
+
+/// The jobs of one claim that have not yet ended (handed in their finish or recorded another outcome).
+#[derive(Debug)]
+struct CohortCount {
+    running: AtomicUsize,
+}
+
+/// The jobs of one claim, as the finisher sees them: see [`Finisher::cohort`].
+#[derive(Debug, Clone)]
+pub(crate) struct Cohort {
+    count: Arc<CohortCount>,
+    queue: Arc<Queue>,
+}
+
+/// One job's place in its [`Cohort`]: dropped when the job has ended, or moved into the job's done
+/// finish as it is handed in. The last to go wakes the finisher, which may be waiting for the claim to
+/// end.
+#[derive(Debug)]
+pub(crate) struct Member(Cohort);
+
+impl Cohort {
+    /// A place for each job of the claim; call it once per job.
+    pub(crate) fn member(&self) -> Member {
+        Member(self.clone())
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        if self.0.count.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.queue.arrived.notify_one();
+        }
     }
 }
 
@@ -158,11 +183,32 @@ impl Finisher {
         (Finisher { queue }, task)
     }
 
-    /// Finishes an attempt as done. `Ok(false)`: the fence did not match.
-    pub(crate) async fn done(&self, key: AttemptKey) -> Reply {
+    /// The cohort of a claim of `jobs` jobs, each of which takes a [`Cohort::member`].
+    pub(crate) fn cohort(&self, jobs: usize) -> Cohort {
+        Cohort {
+            count: Arc::new(CohortCount {
+                running: AtomicUsize::new(jobs),
+            }),
+            queue: self.queue.clone(),
+        }
+    }
+
+    /// Finishes an attempt as done; `member` is the job's place in its claim, which it leaves now.
+    /// `Ok(false)`: the fence did not match.
+    pub(crate) async fn done(&self, key: AttemptKey, member: Member) -> Reply {
         let (reply, rx) = oneshot::channel();
-        self.queue.lock().push(Request { key, reply });
-        self.queue.arrived.notify_one();
+        let cohort = member.0.count.clone();
+        let (first, full) = {
+            let mut pending = self.queue.lock();
+            let first = pending.is_empty();
+            pending.push(Request { key, cohort, reply });
+            (first, pending.len() == MAX_BATCH)
+        };
+        // After the push: a finisher woken by the last member finds its finish pending.
+        drop(member);
+        if first || full {
+            self.queue.arrived.notify_one();
+        }
         rx.await.map_err(|_| stopped())?
     }
 
@@ -243,33 +289,53 @@ async fn run_on(
     }
 }
 
-/// With finishes pending: lingers for the finishes of jobs still running while they keep arriving
-/// (each within [`LINGER`] of the one before, for [`MAX_LINGER`] at most); returns at once when
-/// finishes were given back, [`MAX_BATCH`] are pending, or every running job has handed its finish in.
+/// With finishes pending: lingers until no job of their claims still runs, for [`MAX_LINGER`] at most;
+/// returns at once when finishes were given back, [`MAX_BATCH`] are pending, or every running job has
+/// handed its finish in.
 ///
-/// Jobs claimed together tend to end together, and a batch claimed together is then finished together,
-/// in one statement: with a fixed 1 ms linger a 500-row claim of no-op jobs was finished by 1.2
-/// statements on average on the 2-core VM (416.7 rows per finish, `jobq bench --sections drain --sweep
-/// 2:500:500`), each of a new length and so a new prepared statement; a job that runs on after the rest
-/// of its batch stops the linger one gap after the last of the others.
+/// A batch claimed together is then finished together, in one statement. A fixed 1 ms wait between
+/// finishes, or a 10 ms linger, split a claim of 1,000 no-op jobs in two on the 2-core VM (520 rows
+/// per finish, `jobq bench --sections drain --sweep 2:2000:1000`): starting 1,000 job tasks takes the
+/// worker longer than that while the server runs beside it.
 async fn wait_for_more(queue: &Queue, in_flight: &AtomicUsize) {
     let cap = tokio::time::Instant::now() + MAX_LINGER;
     loop {
         if queue.urgent.swap(false, Ordering::SeqCst) {
             return;
         }
-        let pending = queue.lock().len();
-        if pending == 0 || pending >= MAX_BATCH || pending >= in_flight.load(Ordering::Relaxed) {
-            return;
+        {
+            let pending = queue.lock();
+            if pending.is_empty()
+                || pending.len() >= MAX_BATCH
+                || pending.len() >= in_flight.load(Ordering::Relaxed)
+                || claims_ended(&pending)
+            {
+                return;
+            }
         }
-        let gap_over = (tokio::time::Instant::now() + LINGER).min(cap);
-        if tokio::time::timeout_at(gap_over, queue.arrived.notified())
+        if tokio::time::timeout_at(cap, queue.arrived.notified())
             .await
             .is_err()
         {
             return;
         }
     }
+}
+
+/// Whether every job of the claims of `pending` has ended. Finishes of one claim arrive mostly side by
+/// side, so a claim already looked at is skipped while it repeats.
+fn claims_ended(pending: &[Request]) -> bool {
+    let mut last: Option<&Arc<CohortCount>> = None;
+    for r in pending {
+        if last.is_some_and(|l| Arc::ptr_eq(l, &r.cohort)) {
+            continue;
+        }
+        if r.cohort.running.load(Ordering::SeqCst) > 0 {
+            return false;
+        }
+        last = Some(&r.cohort);
+    }
+    true
 }
 
 /// [`super::patiently`] on the finisher's own connection.
@@ -298,17 +364,6 @@ async fn patiently(
 mod tests {
     use super::*;
 
-    fn request(id: u64) -> (Request, oneshot::Receiver<Reply>) {
-        let (reply, rx) = oneshot::channel();
-        (
-            Request {
-                key: AttemptKey::from((id, 1)),
-                reply,
-            },
-            rx,
-        )
-    }
-
     /// A finisher's handle and the queue behind it, with no task draining it.
     fn finisher() -> (Arc<Queue>, Finisher) {
         let queue = Arc::new(Queue::default());
@@ -318,22 +373,34 @@ mod tests {
         (queue, f)
     }
 
+    /// A pending done finish of job `id` in `cohort`, as a job task hands it in (without waiting for
+    /// the answer).
+    fn hand_in(queue: &Queue, cohort: &Cohort, id: u64) -> oneshot::Receiver<Reply> {
+        let (reply, rx) = oneshot::channel();
+        queue.lock().push(Request {
+            key: AttemptKey::from((id, 1)),
+            cohort: cohort.count.clone(),
+            reply,
+        });
+        rx
+    }
+
     #[tokio::test(start_paused = true)]
     async fn finishes_a_claim_did_not_make_go_back_first_and_are_made_at_once() {
         let (queue, f) = finisher();
-        let (a, ra) = request(1);
-        let (b, _rb) = request(2);
-        queue.lock().push(a);
+        let cohort = f.cohort(10);
+        let ra = hand_in(&queue, &cohort, 1);
         let carried = f.take_for_claim();
         assert_eq!(carried.items(), crate::job::keys(&[(1, 1)]));
-        queue.lock().push(b);
+        let _rb = hand_in(&queue, &cohort, 2);
         f.give_back(carried);
         let ids: Vec<u64> = queue.lock().iter().map(|r| r.key.id.0).collect();
         assert_eq!(ids, vec![1, 2], "the older finish keeps its place");
         // A claim dropped half way (abandoned at shutdown) gives them back too.
         drop(f.take_for_claim());
         assert_eq!(queue.lock().len(), 2, "nothing is lost");
-        // With other jobs running the finisher would linger; given-back finishes it makes at once.
+        // With the rest of their claim running the finisher would linger; given-back finishes it makes
+        // at once.
         let t0 = tokio::time::Instant::now();
         wait_for_more(&queue, &AtomicUsize::new(10)).await;
         assert_eq!(
@@ -348,73 +415,78 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn pending_finishes_linger_only_while_other_jobs_may_end() {
-        let queue = Arc::new(Queue::default());
-        let (a, _ra) = request(1);
-        queue.lock().push(a);
-        // Nothing else running: at once.
+    async fn a_lone_jobs_finish_goes_at_once_and_one_whose_claim_runs_on_lingers_to_the_bound() {
+        let (queue, f) = finisher();
+        let lone = f.cohort(1);
+        let member = lone.member();
+        let _r = hand_in(&queue, &lone, 1);
+        drop(member);
         let t0 = tokio::time::Instant::now();
-        wait_for_more(&queue, &AtomicUsize::new(1)).await;
-        assert_eq!(t0.elapsed(), Duration::ZERO);
-        // Others still running: the linger, and no longer.
+        wait_for_more(&queue, &AtomicUsize::new(50)).await;
+        assert_eq!(t0.elapsed(), Duration::ZERO, "its claim has ended");
+        f.take_for_claim().done();
+        // A job of a claim of two whose other job runs on: the linger, and no longer.
+        let pair = f.cohort(2);
+        let (first, _second) = (pair.member(), pair.member());
+        let _r = hand_in(&queue, &pair, 2);
+        drop(first);
         let t1 = tokio::time::Instant::now();
-        wait_for_more(&queue, &AtomicUsize::new(5)).await;
-        assert_eq!(t1.elapsed(), LINGER);
+        wait_for_more(&queue, &AtomicUsize::new(50)).await;
+        assert_eq!(t1.elapsed(), MAX_LINGER);
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_linger_goes_on_while_finishes_keep_coming_up_to_its_bound() {
+    async fn the_linger_ends_when_the_last_job_of_the_claim_ends_whatever_its_outcome() {
         let (queue, f) = finisher();
-        let (a, _ra) = request(1);
-        queue.lock().push(a);
-        let t0 = tokio::time::Instant::now();
+        let claim = f.cohort(3);
+        let members: Vec<Member> = (0..3).map(|_| claim.member()).collect();
+        let mut members = members.into_iter();
+        let _r1 = hand_in(&queue, &claim, 1);
+        drop(members.next());
         let waiting = tokio::spawn({
             let queue = queue.clone();
-            async move { wait_for_more(&queue, &AtomicUsize::new(1000)).await }
-        });
-        // A finish every half gap: the linger outlasts one gap, and ends at its bound.
-        let mut replies = Vec::new();
-        for id in 2.. {
-            tokio::time::sleep(LINGER / 2).await;
-            if waiting.is_finished() {
-                break;
+            async move {
+                let t0 = tokio::time::Instant::now();
+                wait_for_more(&queue, &AtomicUsize::new(100)).await;
+                t0.elapsed()
             }
-            let (r, rx) = request(id);
-            replies.push(rx);
-            queue.lock().push(r);
-            f.queue.arrived.notify_one();
-        }
-        waiting.await.unwrap();
-        let lingered = t0.elapsed();
-        assert!(
-            lingered >= MAX_LINGER && lingered <= MAX_LINGER + LINGER,
-            "{lingered:?}"
-        );
-        // Then the finishes stop coming: one gap after the last, it ends.
-        let t1 = tokio::time::Instant::now();
-        wait_for_more(&queue, &AtomicUsize::new(1000)).await;
-        assert_eq!(t1.elapsed(), LINGER);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_linger_ends_when_every_running_job_has_handed_in_its_finish() {
-        let (queue, f) = finisher();
-        let (a, _ra) = request(1);
-        queue.lock().push(a);
-        let t0 = tokio::time::Instant::now();
-        let waiting = tokio::spawn({
-            let queue = queue.clone();
-            async move { wait_for_more(&queue, &AtomicUsize::new(2)).await }
         });
         tokio::task::yield_now().await;
-        assert!(!waiting.is_finished(), "it lingers while another job runs");
-        let (b, _rb) = request(2);
-        queue.lock().push(b);
-        f.queue.arrived.notify_one();
-        waiting.await.unwrap();
+        // The second job is done too: still one to go.
+        let answered = tokio::spawn({
+            let (f, second) = (f.clone(), members.next().unwrap());
+            async move { f.done(AttemptKey::from((2, 1)), second).await }
+        });
+        tokio::time::sleep(MAX_LINGER / 4).await;
         assert!(
-            t0.elapsed() < LINGER,
-            "woken by the last finish, not timed out"
+            !waiting.is_finished(),
+            "it lingers while a job of the claim runs"
         );
+        // The third fails: its outcome is recorded apart, and the claim has ended.
+        drop(members.next());
+        let lingered = waiting.await.unwrap();
+        assert!(
+            lingered < MAX_LINGER,
+            "woken by the claim's end: {lingered:?}"
+        );
+        let ids: Vec<u64> = queue.lock().iter().map(|r| r.key.id.0).collect();
+        assert_eq!(ids, vec![1, 2], "the claim's finishes go together");
+        f.take_for_claim().done();
+        assert!(answered.await.unwrap().unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn finishes_of_several_claims_wait_for_each_of_them() {
+        let (queue, f) = finisher();
+        let (a, b) = (f.cohort(1), f.cohort(2));
+        let a1 = a.member();
+        let (b1, _b2) = (b.member(), b.member());
+        let _r = hand_in(&queue, &a, 1);
+        drop(a1);
+        let _r = hand_in(&queue, &b, 2);
+        drop(b1);
+        assert!(!claims_ended(&queue.lock()), "claim b runs on");
+        let _r = hand_in(&queue, &a, 3);
+        assert!(!claims_ended(&queue.lock()), "b again, after a");
     }
 }
