@@ -63,7 +63,9 @@ pub(super) async fn fetch_loop(
             probe_first,
         );
         let sent = Instant::now();
-        let Some(result) = unless_stopped(shutdown, claim).await else {
+        let result = unless_stopped(shutdown, claim).await;
+        shared.finisher.claim_over();
+        let Some(result) = result else {
             warn!("a claim did not answer while stopping; abandoning it");
             return Ok(());
         };
@@ -204,6 +206,8 @@ impl Fetch<'_> {
             () = self.shutdown.cancelled() => return None,
             p = self.slots.clone().acquire_owned() => p.expect("semaphore is never closed"),
         };
+        // The claim these slots are for will carry the finishes pending by then.
+        self.shared.finisher.claim_coming();
         let mut permits = vec![first];
         let fill = self.pacer.fill(Slots {
             concurrency: cfg.concurrency,
