@@ -334,7 +334,7 @@ pub const FINISH_DONE: Statement = Statement {
 /// attempt, of jobs nothing waits for ([`NO_DEPENDENTS`]). Parameters: the token, the (id, attempt) pairs (a list). When it changes fewer rows than it
 /// names, jobq reads back which rows it changed (done at the attempt it names).
 ///
-/// FORCE INDEX: with statistics taken while few rows ran, the optimizer may walk the `finished` index's
+/// FORCE INDEX: with statistics taken while few rows ran, the optimizer may walk the `state_claim` index's
 /// `state = 'running'` range instead, locking the running rows of every worker on its way (two
 /// workers' finishes then deadlock; seen in `jobq bench`). By primary key it locks only these.
 pub const FINISH_DONE_BATCH: Statement = Statement {

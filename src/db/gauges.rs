@@ -7,8 +7,8 @@ use sqlx::MySqlPool;
 use crate::error::Result;
 use crate::job::State;
 
-/// Finished and waiting states' rows are counted up to this many. A state's stretch of the `finished
-/// (state, finished_at)` index holds the row ids only, so finding each row's queue is a primary-key
+/// Finished and waiting states' rows are counted up to this many. A state's stretch of the `state_claim
+/// (state, claim, finished_at)` index holds the row ids only, so finding each row's queue is a primary-key
 /// lookup: 10,000 lookups take a few milliseconds, a million done rows would take seconds.
 pub(crate) const QUEUE_COUNT_CAP: i64 = 10_000;
 
@@ -30,7 +30,7 @@ pub struct QueueStateCount {
 ///
 /// The states a backlog is made of are exact, whatever their size: `running` (as many rows as run now),
 /// and `queued` and `retry`, which are the rows of the claim index (`ready_queue`), counted per queue
-/// from that index alone; `retry` is counted through the `finished` index's retry rows, and `queued` is
+/// from that index alone; `retry` is counted through the `state_claim` index's retry rows, and `queued` is
 /// the rest. (Counting every state's first 10,000 rows, as before, showed a queue 0 queued beside 671
 /// due once another queue held 10,000 queued rows.) `done`, `dead`, `cancelled` and `waiting` are
 /// counted among their [`QUEUE_COUNT_CAP`] most recent rows, and marked `capped` past that. When
@@ -48,10 +48,10 @@ pub(crate) async fn queue_state_counts(pool: &MySqlPool) -> Result<Vec<QueueStat
         .map(|s| {
             format!(
                 "(SELECT '{0}' AS state, CAST(queue AS BINARY) AS queue, COUNT(*) AS n, \
-                 (SELECT COUNT(*) FROM (SELECT 1 FROM job_queue FORCE INDEX (finished) \
+                 (SELECT COUNT(*) FROM (SELECT 1 FROM job_queue FORCE INDEX (state_claim) \
                  WHERE state = '{0}' LIMIT {1}) c) AS seen \
-                 FROM (SELECT queue FROM job_queue FORCE INDEX (finished) WHERE state = '{0}' \
-                 ORDER BY finished_at DESC LIMIT {2}) t GROUP BY queue)",
+                 FROM (SELECT queue FROM job_queue FORCE INDEX (state_claim) WHERE state = '{0}' \
+                 AND claim IS NULL ORDER BY finished_at DESC LIMIT {2}) t GROUP BY queue)",
                 s.as_str(),
                 QUEUE_COUNT_CAP + 1,
                 QUEUE_COUNT_CAP
@@ -59,7 +59,7 @@ pub(crate) async fn queue_state_counts(pool: &MySqlPool) -> Result<Vec<QueueStat
         })
         .chain([
             "(SELECT 'running', CAST(queue AS BINARY), COUNT(*), 0 FROM job_queue \
-             FORCE INDEX (finished) WHERE state = 'running' GROUP BY queue)"
+             FORCE INDEX (state_claim) WHERE state = 'running' GROUP BY queue)"
                 .to_string(),
             // Queued and retry together: every entry of the claim index, read from the index alone.
             "(SELECT 'claimable', CAST(ready_queue AS BINARY), COUNT(*), 0 FROM job_queue \

@@ -226,10 +226,10 @@ pub(crate) async fn record_starts(
 pub(crate) fn running_count(scope: LimitScope) -> &'static str {
     match scope {
         LimitScope::Kind => {
-            "(SELECT COUNT(*) FROM job_queue FORCE INDEX (finished) WHERE state = 'running' AND kind = "
+            "(SELECT COUNT(*) FROM job_queue FORCE INDEX (state_claim) WHERE state = 'running' AND kind = "
         }
         LimitScope::Queue => {
-            "(SELECT COUNT(*) FROM job_queue FORCE INDEX (finished) WHERE state = 'running' AND queue = "
+            "(SELECT COUNT(*) FROM job_queue FORCE INDEX (state_claim) WHERE state = 'running' AND queue = "
         }
     }
 }

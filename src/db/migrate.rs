@@ -196,6 +196,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0033_process_nodes.sql",
         sql: include_str!("../../migrations/0033_process_nodes.sql"),
     },
+    Migration {
+        version: 34,
+        name: "0034_state_claim_index.sql",
+        sql: include_str!("../../migrations/0034_state_claim_index.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -232,7 +232,7 @@ async fn reset_once(
               WHEN attempts >= ",
         row_max_attempts!(),
         " THEN 'dead' ELSE 'queued' END AS next_state \
-         FROM job_queue FORCE INDEX (claimant) WHERE claim = ? AND state = 'running' ORDER BY id \
+         FROM job_queue FORCE INDEX (state_claim) WHERE claim = ? AND state = 'running' ORDER BY id \
          FOR UPDATE",
     ))
     .bind(claim)
@@ -252,8 +252,8 @@ async fn reset_once(
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
-    // FORCE INDEX here and above: the plan must not walk the `finished` index's `state = 'running'`
-    // range, which would lock the running rows of live workers too (see `finish_fenced`).
+    // FORCE INDEX here and above: the plan must not walk the whole `state = 'running'` range, which would
+    // lock the running rows of live workers too (see `finish_fenced`).
     let mut q = QueryBuilder::<MySql>::new(concat!(
         "UPDATE job_queue FORCE INDEX (PRIMARY) SET \
          state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \

@@ -74,7 +74,7 @@ pub(crate) async fn state_counts(pool: &MySqlPool) -> Result<Vec<StateCount>> {
         .iter()
         .map(|s| {
             format!(
-                "SELECT '{0}' AS state, COUNT(*) AS n FROM (SELECT 1 FROM job_queue FORCE INDEX (finished) \
+                "SELECT '{0}' AS state, COUNT(*) AS n FROM (SELECT 1 FROM job_queue FORCE INDEX (state_claim) \
                  WHERE state = '{0}' LIMIT {1}) t",
                 s.as_str(),
                 COUNT_CAP + 1
@@ -115,7 +115,7 @@ pub struct QueueSummary {
 }
 
 /// Every queue with waiting or running jobs. Reads the claim index (waiting rows only) and the running
-/// stretch of the `finished` index: the cost follows the backlog, not the history.
+/// stretch of the `state_claim` index: the cost follows the backlog, not the history.
 pub(crate) async fn queue_summaries(pool: &MySqlPool) -> Result<Vec<QueueSummary>> {
     let ready: Vec<(Vec<u8>, i64, i64, Option<i64>)> = sqlx::query_as(
         "SELECT ready_queue, COUNT(*), CAST(COALESCE(SUM(run_at <= NOW(6)), 0) AS SIGNED), \
@@ -125,7 +125,7 @@ pub(crate) async fn queue_summaries(pool: &MySqlPool) -> Result<Vec<QueueSummary
     .fetch_all(pool)
     .await?;
     let running: Vec<(Vec<u8>, i64)> = sqlx::query_as(
-        "SELECT CAST(queue AS BINARY), COUNT(*) FROM job_queue FORCE INDEX (finished) \
+        "SELECT CAST(queue AS BINARY), COUNT(*) FROM job_queue FORCE INDEX (state_claim) \
          WHERE state = 'running' GROUP BY queue",
     )
     .fetch_all(pool)
@@ -171,11 +171,11 @@ pub(crate) async fn schedules_by_state(pool: &MySqlPool) -> Result<Vec<(String, 
 }
 
 /// How long the longest-running job has run, in seconds (0 when none runs). Reads the running stretch
-/// of the `finished` index.
+/// of the `state_claim` index.
 pub(crate) async fn oldest_running_secs(pool: &MySqlPool) -> Result<f64> {
     let us: Option<i64> = sqlx::query_scalar(
         "SELECT TIMESTAMPDIFF(MICROSECOND, MIN(COALESCE(started_at, claimed_at)), NOW(6)) \
-         FROM job_queue FORCE INDEX (finished) WHERE state = 'running'",
+         FROM job_queue FORCE INDEX (state_claim) WHERE state = 'running'",
     )
     .fetch_one(pool)
     .await?;
@@ -196,7 +196,7 @@ pub(crate) async fn history_length(pool: &MySqlPool) -> Option<i64> {
 }
 
 /// Done and dead jobs per minute (minutes since the epoch, by the database clock) from minute `from` on,
-/// and the current minute. Reads the `finished` index only.
+/// and the current minute. Reads the `state_claim` index only.
 pub(crate) async fn finished_by_minute(
     pool: &MySqlPool,
     from: Option<i64>,
@@ -207,8 +207,9 @@ pub(crate) async fn finished_by_minute(
     let from = from.unwrap_or(now - 59).max(now - 59);
     let rows: Vec<(i64, Vec<u8>, i64)> = sqlx::query_as(
         "SELECT CAST(FLOOR(UNIX_TIMESTAMP(finished_at) / 60) AS SIGNED) AS m, CAST(state AS BINARY), \
-         COUNT(*) FROM job_queue FORCE INDEX (finished) \
-         WHERE state IN ('done', 'dead') AND finished_at >= FROM_UNIXTIME(? * 60) GROUP BY m, state",
+         COUNT(*) FROM job_queue FORCE INDEX (state_claim) \
+         WHERE state IN ('done', 'dead') AND claim IS NULL AND finished_at >= FROM_UNIXTIME(? * 60) \
+         GROUP BY m, state",
     )
     .bind(from)
     .fetch_all(pool)

@@ -262,12 +262,12 @@ pub struct RunningCount {
     pub running: i64,
 }
 
-/// Running jobs per queue and kind: the running stretch of the `finished` index, as short as the
+/// Running jobs per queue and kind: the running stretch of the `state_claim` index, as short as the
 /// number of jobs running.
 pub(crate) async fn running_counts(pool: &MySqlPool) -> Result<Vec<RunningCount>> {
     Ok(sqlx::query_as(
         "SELECT CAST(queue AS CHAR) AS queue, CAST(kind AS CHAR) AS kind, COUNT(*) AS running \
-         FROM job_queue FORCE INDEX (finished) WHERE state = 'running' GROUP BY queue, kind",
+         FROM job_queue FORCE INDEX (state_claim) WHERE state = 'running' GROUP BY queue, kind",
     )
     .fetch_all(pool)
     .await?)

@@ -322,7 +322,7 @@ where
 /// cancel them: what a worker compares with what it runs, once a second, to stop a copy whose row was
 /// taken away, to stop cancelled jobs, and to hand back rows of a claim whose outcome was uncertain.
 pub(crate) async fn held_rows(pool: &MySqlPool, token: &TokenText) -> Result<Vec<HeldRow>> {
-    // Through the claimant index `(claim, state)`: a tight range however large the table is.
+    // Through the index `state_claim (state, claim, finished_at)`: a tight range however large the table is.
     Ok(sqlx::query_as(
         "SELECT id, attempts, cancel_requested_at IS NOT NULL AS cancel_requested \
          FROM job_queue WHERE claim = ? AND state = 'running'",

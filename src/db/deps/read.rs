@@ -83,7 +83,7 @@ pub(crate) async fn long_waiting(
     let (count, oldest_us): (i64, Option<i64>) = sqlx::query_as(
         "SELECT CAST(COALESCE(SUM(created_at < NOW(6) - INTERVAL ? MICROSECOND), 0) AS SIGNED), \
          TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6)) \
-         FROM job_queue FORCE INDEX (finished) WHERE state = 'waiting'",
+         FROM job_queue FORCE INDEX (state_claim) WHERE state = 'waiting'",
     )
     .bind(over_us)
     .fetch_one(pool)
