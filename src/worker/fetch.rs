@@ -201,13 +201,18 @@ impl Fetch<'_> {
     /// many as the pacer says are worth a short wait (see [`Pacer::fill`]). `None` on shutdown.
     async fn take_slots(&self) -> Option<Vec<OwnedSemaphorePermit>> {
         let cfg = &self.shared.cfg;
+        // The claim these slots are for will carry the finishes pending by then. Said before the first
+        // slot is free: a done job gives its slot back before it hands its finish in, so when a claim's
+        // last job has ended this claim is on its way.
+        self.shared.finisher.claim_coming();
         let first = tokio::select! {
             biased;
-            () = self.shutdown.cancelled() => return None,
+            () = self.shutdown.cancelled() => {
+                self.shared.finisher.claim_over();
+                return None;
+            }
             p = self.slots.clone().acquire_owned() => p.expect("semaphore is never closed"),
         };
-        // The claim these slots are for will carry the finishes pending by then.
-        self.shared.finisher.claim_coming();
         let mut permits = vec![first];
         let fill = self.pacer.fill(Slots {
             concurrency: cfg.concurrency,

@@ -321,7 +321,7 @@ async fn run_on(
 /// finishes, or a 10 ms linger, split a claim of 1,000 no-op jobs in two on the 2-core VM (520 rows
 /// per finish, `jobq bench --sections drain --sweep 2:2000:1000`): starting 1,000 job tasks takes the
 /// worker longer than that while the server runs beside it. Left to the coming claim, they cost no
-/// statement of their own (0.40 statements per job at the defaults instead of 0.50).
+/// statement of their own (at the defaults 104 UPDATEs per 1,000 jobs instead of 202).
 async fn wait_for_more(queue: &Queue, in_flight: &AtomicUsize) {
     let cap = tokio::time::Instant::now() + MAX_LINGER;
     loop {
