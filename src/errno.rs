@@ -50,6 +50,10 @@ pub(crate) const WSREP_NOT_READY: u16 = 1047;
 /// connected to Primary Component)", measured on 10.11): as [`WSREP_NOT_READY`], only another node can
 /// serve. Other causes of 1180 are failed commits too, which jobq's statements (all fenced) may retry.
 pub(crate) const ERROR_DURING_COMMIT: u16 = 1180;
+/// `ER_CONSTRAINT_FAILED` (MariaDB): a CHECK constraint refused the row. MariaDB checks every CHECK of
+/// a row on every UPDATE of it, whatever columns the UPDATE sets (measured on 10.11), so a row written
+/// past a check (`check_constraint_checks = 0`) refuses every later change. MySQL's number is 3819.
+pub(crate) const CONSTRAINT_FAILED: u16 = 4025;
 
 /// The server error number of a database error, if it is one.
 pub(crate) fn number(e: &sqlx::Error) -> Option<u16> {

@@ -670,3 +670,100 @@ async fn a_worker_on_a_deep_queue_of_short_jobs_finishes_each_once_beside_or_wit
         .await;
     assert_eq!(finished, 300);
 }
+
+/// A row whose payload is not valid JSON, written past the CHECK (here a session with
+/// `check_constraint_checks = 0`), makes MariaDB refuse every UPDATE of it, the claim's stamp included,
+/// and with it the rest of the claim: such rows at the head of their queues stalled both, and the
+/// draining worker stopped with the error. They are set aside as dead without running (payload kept,
+/// the reason in `last_error`), the job that waits for one is settled as for any dead job (cancelled),
+/// and every other job runs once, in the plain claim and in the claim under a limit.
+#[tokio::test]
+async fn rows_whose_payload_is_not_json_are_set_aside_and_their_queues_run_on() {
+    let db = TestDb::new().await;
+    // Its own connection: the pool's must keep the check.
+    let mut app = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    sqlx::query("SET SESSION check_constraint_checks = 0")
+        .execute(&mut app)
+        .await
+        .unwrap();
+    // A job waits for the first one, written as `NewJob::after` writes it (whose own UPDATE of the
+    // row it waits for the server refuses now).
+    let plain: u64 = sqlx::query(
+        "INSERT INTO job_queue (kind, payload, priority, has_dependents) VALUES ('k', '{oops', -1, 1)",
+    )
+    .execute(&mut app)
+    .await
+    .unwrap()
+    .last_insert_id();
+    let waiting: u64 = sqlx::query("INSERT INTO job_queue (kind, state) VALUES ('k', 'waiting')")
+        .execute(&mut app)
+        .await
+        .unwrap()
+        .last_insert_id();
+    sqlx::query("INSERT INTO jobq_job_deps (job_id, after_id) VALUES (?, ?)")
+        .bind(waiting)
+        .bind(plain)
+        .execute(&mut app)
+        .await
+        .unwrap();
+    let limited: u64 = sqlx::query(
+        "INSERT INTO job_queue (queue, kind, payload, priority) VALUES ('lq', 'limited', 'not json', -1)",
+    )
+    .execute(&mut app)
+    .await
+    .unwrap()
+    .last_insert_id();
+    app.close().await.unwrap();
+    db.exec("INSERT INTO job_queue (kind) SELECT 'k' FROM seq_1_to_20")
+        .await;
+    db.exec("INSERT INTO job_queue (queue, kind) SELECT 'lq', 'limited' FROM seq_1_to_5")
+        .await;
+    jobq::JobLimits::new(db.pool(2).await)
+        .set(jobq::admin::LimitScope::Kind, "limited", 100, "test")
+        .await
+        .unwrap();
+
+    let seen: Seen = Arc::default();
+    let handlers = ["k", "limited"].iter().fold(Handlers::new(), |h, kind| {
+        let seen = seen.clone();
+        h.register(kind, move |job: JobContext| {
+            let seen = seen.clone();
+            async move {
+                *seen.lock().unwrap().entry(job.id.0).or_default() += 1;
+                Ok::<(), JobError>(())
+            }
+        })
+        .unwrap()
+    });
+    // Before, the draining worker stopped with error 4025 at its first claim.
+    db.worker(handlers).queues(&["default", "lq"]).drain().await;
+    assert_each_once(&seen, 25);
+
+    for id in [plain, limited] {
+        let (state, attempts, error): (String, u16, String) = sqlx::query_as(
+            "SELECT CAST(state AS CHAR), attempts, last_error FROM job_queue WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        assert_eq!((state.as_str(), attempts), ("dead", 0), "job {id}");
+        assert!(error.contains("not valid JSON"), "job {id}: {error}");
+    }
+    let payloads: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(payload AS CHAR) FROM job_queue WHERE id IN (?, ?) ORDER BY id",
+    )
+    .bind(plain)
+    .bind(limited)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(payloads, ["{oops", "not json"], "payloads kept as written");
+    let dependent: String =
+        sqlx::query_scalar("SELECT CAST(state AS CHAR) FROM job_queue WHERE id = ?")
+            .bind(waiting)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(dependent, "cancelled");
+}

@@ -22,7 +22,7 @@ use std::sync::atomic::AtomicBool;
 
 use sqlx::MySqlConnection;
 
-use super::{Claim, ClaimArgs, ClaimedJob, lock_due, stamp_selected, watched};
+use super::{Claim, ClaimArgs, ClaimedJob, lock_due, malformed, stamp_selected, watched};
 use crate::db::dedicated::Dedicated;
 use crate::db::limits::{self, Applying, LimitKey};
 use crate::error::Result;
@@ -47,10 +47,29 @@ pub(crate) async fn claim_limited_watched(
         ));
     }
     watched(conn, uncertain, |mut c| async move {
-        let r = claim_once_limited(&mut c, args, applying).await;
+        let r = claim_setting_aside(&mut c, args, applying).await;
         (c, r)
     })
     .await
+}
+
+/// [`claim_once_limited`], setting aside the rows whose payload the server refuses to change (see
+/// `malformed`) and claiming again.
+async fn claim_setting_aside(
+    conn: &mut MySqlConnection,
+    args: ClaimArgs<'_>,
+    applying: &Applying,
+) -> Result<(Claim, Vec<LimitKey>), sqlx::Error> {
+    let mut set_aside = 0;
+    loop {
+        match claim_once_limited(conn, args, applying).await {
+            Err(e) if set_aside < malformed::TRIES && malformed::is_check_failure(&e) => {
+                malformed::set_aside_or(conn, args, e).await?;
+                set_aside += 1;
+            }
+            claimed => return claimed,
+        }
+    }
 }
 
 /// A limit as one claim sees it: the room it left when the claim locked it, and what the claim took.

@@ -134,6 +134,7 @@ impl ClaimedJob {
 }
 
 mod limited;
+mod malformed;
 mod stamp;
 pub(crate) use limited::claim_limited_watched;
 
@@ -341,8 +342,23 @@ pub(crate) struct HeldRow {
     pub(crate) cancel_requested: bool,
 }
 
-/// One try of a claim, with the finishes it carries (see the module docs).
+/// One try of a claim, with the finishes it carries (see the module docs); rows whose payload the
+/// server refuses to change are set aside on the way (see `malformed`).
 async fn claim_once(conn: &mut MySqlConnection, args: ClaimArgs<'_>) -> Result<Claim, sqlx::Error> {
+    let mut set_aside = 0;
+    loop {
+        match claim_try(conn, args).await {
+            Err(e) if set_aside < malformed::TRIES && malformed::is_check_failure(&e) => {
+                malformed::set_aside_or(conn, args, e).await?;
+                set_aside += 1;
+            }
+            claimed => return claimed,
+        }
+    }
+}
+
+/// [`claim_once`] without setting rows aside.
+async fn claim_try(conn: &mut MySqlConnection, args: ClaimArgs<'_>) -> Result<Claim, sqlx::Error> {
     if !args.carry.is_empty()
         && let Some(claim) = claim_carrying(conn, args).await?
     {
