@@ -1,5 +1,6 @@
 //! The claim watcher: the worker's check, while it runs jobs, that each row still carries its token.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -32,11 +33,16 @@ pub(super) async fn watch_claims(shared: Arc<Shared>, stop: CancellationToken) {
         }
         match claim::held_rows(&shared.pool, &shared.token).await {
             Ok(held) => {
+                // A set: a busy worker runs thousands of jobs at once.
+                let still_held: HashSet<AttemptKey> = held
+                    .iter()
+                    .map(|h| AttemptKey {
+                        id: h.id,
+                        attempt: h.attempt,
+                    })
+                    .collect();
                 for &key in &running {
-                    let still_ours = held
-                        .iter()
-                        .any(|h| h.id == key.id && h.attempt == key.attempt);
-                    if !still_ours && shared.ledger.mark_lost(key) {
+                    if !still_held.contains(&key) && shared.ledger.mark_lost(key) {
                         warn!(job_id = key.id.0, attempt = key.attempt, claim = %shared.token,
                               "claim lost: the row no longer carries this worker's token and attempt; stopping this copy");
                     }
