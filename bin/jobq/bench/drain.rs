@@ -340,6 +340,7 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
         settings: best,
         raw: Vec::new(),
         jobq: Vec::new(),
+        raw_same: Vec::new(),
         lean: Vec::new(),
         procs: Vec::new(),
         ok: true,
@@ -349,6 +350,18 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
         h.ok &= l.ok;
         h.lean.push(l.jobs_per_sec);
         let r = raw::measure(ctx, limit.workers, limit.batch, limit.finish, jobs).await?;
+        // The raw loop at jobq's own W and B, unless the limit is that cell: the worker against the
+        // loop of its own statements, judged on the same alternating rounds as the rest.
+        let same = (limit.workers, limit.batch, limit.finish)
+            == (best.workers, best.batch_size, FinishMode::JOBQ);
+        let r_same = if same {
+            r.jobs_per_sec
+        } else {
+            let c =
+                raw::measure(ctx, best.workers, best.batch_size, FinishMode::JOBQ, jobs).await?;
+            h.ok &= c.ok;
+            c.jobs_per_sec
+        };
         ctx.fill(KIND, jobs).await?;
         let j = drain_with(
             ctx,
@@ -362,7 +375,7 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
         .await?;
         let p = super::procs::drain(ctx, best, jobs).await?;
         ctx.progress(format!(
-            "head to head round {round}: lean {:.0} jobs/s, raw {:.0}, jobq {:.0}, jobq processes {}",
+            "head to head round {round}: lean {:.0} jobs/s, raw {:.0}, raw at jobq's W and B {r_same:.0}, jobq {:.0}, jobq processes {}",
             l.jobs_per_sec,
             r.jobs_per_sec,
             j.jobs_per_sec,
@@ -371,6 +384,7 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
         h.ok &= r.ok && j.ok;
         h.raw.push(r.jobs_per_sec);
         h.jobq.push(j.jobs_per_sec);
+        h.raw_same.push(r_same);
         h.procs.extend(p);
     }
     Ok(h)

@@ -93,6 +93,9 @@ pub struct HeadToHead {
     pub raw: Vec<f64>,
     /// jobq's jobs/s, one per round.
     pub jobq: Vec<f64>,
+    /// The raw loop at jobq's W and B with jobq's finish (carried), one per round: the same runs as
+    /// `raw` when the limit is that cell.
+    pub raw_same: Vec<f64>,
     /// The lean-schema loop at the raw cell's W and B, one per round.
     pub lean: Vec<f64>,
     /// jobq's settings as separate worker processes, one per round (empty without a jobq binary).
@@ -115,6 +118,16 @@ impl HeadToHead {
     /// jobq's median over the raw loop's.
     pub fn ratio(&self) -> f64 {
         self.jobq_median() / self.raw_median()
+    }
+
+    /// jobq's median over the raw loop's at the same W and B (`None` without such runs).
+    pub fn same_ratio(&self) -> Option<f64> {
+        (!self.raw_same.is_empty()).then(|| self.jobq_median() / median(&self.raw_same))
+    }
+
+    /// Median of the raw runs at jobq's W and B.
+    pub fn raw_same_median(&self) -> f64 {
+        median(&self.raw_same)
     }
 
     /// Median of the lean-schema runs.

@@ -81,6 +81,17 @@ fn head_to_head(o: &mut String, h: &HeadToHead) {
         h.ratio() * 100.0,
         if h.ok { "" } else { "  CHECK FAILED" }
     );
+    if let Some(same) = h.same_ratio() {
+        let _ = writeln!(
+            o,
+            "   the raw loop at jobq's W={} B={} (carried finish) in the same rounds: median {:.0} jobs/s ({}); jobq {:.0}% of it",
+            h.settings.workers,
+            h.settings.batch_size,
+            h.raw_same_median(),
+            runs(&h.raw_same),
+            same * 100.0
+        );
+    }
     if !h.lean.is_empty() {
         let lean = h.lean_median();
         let procs = if h.procs.is_empty() {
