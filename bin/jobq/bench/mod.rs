@@ -60,6 +60,7 @@ mod lean;
 mod procs;
 mod raw;
 mod report;
+mod rowcost;
 mod rows;
 mod scratch;
 mod steady;
@@ -191,11 +192,13 @@ async fn run_sections(mut ctx: Ctx, name: &str) -> BResult<BenchReport> {
         server.version,
         load_start.map_or("?".into(), |l| format!("{:.2}", l[0]))
     ));
+    let mariadb = server.version.contains("MariaDB");
     let mut report = BenchReport::new(&ctx.cfg, name, server, load_start);
 
     if ctx.cfg.runs(Section::Raw) {
         let mut raw = raw::run(&ctx).await?;
         raw.lean = lean::run(&ctx).await?;
+        raw.row_costs = rowcost::run(&ctx, mariadb).await?;
         report.raw = Some(raw);
     }
     if ctx.cfg.runs(Section::Drain) {

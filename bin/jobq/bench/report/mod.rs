@@ -162,6 +162,9 @@ pub struct RawReport {
     pub cells: Vec<RawCell>,
     /// The same loop against the leanest claim-token table ([`crate::bench::lean`]).
     pub lean: Vec<crate::bench::lean::LeanCell>,
+    /// The server's time per row of each statement a job meets, on jobq's table and on copies without
+    /// one part each ([`crate::bench::rowcost`]).
+    pub row_costs: Vec<crate::bench::rowcost::RowCost>,
 }
 
 impl RawReport {
@@ -170,6 +173,7 @@ impl RawReport {
             jobs_per_cell,
             cells,
             lean: Vec::new(),
+            row_costs: Vec::new(),
         }
     }
 

@@ -46,6 +46,42 @@ fn lean_lines(o: &mut String, raw: &RawReport) {
     }
 }
 
+/// What each statement a job meets costs per row, and what each part of jobq's table adds.
+fn row_cost_lines(o: &mut String, raw: &RawReport) {
+    let Some(first) = raw.row_costs.first() else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "   time per row of each statement a job meets, µs (one connection, 100-row statements, medians of {} batches), \
+         on jobq's table and on copies without one part:",
+        first.batches
+    );
+    let _ = writeln!(
+        o,
+        "   {:<40} {:>7} {:>8} {:>8} {:>8} {:>8}   {:>15}",
+        "table", "payload", "insert", "claim", "finish", "total", "vs jobq's table"
+    );
+    for c in &raw.row_costs {
+        let base = raw
+            .row_costs
+            .iter()
+            .find(|b| b.payload_bytes == c.payload_bytes)
+            .map_or(c.total_us(), |b| b.total_us());
+        let _ = writeln!(
+            o,
+            "   {:<40} {:>6}B {:>8.1} {:>8.1} {:>8.1} {:>8.1}   {:>+14.0}%",
+            c.table,
+            c.payload_bytes,
+            c.insert_us,
+            c.claim_us,
+            c.finish_us,
+            c.total_us(),
+            (c.total_us() / base - 1.0) * 100.0
+        );
+    }
+}
+
 /// 1. The raw-SQL grid.
 pub(super) fn raw_section(o: &mut String, raw: &RawReport) {
     let _ = writeln!(
@@ -119,4 +155,5 @@ pub(super) fn raw_section(o: &mut String, raw: &RawReport) {
         }
     }
     lean_lines(o, raw);
+    row_cost_lines(o, raw);
 }
