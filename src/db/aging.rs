@@ -227,6 +227,30 @@ async fn age_level_once(
         tx.rollback().await?;
         return Ok(0);
     }
+    let raised = match raise(&mut tx, step, &ids).await {
+        // A row whose payload the server refuses to change fails the whole UPDATE, pass after pass:
+        // set aside as the claim sets it aside, and raise the rest.
+        Err(e) if crate::db::claim::malformed::is_check_failure(&e) => {
+            if crate::db::claim::malformed::set_aside_among(&mut tx, &ids)
+                .await?
+                .is_empty()
+            {
+                return Err(e);
+            }
+            raise(&mut tx, step, &ids).await?
+        }
+        raised => raised?,
+    };
+    tx.commit().await?;
+    Ok(raised)
+}
+
+/// The UPDATE of [`age_level_once`]: raises those of `ids` (locked) that are still due at the level.
+async fn raise(
+    tx: &mut MySqlConnection,
+    step: LevelStep<'_>,
+    ids: &[u64],
+) -> std::result::Result<u64, sqlx::Error> {
     let mut q = sqlx::QueryBuilder::new(
         "UPDATE job_queue FORCE INDEX (PRIMARY) SET \
          base_priority = COALESCE(base_priority, priority), priority = GREATEST(",
@@ -235,7 +259,7 @@ async fn age_level_once(
         .push(format!(", {AGED}"))
         .push_bind(step.every_us)
         .push(")) WHERE id IN (");
-    push_id_list(&mut q, &ids);
+    push_id_list(&mut q, ids);
     q.push(") AND ready_queue = ")
         .push_bind(step.queue)
         .push(" AND priority = ")
@@ -243,9 +267,7 @@ async fn age_level_once(
         .push(format!(" AND {AGED}"))
         .push_bind(step.every_us)
         .push(") < priority");
-    let raised = q.build().execute(&mut *tx).await?.rows_affected();
-    tx.commit().await?;
-    Ok(raised)
+    Ok(q.build().execute(&mut *tx).await?.rows_affected())
 }
 
 #[cfg(test)]

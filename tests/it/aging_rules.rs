@@ -78,6 +78,46 @@ async fn a_job_rises_to_the_floor_or_to_the_most_urgent_waiting_level_and_no_fur
     assert_eq!(priorities(&db, stepped).await, (8, Some(10)));
 }
 
+/// A waiting row whose payload is not valid JSON (written with MariaDB's check off) fails every UPDATE
+/// of it, so it failed each pass's UPDATE of its level, pass after pass, and no job of the level rose.
+/// The pass sets it aside as the claim does (dead, not run, payload kept) and raises the rest.
+#[tokio::test]
+async fn a_row_whose_payload_is_not_json_is_set_aside_and_its_level_still_rises() {
+    use sqlx::Connection;
+    let db = TestDb::new().await;
+    let mut app = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    sqlx::query("SET SESSION check_constraint_checks = 0")
+        .execute(&mut app)
+        .await
+        .unwrap();
+    let bad = sqlx::query(
+        "INSERT INTO job_queue (queue, kind, priority, run_at, payload) \
+         VALUES ('a', 'k', 40, NOW(6) - INTERVAL 2 HOUR, '{oops')",
+    )
+    .execute(&mut app)
+    .await
+    .unwrap()
+    .last_insert_id();
+    app.close().await.unwrap();
+    waited_an_hour(&db, "a", 2).await;
+    let low = waited_an_hour(&db, "a", 40).await;
+    Queues::new(db.pool.clone())
+        .age("a", Duration::from_secs(60), None, "t")
+        .await
+        .unwrap();
+
+    assert_eq!(pass(&db).await, 1);
+    assert_eq!(priorities(&db, low).await, (2, Some(40)));
+    let (state, error): (String, String) =
+        sqlx::query_as("SELECT CAST(state AS CHAR), last_error FROM job_queue WHERE id = ?")
+            .bind(bad)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(state, "dead");
+    assert!(error.contains("not valid JSON"), "{error}");
+}
+
 /// A retry, a snooze and an operator's retry end the job's wait: it is back at its base priority. A
 /// release (the job never started) keeps what it earned.
 #[tokio::test]

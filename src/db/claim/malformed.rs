@@ -27,7 +27,7 @@ const NOT_JSON: &str = "the payload is not valid JSON, so the server refuses eve
 pub(super) const TRIES: u32 = 8;
 
 /// Whether a claim failed because a row broke a CHECK constraint (see the module docs).
-pub(super) fn is_check_failure(e: &sqlx::Error) -> bool {
+pub(crate) fn is_check_failure(e: &sqlx::Error) -> bool {
     crate::errno::number(e) == Some(crate::errno::CONSTRAINT_FAILED)
 }
 
@@ -39,16 +39,9 @@ pub(super) async fn set_aside_or(
     args: ClaimArgs<'_>,
     e: sqlx::Error,
 ) -> Result<(), sqlx::Error> {
-    let ids = set_aside(conn, args).await?;
-    if ids.is_empty() {
+    if set_aside(conn, args).await?.is_empty() {
         return Err(e);
     }
-    tracing::warn!(
-        queue = args.queue,
-        job_ids = ?ids,
-        "set aside jobs whose payload is not valid JSON (the server refuses every change to such a row); \
-         they are dead, not run: correct each payload, then retry the job"
-    );
     Ok(())
 }
 
@@ -64,13 +57,27 @@ async fn set_aside(
         .iter()
         .map(|j| j.id.0)
         .collect();
-    if locked.is_empty() {
+    let bad = set_aside_among(&mut tx, &locked).await?;
+    if !bad.is_empty() {
+        tx.commit().await?;
+    }
+    Ok(bad)
+}
+
+/// Marks `dead` those of `ids`, waiting rows the caller's transaction has locked, whose payload is not
+/// valid JSON (see the module docs), and settles the jobs that wait for them. Returns their ids. Also
+/// for the other writers of waiting rows (priority aging), which such a row fails the same way.
+pub(crate) async fn set_aside_among(
+    tx: &mut MySqlConnection,
+    ids: &[u64],
+) -> Result<Vec<u64>, sqlx::Error> {
+    if ids.is_empty() {
         return Ok(Vec::new());
     }
     let mut find = QueryBuilder::<MySql>::new(
         "SELECT id FROM job_queue WHERE NOT JSON_VALID(payload) AND id IN (",
     );
-    push_id_list(&mut find, &locked);
+    push_id_list(&mut find, ids);
     find.push(")");
     let bad: Vec<u64> = find.build_query_scalar().fetch_all(&mut *tx).await?;
     if bad.is_empty() {
@@ -87,7 +94,11 @@ async fn set_aside(
     push_id_list(&mut update, &bad);
     update.push(")");
     update.build().execute(&mut *tx).await?;
-    crate::db::deps::settle_dependents_of(&mut tx, &bad).await?;
-    tx.commit().await?;
+    crate::db::deps::settle_dependents_of(&mut *tx, &bad).await?;
+    tracing::warn!(
+        job_ids = ?bad,
+        "set aside jobs whose payload is not valid JSON (the server refuses every change to such a row); \
+         they are dead, not run: correct each payload, then retry the job"
+    );
     Ok(bad)
 }

@@ -134,7 +134,7 @@ impl ClaimedJob {
 }
 
 mod limited;
-mod malformed;
+pub(crate) mod malformed;
 mod stamp;
 pub(crate) use limited::claim_limited_watched;
 
