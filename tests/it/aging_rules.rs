@@ -85,11 +85,7 @@ async fn a_job_rises_to_the_floor_or_to_the_most_urgent_waiting_level_and_no_fur
 async fn a_row_whose_payload_is_not_json_is_set_aside_and_its_level_still_rises() {
     use sqlx::Connection;
     let db = TestDb::new().await;
-    let mut app = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-    sqlx::query("SET SESSION check_constraint_checks = 0")
-        .execute(&mut app)
-        .await
-        .unwrap();
+    let mut app = db.unchecked_conn().await;
     let bad = sqlx::query(
         "INSERT INTO job_queue (queue, kind, priority, run_at, payload) \
          VALUES ('a', 'k', 40, NOW(6) - INTERVAL 2 HOUR, '{oops')",

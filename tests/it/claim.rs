@@ -680,12 +680,7 @@ async fn a_worker_on_a_deep_queue_of_short_jobs_finishes_each_once_beside_or_wit
 #[tokio::test]
 async fn rows_whose_payload_is_not_json_are_set_aside_and_their_queues_run_on() {
     let db = TestDb::new().await;
-    // Its own connection: the pool's must keep the check.
-    let mut app = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-    sqlx::query("SET SESSION check_constraint_checks = 0")
-        .execute(&mut app)
-        .await
-        .unwrap();
+    let mut app = db.unchecked_conn().await;
     // A job waits for the first one, written as `NewJob::after` writes it (whose own UPDATE of the
     // row it waits for the server refuses now).
     let plain: u64 = sqlx::query(

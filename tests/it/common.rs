@@ -112,6 +112,17 @@ impl TestDb {
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
 
+    /// A connection of its own with MariaDB's CHECK constraints off, as an application's session that
+    /// writes rows past them (the pool's connections keep the checks).
+    pub async fn unchecked_conn(&self) -> sqlx::MySqlConnection {
+        use sqlx::Connection;
+        let mut conn = sqlx::MySqlConnection::connect(&self.url).await.unwrap();
+        conn.execute("SET SESSION check_constraint_checks = 0")
+            .await
+            .unwrap();
+        conn
+    }
+
     /// Jobs per state, as `state=count` pairs sorted by state, e.g. "done=10".
     pub async fn states(&self) -> String {
         let rows: Vec<(Vec<u8>, i64)> = sqlx::query_as(
