@@ -6,10 +6,15 @@ use sqlx::MySqlPool;
 use super::cycles::cycles;
 use super::decide::Verdict;
 use super::settle::{Swept, apply, settle};
+use crate::db::retry_transient;
 use crate::error::Result;
 
 /// How many waiting jobs one transaction of a sweep settles.
 const SWEEP_BATCH: usize = 500;
+
+/// Each transaction of a sweep is tried this many times on a deadlock or a lock wait timeout: it locks
+/// waiting jobs that a worker's finish may be settling at the same moment, in another order.
+const TRIES: u32 = 5;
 
 /// The safety net, run by every reaper pass: cancels the jobs that wait in a cycle (only plain SQL can
 /// make one), settles every waiting job that can be settled (dependencies ended or missing, or none at
@@ -27,7 +32,6 @@ pub(crate) async fn sweep(pool: &MySqlPool) -> Result<Swept> {
     .await?;
     let cycles = cycles(&between);
     for chunk in cycles.chunks(SWEEP_BATCH) {
-        let mut tx = pool.begin().await?;
         let verdicts: Vec<(u64, Verdict)> = chunk
             .iter()
             .map(|(id, path)| {
@@ -37,8 +41,13 @@ pub(crate) async fn sweep(pool: &MySqlPool) -> Result<Swept> {
                 )
             })
             .collect();
-        out += apply(&mut tx, &verdicts).await?;
-        tx.commit().await?;
+        out += retry_transient("dependency sweep", TRIES, || async {
+            let mut tx = pool.begin().await?;
+            let swept = apply(&mut tx, &verdicts).await?;
+            tx.commit().await?;
+            Ok(swept)
+        })
+        .await?;
     }
     // Waiting jobs that can be settled now: a dependency missing or ended badly, every one ended as it
     // must, or none at all. A keyed job with no edge yet may be in the middle of `jobq_enqueue_keyed`
@@ -59,9 +68,13 @@ pub(crate) async fn sweep(pool: &MySqlPool) -> Result<Swept> {
     .fetch_all(pool)
     .await?;
     for chunk in ready.chunks(SWEEP_BATCH) {
-        let mut tx = pool.begin().await?;
-        out += settle(&mut tx, chunk).await?;
-        tx.commit().await?;
+        out += retry_transient("dependency sweep", TRIES, || async {
+            let mut tx = pool.begin().await?;
+            let swept = settle(&mut tx, chunk).await?;
+            tx.commit().await?;
+            Ok(swept)
+        })
+        .await?;
     }
     // Edges of jobs that no longer wait (released, cancelled, changed by an operator) or are gone.
     sqlx::query(
