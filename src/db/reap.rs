@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::mysql::MySqlRow;
-use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
+use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 
+use crate::db::claim::malformed;
 use crate::db::retry_transient;
 use crate::db::row::text;
 use crate::error::Result;
@@ -242,7 +243,7 @@ async fn reset_once(
         tx.rollback().await?;
         return Ok(Some(Vec::new()));
     }
-    let jobs = rows
+    let mut jobs = rows
         .iter()
         .map(|r| {
             Ok(ResetJob {
@@ -252,8 +253,41 @@ async fn reset_once(
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
-    // FORCE INDEX here and above: the plan must not walk the whole `state = 'running'` range, which would
-    // lock the running rows of live workers too (see `finish_fenced`).
+    let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
+    if let Err(e) = put_back(&mut tx, claim, reason, &ids).await {
+        if !malformed::is_check_failure(&e) {
+            return Err(e);
+        }
+        // A row whose payload was made invalid while it ran refuses the reset, and with it every other
+        // row of the claimant: set it aside (dead, not run again) and put the rest back.
+        let bad = malformed::set_aside_running(&mut tx, &ids, claim).await?;
+        if bad.is_empty() {
+            return Err(e);
+        }
+        for j in jobs.iter_mut().filter(|j| bad.contains(&j.id)) {
+            j.state = "dead".into();
+        }
+        let rest: Vec<u64> = ids.iter().copied().filter(|i| !bad.contains(i)).collect();
+        if !rest.is_empty() {
+            put_back(&mut tx, claim, reason, &rest).await?;
+        }
+    }
+    let why = crate::db::finish::truncate_error(reason);
+    crate::db::attempts::record(&mut tx, &ids, "'released'", claim, Some(&why)).await?;
+    tx.commit().await?;
+    Ok(Some(jobs))
+}
+
+/// Puts `ids`, rows running under `claim` that the caller's transaction has locked, back (see
+/// [`reset_claim`] for what each becomes).
+async fn put_back(
+    tx: &mut MySqlConnection,
+    claim: &str,
+    reason: &str,
+    ids: &[u64],
+) -> Result<(), sqlx::Error> {
+    // FORCE INDEX here and in the SELECT before it: the plan must not walk the whole `state = 'running'`
+    // range, which would lock the running rows of live workers too (see `finish_fenced`).
     let mut q = QueryBuilder::<MySql>::new(concat!(
         "UPDATE job_queue FORCE INDEX (PRIMARY) SET \
          state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
@@ -268,17 +302,13 @@ async fn reset_once(
     q.push_bind(crate::db::finish::truncate_error(reason));
     q.push(" WHERE claim = ").push_bind(claim);
     q.push(" AND state = 'running' AND id IN (");
-    let mut ids = q.separated(", ");
-    for j in &jobs {
-        ids.push_bind(j.id);
+    let mut list = q.separated(", ");
+    for id in ids {
+        list.push_bind(*id);
     }
     q.push(")");
     q.build().execute(&mut *tx).await?;
-    let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
-    let why = crate::db::finish::truncate_error(reason);
-    crate::db::attempts::record(&mut tx, &ids, "'released'", claim, Some(&why)).await?;
-    tx.commit().await?;
-    Ok(Some(jobs))
+    Ok(())
 }
 
 /// Removes a dead process's registry row.

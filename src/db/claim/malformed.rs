@@ -19,7 +19,7 @@ use crate::db::push_id_list;
 /// The `last_error` of a row set aside.
 const NOT_JSON: &str = "the payload is not valid JSON, so the server refuses every change to \
      this row (MariaDB checks json_valid(payload) on each UPDATE; the row was written past that check); \
-     set aside without running. Correct the payload (UPDATE job_queue SET payload = ... WHERE id = ...), \
+     set aside, not to be run (again) as it is. Correct the payload (UPDATE job_queue SET payload = ... WHERE id = ...), \
      then retry the job";
 
 /// Claims set aside rows at most this many times in a row before the error stands: each time sets
@@ -71,6 +71,26 @@ pub(crate) async fn set_aside_among(
     tx: &mut MySqlConnection,
     ids: &[u64],
 ) -> Result<Vec<u64>, sqlx::Error> {
+    set_aside_where(tx, ids, None).await
+}
+
+/// As [`set_aside_among`], for rows running under `claim` that the caller's transaction has locked: a
+/// reaper resetting a gone claimant's rows meets such a row when its payload was made invalid while it
+/// ran (written past the check), and the reset of every row of that claimant failed with it.
+pub(crate) async fn set_aside_running(
+    tx: &mut MySqlConnection,
+    ids: &[u64],
+    claim: &str,
+) -> Result<Vec<u64>, sqlx::Error> {
+    set_aside_where(tx, ids, Some(claim)).await
+}
+
+/// Waiting rows (`claim` None) or rows running under `claim`.
+async fn set_aside_where(
+    tx: &mut MySqlConnection,
+    ids: &[u64],
+    claim: Option<&str>,
+) -> Result<Vec<u64>, sqlx::Error> {
     if ids.is_empty() {
         return Ok(Vec::new());
     }
@@ -90,7 +110,13 @@ pub(crate) async fn set_aside_among(
          claim = NULL, finished_at = NOW(6), last_error = ",
     );
     update.push_bind(NOT_JSON);
-    update.push(" WHERE state IN ('queued', 'retry') AND id IN (");
+    match claim {
+        None => update.push(" WHERE state IN ('queued', 'retry') AND id IN ("),
+        Some(token) => update
+            .push(" WHERE state = 'running' AND claim = ")
+            .push_bind(token)
+            .push(" AND id IN ("),
+    };
     push_id_list(&mut update, &bad);
     update.push(")");
     update.build().execute(&mut *tx).await?;
@@ -98,7 +124,7 @@ pub(crate) async fn set_aside_among(
     tracing::warn!(
         job_ids = ?bad,
         "set aside jobs whose payload is not valid JSON (the server refuses every change to such a row); \
-         they are dead, not run: correct each payload, then retry the job"
+         they are dead and will not run (again) as they are: correct each payload, then retry the job"
     );
     Ok(bad)
 }
