@@ -8,7 +8,6 @@ use chrono::{DateTime, Utc};
 use sqlx::mysql::MySqlRow;
 use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
 
-use crate::db::claim::malformed;
 use crate::db::retry_transient;
 use crate::db::row::text;
 use crate::error::Result;
@@ -243,7 +242,7 @@ async fn reset_once(
         tx.rollback().await?;
         return Ok(Some(Vec::new()));
     }
-    let mut jobs = rows
+    let jobs = rows
         .iter()
         .map(|r| {
             Ok(ResetJob {
@@ -254,24 +253,7 @@ async fn reset_once(
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
     let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
-    if let Err(e) = put_back(&mut tx, claim, reason, &ids).await {
-        if !malformed::is_check_failure(&e) {
-            return Err(e);
-        }
-        // A row whose payload was made invalid while it ran refuses the reset, and with it every other
-        // row of the claimant: set it aside (dead, not run again) and put the rest back.
-        let bad = malformed::set_aside_running(&mut tx, &ids, claim).await?;
-        if bad.is_empty() {
-            return Err(e);
-        }
-        for j in jobs.iter_mut().filter(|j| bad.contains(&j.id)) {
-            j.state = "dead".into();
-        }
-        let rest: Vec<u64> = ids.iter().copied().filter(|i| !bad.contains(i)).collect();
-        if !rest.is_empty() {
-            put_back(&mut tx, claim, reason, &rest).await?;
-        }
-    }
+    put_back(&mut tx, claim, reason, &ids).await?;
     let why = crate::db::finish::truncate_error(reason);
     crate::db::attempts::record(&mut tx, &ids, "'released'", claim, Some(&why)).await?;
     tx.commit().await?;
@@ -288,7 +270,9 @@ async fn put_back(
 ) -> Result<(), sqlx::Error> {
     // FORCE INDEX here and in the SELECT before it: the plan must not walk the whole `state = 'running'`
     // range, which would lock the running rows of live workers too (see `finish_fenced`).
+    // Unchecked as the finishes are (`statements::unchecked`): it writes none of the payload.
     let mut q = QueryBuilder::<MySql>::new(concat!(
+        crate::statements::unchecked!(),
         "UPDATE job_queue FORCE INDEX (PRIMARY) SET \
          state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
                       WHEN attempts >= ",

@@ -616,7 +616,7 @@ async fn the_carrying_stamp_reads_only_the_rows_it_names() {
         let finish = FINISH_DONE_BATCH.sql(&["'w'", &pair_list]);
         let mut conn = db.pool.acquire().await.unwrap();
         for sql in [&stamp, &finish] {
-            let plan = sqlx::query(&format!("EXPLAIN {sql}"))
+            let plan = sqlx::query(&jobq::statements::explain(sql))
                 .fetch_one(&mut *conn)
                 .await
                 .unwrap();
@@ -672,11 +672,12 @@ async fn a_worker_on_a_deep_queue_of_short_jobs_finishes_each_once_beside_or_wit
 }
 
 /// A row whose payload is not valid JSON, written past the CHECK (here a session with
-/// `check_constraint_checks = 0`), makes MariaDB refuse every UPDATE of it, the claim's stamp included,
-/// and with it the rest of the claim: such rows at the head of their queues stalled both, and the
-/// draining worker stopped with the error. They are set aside as dead without running (payload kept,
-/// the reason in `last_error`), the job that waits for one is settled as for any dead job (cancelled),
-/// and every other job runs once, in the plain claim and in the claim under a limit.
+/// `check_constraint_checks = 0`), made MariaDB refuse every UPDATE of it with the check on, the
+/// claim's stamp included, and with it the rest of the claim: such rows at the head of their queues
+/// stalled both, and the draining worker stopped with the error. They are set aside as dead without
+/// running (payload kept, the reason in `last_error`), the job that waits for one is settled as for
+/// any dead job (cancelled), and every other job runs once, in the plain claim and in the claim under
+/// a limit.
 #[tokio::test]
 async fn rows_whose_payload_is_not_json_are_set_aside_and_their_queues_run_on() {
     let db = TestDb::new().await;
@@ -761,4 +762,42 @@ async fn rows_whose_payload_is_not_json_are_set_aside_and_their_queues_run_on() 
             .await
             .unwrap();
     assert_eq!(dependent, "cancelled");
+}
+
+/// A job whose payload was made invalid while it ran (written past MariaDB's check) finishes as any
+/// other: the finish writes none of the payload and runs with the checks off
+/// (`jobq::statements`, `unchecked`). Before, MariaDB checked the payload on the finish too and
+/// refused it with error 4025, and the row stayed `running` under a live worker.
+#[tokio::test]
+async fn a_job_whose_payload_is_made_invalid_while_it_runs_still_finishes() {
+    let db = TestDb::new().await;
+    db.insert_jobs("k", 5).await;
+    let url = db.url.clone();
+    let seen: Seen = Arc::default();
+    let runs = seen.clone();
+    let handlers = Handlers::new()
+        .register("k", move |job: JobContext| {
+            let (url, runs) = (url.clone(), runs.clone());
+            async move {
+                *runs.lock().unwrap().entry(job.id.0).or_default() += 1;
+                let mut app = sqlx::MySqlConnection::connect(&url).await.unwrap();
+                sqlx::query(
+                    "SET STATEMENT check_constraint_checks = 0 FOR \
+                     UPDATE job_queue SET payload = '{oops' WHERE id = ?",
+                )
+                .bind(job.id.0)
+                .execute(&mut app)
+                .await
+                .unwrap();
+                Ok::<(), JobError>(())
+            }
+        })
+        .unwrap();
+    db.worker(handlers).drain().await;
+    assert_each_once(&seen, 5);
+    assert_eq!(db.states().await, "done=5");
+    let invalid: i64 = db
+        .scalar("SELECT COUNT(*) FROM job_queue WHERE NOT JSON_VALID(payload)")
+        .await;
+    assert_eq!(invalid, 5);
 }

@@ -22,7 +22,7 @@ use std::sync::atomic::AtomicBool;
 
 use sqlx::MySqlConnection;
 
-use super::{Claim, ClaimArgs, ClaimedJob, lock_due, malformed, stamp_selected, watched};
+use super::{Claim, ClaimArgs, ClaimedJob, lock_due, stamp_selected, watched};
 use crate::db::dedicated::Dedicated;
 use crate::db::limits::{self, Applying, LimitKey};
 use crate::error::Result;
@@ -47,29 +47,10 @@ pub(crate) async fn claim_limited_watched(
         ));
     }
     watched(conn, uncertain, |mut c| async move {
-        let r = claim_setting_aside(&mut c, args, applying).await;
+        let r = claim_once_limited(&mut c, args, applying).await;
         (c, r)
     })
     .await
-}
-
-/// [`claim_once_limited`], setting aside the rows whose payload the server refuses to change (see
-/// `malformed`) and claiming again.
-async fn claim_setting_aside(
-    conn: &mut MySqlConnection,
-    args: ClaimArgs<'_>,
-    applying: &Applying,
-) -> Result<(Claim, Vec<LimitKey>), sqlx::Error> {
-    let mut set_aside = 0;
-    loop {
-        match claim_once_limited(conn, args, applying).await {
-            Err(e) if set_aside < malformed::TRIES && malformed::is_check_failure(&e) => {
-                malformed::set_aside_or(conn, args, e).await?;
-                set_aside += 1;
-            }
-            claimed => return claimed,
-        }
-    }
 }
 
 /// A limit as one claim sees it: the room it left when the claim locked it, and what the claim took.
@@ -102,9 +83,10 @@ async fn claim_once_limited(
     // Locked and read once a picked row needs them.
     let mut rooms: Option<Vec<Room>> = None;
     let mut jobs = Vec::new();
+    let mut set_aside = false;
     while (jobs.len() as u32) < want && !kinds.is_empty() {
         let asked = want - jobs.len() as u32;
-        let picked = lock_due(
+        let locked = lock_due(
             &mut tx,
             ClaimArgs {
                 kinds: &kinds,
@@ -113,6 +95,8 @@ async fn claim_once_limited(
             },
         )
         .await?;
+        set_aside |= locked.set_aside;
+        let picked = locked.jobs;
         if picked.is_empty() {
             break;
         }
@@ -150,7 +134,11 @@ async fn claim_once_limited(
         .filter(|r| r.left == 0)
         .map(|r| r.key.clone())
         .collect();
-    super::end(tx, !jobs.is_empty() || (carried && !carry.is_empty())).await?;
+    super::end(
+        tx,
+        set_aside || !jobs.is_empty() || (carried && !carry.is_empty()),
+    )
+    .await?;
     Ok((Claim { jobs, carried }, full))
 }
 

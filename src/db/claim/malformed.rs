@@ -1,95 +1,68 @@
-//! Due rows a claim cannot stamp because their payload is not valid JSON.
+//! Due rows whose payload is not valid JSON: a claim sets them aside instead of running them.
 //!
-//! On MariaDB the JSON column is text with `CHECK (json_valid(payload))`, and MariaDB checks a row's
-//! CHECK constraints on every UPDATE of it, whatever columns the UPDATE sets. A row written past the
-//! check (a session with `check_constraint_checks = 0`, a restore or copy that disabled it) therefore
-//! fails the claim's stamp with error 4025, and with it every other row of the claim, claim after
-//! claim: one such row at the head of a queue stalled every job behind it, and a draining worker gave
-//! up at once. A claim that fails so sets those rows aside: it marks them `dead` without running them,
-//! payload untouched, with a `last_error` that says why and how to run them again, settles the jobs
-//! that wait for them as any dead job's, and claims again.
+//! On MariaDB the JSON column is text with `CHECK (json_valid(payload))`, so such a row can only have
+//! been written past the check (a session with `check_constraint_checks = 0`, a restore or copy that
+//! disabled it). A handler would be given a payload that is not what the column promises, and every
+//! UPDATE with the check on fails on the row with error 4025 (priority aging's among them, see
+//! `db::aging`; once, the claim's stamp too, which stalled the row's whole queue). The claim's own
+//! statements skip the check (`statements::unchecked`), and the claim looks at the payloads it locked
+//! instead: a payload that does not parse here is asked about on the server, and the rows whose
+//! `JSON_VALID(payload)` is false there are marked `dead` without running, payload untouched, with a
+//! `last_error` that says why and how to run them again; the jobs that wait for them are settled as any
+//! dead job's, and the claim goes on with the rest, in the same transaction.
 //!
-//! MariaDB only: MySQL's JSON type cannot hold invalid JSON, and `SET STATEMENT` is MariaDB syntax.
+//! MariaDB only in effect: MySQL's JSON type cannot hold invalid JSON (the server's answer is then
+//! always none), and `SET STATEMENT` below is MariaDB syntax.
 
-use sqlx::{Connection, MySql, MySqlConnection, QueryBuilder};
+use sqlx::{MySql, MySqlConnection, QueryBuilder};
 
-use super::{ClaimArgs, lock_due};
+use super::ClaimedJob;
 use crate::db::push_id_list;
 
 /// The `last_error` of a row set aside.
-const NOT_JSON: &str = "the payload is not valid JSON, so the server refuses every change to \
-     this row (MariaDB checks json_valid(payload) on each UPDATE; the row was written past that check); \
-     set aside, not to be run (again) as it is. Correct the payload (UPDATE job_queue SET payload = ... WHERE id = ...), \
-     then retry the job";
+const NOT_JSON: &str = "the payload is not valid JSON (MariaDB checks json_valid(payload) on every \
+     change a session with its checks on makes to this row; it was written past that check); set aside, \
+     not run. Correct the payload (UPDATE job_queue SET payload = ... WHERE id = ...), then retry the job";
 
-/// Claims set aside rows at most this many times in a row before the error stands: each time sets
-/// aside every such row of the claim's pick.
-pub(super) const TRIES: u32 = 8;
-
-/// Whether a claim failed because a row broke a CHECK constraint (see the module docs).
+/// Whether a statement failed because a row broke a CHECK constraint (see the module docs).
 pub(crate) fn is_check_failure(e: &sqlx::Error) -> bool {
     crate::errno::number(e) == Some(crate::errno::CONSTRAINT_FAILED)
 }
 
-/// After a claim failed with `e`, a CHECK failure: sets aside the rows of the claim whose payload is
-/// not valid JSON, so that the claim can be made again; `e` when there were none (another CHECK
-/// failed, which the caller reports as it is).
-pub(super) async fn set_aside_or(
-    conn: &mut MySqlConnection,
-    args: ClaimArgs<'_>,
-    e: sqlx::Error,
-) -> Result<(), sqlx::Error> {
-    if set_aside(conn, args).await?.is_empty() {
-        return Err(e);
-    }
-    Ok(())
-}
-
-/// Locks the rows the claim would take, and marks those whose payload is not valid JSON `dead` (see
-/// the module docs), in one transaction. Returns their ids.
-async fn set_aside(
-    conn: &mut MySqlConnection,
-    args: ClaimArgs<'_>,
-) -> Result<Vec<u64>, sqlx::Error> {
-    let mut tx = conn.begin().await?;
-    let locked: Vec<u64> = lock_due(&mut tx, args)
-        .await?
+/// Of `jobs`, rows a claim has locked and not yet stamped, sets aside those whose payload is not valid
+/// JSON (see the module docs) and returns the others. Each payload is parsed here first, so a claim
+/// of valid payloads sends nothing more; the server has the last word on the rest, so a payload this
+/// parser refuses and `JSON_VALID` accepts runs as usual.
+pub(super) async fn set_aside_from(
+    tx: &mut MySqlConnection,
+    jobs: Vec<ClaimedJob>,
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let suspects: Vec<u64> = jobs
         .iter()
+        .filter(|j| !parses(&j.payload))
         .map(|j| j.id.0)
         .collect();
-    let bad = set_aside_among(&mut tx, &locked).await?;
-    if !bad.is_empty() {
-        tx.commit().await?;
+    if suspects.is_empty() {
+        return Ok(jobs);
     }
-    Ok(bad)
+    let bad = set_aside_among(tx, &suspects).await?;
+    Ok(jobs
+        .into_iter()
+        .filter(|j| !bad.contains(&j.id.0))
+        .collect())
+}
+
+/// Whether `text` is one JSON value.
+fn parses(text: &str) -> bool {
+    serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
 }
 
 /// Marks `dead` those of `ids`, waiting rows the caller's transaction has locked, whose payload is not
-/// valid JSON (see the module docs), and settles the jobs that wait for them. Returns their ids. Also
-/// for the other writers of waiting rows (priority aging), which such a row fails the same way.
+/// valid JSON by the server's `JSON_VALID` (see the module docs), and settles the jobs that wait for
+/// them. Returns their ids. Also for priority aging, whose UPDATE such a row fails.
 pub(crate) async fn set_aside_among(
     tx: &mut MySqlConnection,
     ids: &[u64],
-) -> Result<Vec<u64>, sqlx::Error> {
-    set_aside_where(tx, ids, None).await
-}
-
-/// As [`set_aside_among`], for rows running under `claim` that the caller's transaction has locked: a
-/// reaper resetting a gone claimant's rows meets such a row when its payload was made invalid while it
-/// ran (written past the check), and the reset of every row of that claimant failed with it.
-pub(crate) async fn set_aside_running(
-    tx: &mut MySqlConnection,
-    ids: &[u64],
-    claim: &str,
-) -> Result<Vec<u64>, sqlx::Error> {
-    set_aside_where(tx, ids, Some(claim)).await
-}
-
-/// Waiting rows (`claim` None) or rows running under `claim`.
-async fn set_aside_where(
-    tx: &mut MySqlConnection,
-    ids: &[u64],
-    claim: Option<&str>,
 ) -> Result<Vec<u64>, sqlx::Error> {
     if ids.is_empty() {
         return Ok(Vec::new());
@@ -103,28 +76,21 @@ async fn set_aside_where(
     if bad.is_empty() {
         return Ok(bad);
     }
-    // The one statement that changes such a row: the check is off for it alone, and it does not write
-    // the payload.
-    let mut update = QueryBuilder::<MySql>::new(
-        "SET STATEMENT check_constraint_checks = 0 FOR UPDATE job_queue SET state = 'dead', \
-         claim = NULL, finished_at = NOW(6), last_error = ",
-    );
+    // Only MariaDB gets here (see the module docs); the check would refuse the change.
+    let mut update = QueryBuilder::<MySql>::new(concat!(
+        crate::statements::unchecked!(),
+        "UPDATE job_queue SET state = 'dead', claim = NULL, finished_at = NOW(6), last_error = ",
+    ));
     update.push_bind(NOT_JSON);
-    match claim {
-        None => update.push(" WHERE state IN ('queued', 'retry') AND id IN ("),
-        Some(token) => update
-            .push(" WHERE state = 'running' AND claim = ")
-            .push_bind(token)
-            .push(" AND id IN ("),
-    };
+    update.push(" WHERE state IN ('queued', 'retry') AND id IN (");
     push_id_list(&mut update, &bad);
     update.push(")");
     update.build().execute(&mut *tx).await?;
     crate::db::deps::settle_dependents_of(&mut *tx, &bad).await?;
     tracing::warn!(
         job_ids = ?bad,
-        "set aside jobs whose payload is not valid JSON (the server refuses every change to such a row); \
-         they are dead and will not run (again) as they are: correct each payload, then retry the job"
+        "set aside jobs whose payload is not valid JSON (written past the server's check); they are \
+         dead, not run: correct each payload, then retry the job"
     );
     Ok(bad)
 }

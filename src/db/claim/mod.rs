@@ -342,23 +342,8 @@ pub(crate) struct HeldRow {
     pub(crate) cancel_requested: bool,
 }
 
-/// One try of a claim, with the finishes it carries (see the module docs); rows whose payload the
-/// server refuses to change are set aside on the way (see `malformed`).
+/// One try of a claim, with the finishes it carries (see the module docs).
 async fn claim_once(conn: &mut MySqlConnection, args: ClaimArgs<'_>) -> Result<Claim, sqlx::Error> {
-    let mut set_aside = 0;
-    loop {
-        match claim_try(conn, args).await {
-            Err(e) if set_aside < malformed::TRIES && malformed::is_check_failure(&e) => {
-                malformed::set_aside_or(conn, args, e).await?;
-                set_aside += 1;
-            }
-            claimed => return claimed,
-        }
-    }
-}
-
-/// [`claim_once`] without setting rows aside.
-async fn claim_try(conn: &mut MySqlConnection, args: ClaimArgs<'_>) -> Result<Claim, sqlx::Error> {
     if !args.carry.is_empty()
         && let Some(claim) = claim_carrying(conn, args).await?
     {
@@ -377,7 +362,7 @@ async fn claim_carrying(
 ) -> Result<Option<Claim>, sqlx::Error> {
     let ClaimArgs { token, carry, .. } = args;
     let mut tx = conn.begin().await?;
-    let jobs = lock_due(&mut tx, args).await?;
+    let Locked { jobs, .. } = lock_due(&mut tx, args).await?;
     let all_changed = if jobs.is_empty() {
         crate::db::finish::done_batch_in(&mut tx, token, carry).await?
     } else {
@@ -408,9 +393,9 @@ async fn claim_apart(
     args: ClaimArgs<'_>,
 ) -> Result<Claim, sqlx::Error> {
     let (mut tx, carried) = begin_carrying!(conn, args.token, args.carry);
-    let jobs = lock_due(&mut tx, args).await?;
+    let Locked { jobs, set_aside } = lock_due(&mut tx, args).await?;
     if jobs.is_empty() {
-        end(tx, carried && !args.carry.is_empty()).await?;
+        end(tx, set_aside || (carried && !args.carry.is_empty())).await?;
         return Ok(Claim { jobs, carried });
     }
     let jobs = stamp_selected(&mut tx, args.token.as_str(), jobs).await?;
@@ -440,15 +425,32 @@ async fn lock_due(
         slice,
         ..
     }: ClaimArgs<'_>,
-) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+) -> Result<Locked, sqlx::Error> {
     if limit == 0 || kinds.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Locked {
+            jobs: Vec::new(),
+            set_aside: false,
+        });
     }
     let mut select = match reach {
         Reach::Picked => claim_select(queue, kinds, slice, limit),
         Reach::PastHeld => claim_select_past_locked(queue, kinds, limit),
     };
-    select.build_query_as().fetch_all(tx).await
+    let picked: Vec<ClaimedJob> = select.build_query_as().fetch_all(&mut *tx).await?;
+    let locked = picked.len();
+    let jobs = malformed::set_aside_from(tx, picked).await?;
+    Ok(Locked {
+        set_aside: jobs.len() < locked,
+        jobs,
+    })
+}
+
+/// What step 1 of a claim locked.
+struct Locked {
+    /// The rows to stamp.
+    jobs: Vec<ClaimedJob>,
+    /// Whether it set rows aside (`malformed`): the transaction then commits, whatever else it holds.
+    set_aside: bool,
 }
 
 /// Step 2 of a claim: stamps `token` on the rows the locking SELECT returned, and returns the ones it

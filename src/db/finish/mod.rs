@@ -279,6 +279,7 @@ impl Statement {
             // wait is over, and so is what priority aging gave it for it (schema 29).
             Finish::Retry { delay, error } => (
                 concat!(
+                    crate::statements::unchecked!(),
                     "UPDATE job_queue SET \
                  state = IF(cancel_requested_at IS NULL, 'retry', 'cancelled'), \
                  finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), claim = NULL, \
@@ -292,6 +293,7 @@ impl Statement {
             ),
             Finish::Dead { error } => (
                 concat!(
+                    crate::statements::unchecked!(),
                     "UPDATE job_queue SET state = 'dead', claim = NULL, finished_at = NOW(6), last_error = ?, \
                  max_attempts = COALESCE(?, max_attempts)",
                     fenced!()
@@ -301,6 +303,7 @@ impl Statement {
             ),
             Finish::Cancelled { reason } => (
                 concat!(
+                    crate::statements::unchecked!(),
                     "UPDATE job_queue SET state = 'cancelled', claim = NULL, finished_at = NOW(6), last_error = ?",
                     fenced!()
                 ),
@@ -309,6 +312,7 @@ impl Statement {
             ),
             Finish::Release => (
                 concat!(
+                    crate::statements::unchecked!(),
                     "UPDATE job_queue SET \
                  state = IF(cancel_requested_at IS NULL, 'queued', 'cancelled'), \
                  finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), \
@@ -324,6 +328,7 @@ impl Statement {
             // queued with no attempt left (its next claim would show more attempts than it allows).
             Finish::Interrupted { reason } => (
                 concat!(
+                    crate::statements::unchecked!(),
                     "UPDATE job_queue SET \
                      state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
                                   WHEN attempts >= ",
@@ -342,6 +347,7 @@ impl Statement {
             // Unlike a release, the job ran: back to its base priority, as after a retry.
             Finish::Snooze { delay } => (
                 concat!(
+                    crate::statements::unchecked!(),
                     "UPDATE job_queue SET \
                  state = IF(cancel_requested_at IS NULL, 'queued', 'cancelled'), \
                  finished_at = IF(cancel_requested_at IS NULL, NULL, NOW(6)), \

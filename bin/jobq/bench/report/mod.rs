@@ -43,6 +43,9 @@ pub struct BenchReport {
     pub host: String,
     /// CPUs available to the bench.
     pub cores: usize,
+    /// What the CPU calls itself (`model name` in /proc/cpuinfo): machines of one kind differ, and
+    /// rates measured on two of them compare only as shares of a limit measured beside them.
+    pub cpu_model: Option<String>,
     /// Server version and settings.
     pub server: ServerInfo,
     /// Load averages and whether the run counts as under load.
@@ -424,6 +427,7 @@ impl BenchReport {
             quick: cfg.quick,
             host: gethostname::gethostname().to_string_lossy().into_owned(),
             cores: cpu::cores(),
+            cpu_model: cpu::model(),
             server,
             load: Load {
                 start: load_start,

@@ -9,6 +9,12 @@ use crate::bench::FinishMode;
 /// to reach twice it.
 const GRAPHILE_BATCHED: f64 = 19_125.0;
 
+/// The lean schema's loop in the same run as [`GRAPHILE_BATCHED`] (W=4, B=1000): graphile-worker
+/// batched ran at 43 % of it. Machines of one kind differ by a quarter and more (the lean loop here:
+/// 43,994 jobs/s that day, 26,000–32,000 on another machine of the kind), so the target compares
+/// shares of the lean loop measured beside jobq: twice graphile-worker's share.
+const LEAN_BESIDE_GRAPHILE: f64 = 43_994.0;
+
 /// Three times graphile-worker 0.18's throughput at its defaults (1,210 no-op jobs/s, unbatched, on
 /// PostgreSQL 15 on the same 2-core machine kind; measured for issue 16): the goal for jobq's defaults.
 const GRAPHILE_DEFAULTS_X3: f64 = 3.0 * 1210.0;
@@ -299,16 +305,20 @@ impl BenchReport {
                     ),
                     share >= 0.85,
                 );
+                let graphile_share = GRAPHILE_BATCHED / LEAN_BESIDE_GRAPHILE;
                 add(
                     t,
-                    "jobq as worker processes vs 2x graphile-worker batched",
-                    &format!(">= {:.0} jobs/s", 2.0 * GRAPHILE_BATCHED),
+                    "jobq as worker processes vs 2x graphile-worker batched, as shares of lean",
+                    &format!(">= {:.0}% of lean", 200.0 * graphile_share),
                     format!(
-                        "{:.0} jobs/s ({:.2}x graphile-worker's {GRAPHILE_BATCHED:.0})",
+                        "{:.0}% = {:.2}x graphile-worker's {:.0}% ({:.0} jobs/s; graphile-worker {GRAPHILE_BATCHED:.0} \
+                         beside a lean loop of {LEAN_BESIDE_GRAPHILE:.0} on its day)",
+                        share * 100.0,
+                        share / graphile_share,
+                        graphile_share * 100.0,
                         h.procs_median(),
-                        h.procs_median() / GRAPHILE_BATCHED
                     ),
-                    h.procs_median() >= 2.0 * GRAPHILE_BATCHED,
+                    share >= 2.0 * graphile_share,
                 );
             }
         }

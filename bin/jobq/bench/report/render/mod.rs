@@ -52,12 +52,15 @@ pub fn render_text(r: &BenchReport) -> String {
     };
     let _ = writeln!(
         o,
-        "jobq bench {} ({}), {} on {} ({} cores), {}{}",
+        "jobq bench {} ({}), {} on {} ({} cores{}), {}{}",
         env!("CARGO_PKG_VERSION"),
         if r.quick { "quick" } else { "full" },
         r.started_at.format("%Y-%m-%d %H:%M UTC"),
         r.host,
         r.cores,
+        r.cpu_model
+            .as_deref()
+            .map_or(String::new(), |m| format!(", {m}")),
         format_args!("{:.0} s", r.elapsed_secs),
         load_mark
     );
