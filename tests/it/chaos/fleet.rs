@@ -26,7 +26,14 @@ pub struct Proc {
     args: Vec<String>,
     logs: PathBuf,
     child: Option<KillOnDrop>,
+    /// When the running copy was started.
+    spawned: Instant,
 }
+
+/// How long a process gets after its start before a SIGTERM counts as a stop it must make cleanly:
+/// until it has installed its handlers, SIGTERM's default action ends it (seen once, a scheduler
+/// started again by a fault ending the run killed by the run's closing SIGTERM).
+const STARTING: Duration = Duration::from_secs(3);
 
 /// Numbers the log files of all processes, so a restarted process never overwrites its last log.
 static SPAWNED: AtomicUsize = AtomicUsize::new(0);
@@ -39,6 +46,7 @@ impl Proc {
             args: args.iter().map(|a| a.to_string()).collect(),
             logs: logs.to_path_buf(),
             child: None,
+            spawned: Instant::now(),
         };
         p.respawn();
         p
@@ -56,6 +64,7 @@ impl Proc {
             .spawn()
             .unwrap();
         self.child = Some(KillOnDrop::new(child));
+        self.spawned = Instant::now();
     }
 
     pub fn pid(&self) -> u32 {
@@ -73,6 +82,10 @@ impl Proc {
 
     /// Sends SIGTERM and waits up to `limit` for the process to exit; None if it did not.
     pub async fn sigterm(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let started = self.spawned + STARTING;
+        if self.child.is_some() && Instant::now() < started {
+            tokio::time::sleep_until(started.into()).await;
+        }
         let mut child = self.child.take()?.take();
         let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
         let deadline = Instant::now() + limit;
