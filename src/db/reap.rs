@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sqlx::mysql::MySqlRow;
-use sqlx::{MySql, MySqlConnection, MySqlPool, QueryBuilder, Row};
+use sqlx::{MySql, MySqlPool, QueryBuilder, Row};
 
 use crate::db::retry_transient;
 use crate::db::row::text;
@@ -252,25 +252,9 @@ async fn reset_once(
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
-    let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
-    put_back(&mut tx, claim, reason, &ids).await?;
-    let why = crate::db::finish::truncate_error(reason);
-    crate::db::attempts::record(&mut tx, &ids, "'released'", claim, Some(&why)).await?;
-    tx.commit().await?;
-    Ok(Some(jobs))
-}
-
-/// Puts `ids`, rows running under `claim` that the caller's transaction has locked, back (see
-/// [`reset_claim`] for what each becomes).
-async fn put_back(
-    tx: &mut MySqlConnection,
-    claim: &str,
-    reason: &str,
-    ids: &[u64],
-) -> Result<(), sqlx::Error> {
-    // FORCE INDEX here and in the SELECT before it: the plan must not walk the whole `state = 'running'`
-    // range, which would lock the running rows of live workers too (see `finish_fenced`).
-    // Unchecked as the finishes are (`statements::unchecked`): it writes none of the payload.
+    // FORCE INDEX here and above: the plan must not walk the whole `state = 'running'` range, which would
+    // lock the running rows of live workers too (see `finish_fenced`). Unchecked as the finishes are
+    // (`statements::unchecked`): it writes none of the payload.
     let mut q = QueryBuilder::<MySql>::new(concat!(
         crate::statements::unchecked!(),
         "UPDATE job_queue FORCE INDEX (PRIMARY) SET \
@@ -286,13 +270,17 @@ async fn put_back(
     q.push_bind(crate::db::finish::truncate_error(reason));
     q.push(" WHERE claim = ").push_bind(claim);
     q.push(" AND state = 'running' AND id IN (");
-    let mut list = q.separated(", ");
-    for id in ids {
-        list.push_bind(*id);
+    let mut ids = q.separated(", ");
+    for j in &jobs {
+        ids.push_bind(j.id);
     }
     q.push(")");
     q.build().execute(&mut *tx).await?;
-    Ok(())
+    let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
+    let why = crate::db::finish::truncate_error(reason);
+    crate::db::attempts::record(&mut tx, &ids, "'released'", claim, Some(&why)).await?;
+    tx.commit().await?;
+    Ok(Some(jobs))
 }
 
 /// Removes a dead process's registry row.
