@@ -76,12 +76,17 @@ pub(crate) async fn sweep(pool: &MySqlPool) -> Result<Swept> {
         })
         .await?;
     }
-    // Edges of jobs that no longer wait (released, cancelled, changed by an operator) or are gone.
-    sqlx::query(
-        "DELETE d FROM jobq_job_deps d LEFT JOIN job_queue j ON j.id = d.job_id \
-         WHERE j.id IS NULL OR j.state <> 'waiting'",
-    )
-    .execute(pool)
+    // Edges of jobs that no longer wait (released, cancelled, changed by an operator) or are gone. Tried
+    // again as the transactions above are: it can deadlock with a finish settling the same edges.
+    retry_transient("dependency sweep", TRIES, || async {
+        sqlx::query(
+            "DELETE d FROM jobq_job_deps d LEFT JOIN job_queue j ON j.id = d.job_id \
+             WHERE j.id IS NULL OR j.state <> 'waiting'",
+        )
+        .execute(pool)
+        .await?;
+        Ok(())
+    })
     .await?;
     Ok(out)
 }
