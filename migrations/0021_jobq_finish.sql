@@ -16,8 +16,8 @@
 -- app.jobq_finish`, and with it can finish only a running job whose claim token it was handed, never
 -- change another row. The definer is the account that ran `jobq migrate`; dropping that account breaks
 -- the procedure (error 1449 names the missing definer); recreate it under another account with
--- `DROP PROCEDURE jobq_finish`, then `DELETE FROM jobq_schema_migrations WHERE version = 21` and `jobq
--- migrate`. The claim
+-- `DROP PROCEDURE jobq_finish`, then `DELETE FROM jobq_schema_migrations WHERE version IN (21, 35)` and
+-- `jobq migrate` (schema 35 replaces this procedure on MariaDB). The claim
 -- parameter has the column's own character set and collation: a parameter of another collation would
 -- make the comparison an error or defeat the primary key lookup. CREATE PROCEDURE IF NOT EXISTS needs
 -- MariaDB 10.1.3+ or MySQL 8.0.29+.

@@ -11,6 +11,8 @@ pub(crate) const DUP_KEYNAME: u16 = 1061;
 /// `ER_DUP_ENTRY`: a unique key already holds the value. Rolls back only the statement, not the
 /// transaction.
 pub(crate) const DUP_ENTRY: u16 = 1062;
+/// `ER_EMPTY_QUERY`: the statement was all comment (MySQL, sent a MariaDB-only migration).
+pub(crate) const EMPTY_QUERY: u16 = 1065;
 /// `ER_LOCK_WAIT_TIMEOUT`.
 pub(crate) const LOCK_WAIT_TIMEOUT: u16 = 1205;
 /// `ER_LOCK_DEADLOCK`.

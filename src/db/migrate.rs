@@ -201,6 +201,21 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0034_state_claim_index.sql",
         sql: include_str!("../../migrations/0034_state_claim_index.sql"),
     },
+    Migration {
+        version: 35,
+        name: "0035_jobq_finish_unchecked.sql",
+        sql: include_str!("../../migrations/0035_jobq_finish_unchecked.sql"),
+    },
+    Migration {
+        version: 36,
+        name: "0036_jobq_progress_unchecked.sql",
+        sql: include_str!("../../migrations/0036_jobq_progress_unchecked.sql"),
+    },
+    Migration {
+        version: 37,
+        name: "0037_jobq_output_unchecked.sql",
+        sql: include_str!("../../migrations/0037_jobq_output_unchecked.sql"),
+    },
 ];
 
 /// The schema version this build needs.
@@ -269,6 +284,14 @@ async fn apply_pending(conn: &mut sqlx::MySqlConnection) -> Result<MigrateReport
                 // before its bookkeeping row finds its column or index already there when run again.
                 Err(e) if already_applied(&e) => {
                     info!(version = m.version, error = %e, "statement already applied; skipping");
+                }
+                // A MariaDB-only statement (all of it in a `/*M! … */` executable comment) is an empty
+                // query to MySQL: nothing for that server to do.
+                Err(e) if errno::number(&e) == Some(errno::EMPTY_QUERY) => {
+                    info!(
+                        version = m.version,
+                        "statement for MariaDB only; nothing to do here"
+                    );
                 }
                 Err(e) => return Err(e.into()),
             }

@@ -31,6 +31,7 @@ pub(crate) async fn progress(
 ) -> Result<bool> {
     retry_transient("progress", TRIES, || async {
         sqlx::query(concat!(
+            crate::statements::unchecked!(),
             "UPDATE job_queue SET progress = ROUND(?, 2), progress_message = ?, \
              reported_attempt = attempts, reported_at = NOW(6)",
             fenced!()
@@ -57,6 +58,7 @@ pub(crate) async fn output(
 ) -> Result<bool> {
     retry_transient("output", TRIES, || async {
         sqlx::query(concat!(
+            crate::statements::unchecked!(),
             "UPDATE job_queue SET output = ?, reported_attempt = attempts, reported_at = NOW(6)",
             fenced!()
         ))

@@ -247,3 +247,49 @@ async fn the_documented_grants_are_enough_for_each_role_and_no_more() {
     assert_eq!(left, 0, "the test's users are dropped");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Schemas 35 to 37 replace `jobq_finish`, `jobq_progress` and `jobq_output` in place (CREATE OR
+/// REPLACE, so that MariaDB no longer checks the payload in them): an application granted only
+/// EXECUTE on them before the upgrade may still call them after it.
+#[tokio::test]
+async fn replacing_the_procedures_keeps_the_grants_on_them() {
+    let db = TestDb::new().await;
+    let mut users = Users::new(&db);
+    let url = users
+        .create(
+            "app",
+            &[
+                "EXECUTE ON PROCEDURE {db}.jobq_finish",
+                "EXECUTE ON PROCEDURE {db}.jobq_progress",
+                "EXECUTE ON PROCEDURE {db}.jobq_output",
+            ],
+        )
+        .await;
+    db.exec("DELETE FROM jobq_schema_migrations WHERE version IN (35, 36, 37)")
+        .await;
+    let again = ::jobq::migrate(&db.pool).await.unwrap();
+    assert_eq!(again.applied, [35, 36, 37]);
+    db.exec(
+        "INSERT INTO job_queue (kind, state, claim, attempts) VALUES ('sql', 'running', 'c1', 1)",
+    )
+    .await;
+    let id: u64 = db.scalar("SELECT MAX(id) FROM job_queue").await;
+    let mut app = sqlx::MySqlConnection::connect(&url).await.unwrap();
+    for call in [
+        format!("CALL jobq_progress({id}, 'c1', 1, 50, NULL)"),
+        format!(r#"CALL jobq_output({id}, 'c1', 1, '{{"n": 1}}')"#),
+        format!("CALL jobq_finish({id}, 'c1', 1)"),
+    ] {
+        let changed: i64 = sqlx::query_scalar(&call)
+            .fetch_one(&mut app)
+            .await
+            .unwrap_or_else(|e| panic!("{call}: {e}"));
+        assert_eq!(changed, 1, "{call}");
+    }
+    let state: String = db
+        .scalar(&format!(
+            "SELECT CAST(state AS CHAR) FROM job_queue WHERE id = {id}"
+        ))
+        .await;
+    assert_eq!(state, "done");
+}
