@@ -31,12 +31,10 @@ pub(crate) struct CpuMeter {
 }
 
 impl CpuMeter {
-    /// Starts measuring; `local_server` says whether to look for mariadbd/mysqld on this machine.
-    pub(crate) fn start(local_server: bool) -> Self {
-        let server = local_server
-            .then(server_pid)
-            .flatten()
-            .and_then(|pid| proc_ticks(&pid).map(|t| (pid, t)));
+    /// Starts measuring; `server` is the database server's pid when it runs on this machine
+    /// ([`server_pid`]).
+    pub(crate) fn start(server: Option<&str>) -> Self {
+        let server = server.and_then(|pid| proc_ticks(pid).map(|t| (pid.to_string(), t)));
         Self {
             t0: Instant::now(),
             own0: proc_ticks("self").unwrap_or(0),
@@ -105,8 +103,32 @@ fn busy_ticks() -> Option<u64> {
     Some(v.first()? + v.get(1)? + v.get(2)? + v.get(5)? + v.get(6)? + v.get(7).unwrap_or(&0))
 }
 
-/// The pid of a local mariadbd or mysqld, if there is exactly one we can see.
-fn server_pid() -> Option<String> {
+/// The pid of the database server the bench talks to, when it runs on this machine: the one its
+/// `pid_file` names (asked of the server, so that the Galera nodes of `scripts/galera.sh` running beside
+/// it are told apart from it), else the one mariadbd or mysqld there is, if there is exactly one.
+/// Before, with a Galera cluster running, no server was found at all: its CPU counted as other
+/// processes', and a quiet machine read as one under load.
+pub(crate) async fn server_pid(pool: &sqlx::MySqlPool) -> Option<String> {
+    let file: Option<String> = sqlx::query_scalar("SELECT CAST(@@pid_file AS CHAR)")
+        .fetch_one(pool)
+        .await
+        .ok()
+        .flatten();
+    let named = file
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .map(|p| p.trim().to_string())
+        .filter(|p| is_server(p));
+    named.or_else(only_server)
+}
+
+/// Whether `pid` is a running mariadbd or mysqld.
+fn is_server(pid: &str) -> bool {
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    matches!(comm.trim(), "mariadbd" | "mysqld")
+}
+
+/// The pid of the one mariadbd or mysqld on this machine, if there is exactly one we can see.
+fn only_server() -> Option<String> {
     let mut found = None;
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let name = entry.file_name();
@@ -116,8 +138,7 @@ fn server_pid() -> Option<String> {
         else {
             continue;
         };
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        if matches!(comm.trim(), "mariadbd" | "mysqld") {
+        if is_server(pid) {
             if found.is_some() {
                 return None;
             }

@@ -29,8 +29,8 @@ pub(crate) struct Ctx {
     pub(crate) checks: Mutex<Vec<Check>>,
     /// Cancelled on Ctrl-C; workers' shutdown tokens are its children.
     pub(crate) stop: CancellationToken,
-    /// The server runs on this machine, so its CPU time can be read from /proc.
-    pub(crate) local_server: bool,
+    /// The server's pid when it runs on this machine, so that its CPU time can be read from /proc.
+    pub(crate) server_pid: Option<String>,
 }
 
 /// How long the server's dirty pages and purge backlog may stop falling before [`Ctx::settle`] gives
@@ -76,7 +76,7 @@ impl Ctx {
 
     /// Undo logs of committed transactions not purged yet (InnoDB's history list length; 0 where the
     /// server does not show it).
-    async fn purge_backlog(&self) -> BResult<i64> {
+    pub(crate) async fn purge_backlog(&self) -> BResult<i64> {
         let n: Option<i64> = sqlx::query_scalar(
             "SELECT CAST(`COUNT` AS SIGNED) FROM information_schema.INNODB_METRICS \
              WHERE NAME = 'trx_rseg_history_len'",

@@ -183,7 +183,7 @@ pub(crate) async fn drain_with(
 ) -> BResult<DrainRun> {
     let calls = Arc::new(AtomicU64::new(0));
     let shutdown = ctx.stop.child_token();
-    let meter = CpuMeter::start(ctx.local_server);
+    let meter = CpuMeter::start(ctx.server_pid.as_deref());
     let t0 = Instant::now();
     let running = start_workers(
         url,

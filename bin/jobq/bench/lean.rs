@@ -19,6 +19,9 @@ use jobq::statements::CLAIM_PICK_AHEAD;
 
 use super::{BResult, Ctx, Section};
 
+/// The lean table's name.
+const TABLE: &str = "bench_lean_queue";
+
 // language=MySQL
 const CREATE: &str = "CREATE TABLE IF NOT EXISTS bench_lean_queue (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -175,40 +178,58 @@ async fn cell(ctx: &Ctx, workers: u32, batch: u32, jobs: u64) -> BResult<LeanCel
 
 /// Claims and finishes until nothing is due; the rows it claimed.
 async fn drain_one(mut conn: MySqlConnection, batch: u32) -> Result<u64, sqlx::Error> {
+    let claimed = drain_table(&mut conn, TABLE, batch).await;
+    let _ = conn.close().await;
+    claimed
+}
+
+/// [`CREATE`] for a table named `table`.
+pub(crate) fn create_sql(table: &str) -> String {
+    CREATE.replace(TABLE, table)
+}
+
+/// Claims and finishes the lean table `table` (made by [`create_sql`]) on `conn` until nothing is due;
+/// the rows it claimed.
+pub(crate) async fn drain_table(
+    conn: &mut MySqlConnection,
+    table: &str,
+    batch: u32,
+) -> Result<u64, sqlx::Error> {
+    let finish = FINISH.replace(TABLE, table);
     let mut claimed = 0;
     loop {
         let token: [u8; 16] = rand::random();
-        let n = retried!(claim(&mut conn, &token, batch).await)?;
+        let n = retried!(claim(&mut *conn, table, &token, batch).await)?;
         if n == 0 {
             break;
         }
         // Idempotent: a retry after a deadlock finishes what is still running under the token.
         retried!(
-            sqlx::query(FINISH)
+            sqlx::query(&finish)
                 .bind(&token[..])
-                .execute(&mut conn)
+                .execute(&mut *conn)
                 .await
         )?;
         claimed += n;
     }
-    let _ = conn.close().await;
     Ok(claimed)
 }
 
 /// One claim: lock the first due rows, stamp them with the claim's token, commit.
 async fn claim(
     conn: &mut MySqlConnection,
+    table: &str,
     token: &[u8; 16],
     batch: u32,
 ) -> Result<u64, sqlx::Error> {
     let mut tx = conn.begin().await?;
-    let mut ids: Vec<u64> = sqlx::query_scalar(LOCK_PICKED)
+    let mut ids: Vec<u64> = sqlx::query_scalar(&LOCK_PICKED.replace(TABLE, table))
         .bind(batch * CLAIM_PICK_AHEAD)
         .bind(batch)
         .fetch_all(&mut *tx)
         .await?;
     if ids.is_empty() {
-        ids = sqlx::query_scalar(LOCK_DUE)
+        ids = sqlx::query_scalar(&LOCK_DUE.replace(TABLE, table))
             .bind(batch)
             .fetch_all(&mut *tx)
             .await?;
@@ -219,7 +240,7 @@ async fn claim(
     }
     let list = ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",");
     sqlx::query(&format!(
-        "UPDATE bench_lean_queue SET state = 1, claim = ?, claimed_at = NOW(6), attempt = attempt + 1 \
+        "UPDATE {table} SET state = 1, claim = ?, claimed_at = NOW(6), attempt = attempt + 1 \
          WHERE id IN ({list})"
     ))
     .bind(&token[..])

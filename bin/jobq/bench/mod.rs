@@ -64,6 +64,7 @@ mod rowcost;
 mod rows;
 mod scratch;
 mod steady;
+mod tablecpu;
 mod web;
 mod wire;
 mod workers;
@@ -151,6 +152,11 @@ pub async fn run_until(
     let work = async {
         let pool = jobq::connect(&ConnectConfig::new(&url)?.max_connections(4)).await?;
         jobq::migrate(&pool).await?;
+        let server_pid = if is_local(&base_opts) {
+            cpu::server_pid(&pool).await
+        } else {
+            None
+        };
         let ctx = Ctx {
             cfg: cfg.clone(),
             url: url.clone(),
@@ -158,7 +164,7 @@ pub async fn run_until(
             clock_offset_us: 0,
             checks: Mutex::new(Vec::new()),
             stop: stop.clone(),
-            local_server: is_local(&base_opts),
+            server_pid,
         };
         run_sections(ctx, &name).await
     };
@@ -199,6 +205,7 @@ async fn run_sections(mut ctx: Ctx, name: &str) -> BResult<BenchReport> {
         let mut raw = raw::run(&ctx).await?;
         raw.lean = lean::run(&ctx).await?;
         raw.row_costs = rowcost::run(&ctx, mariadb).await?;
+        raw.table_cpu = tablecpu::run(&ctx).await?;
         report.raw = Some(raw);
     }
     if ctx.cfg.runs(Section::Drain) {

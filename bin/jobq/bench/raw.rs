@@ -144,7 +144,7 @@ pub(crate) async fn cell(
     jobs: u64,
 ) -> BResult<RawCell> {
     let conns = connections(url, workers).await?;
-    let meter = CpuMeter::start(ctx.local_server);
+    let meter = CpuMeter::start(ctx.server_pid.as_deref());
     let t0 = Instant::now();
     let mut tasks = Vec::new();
     for (w, conn) in conns.into_iter().enumerate() {

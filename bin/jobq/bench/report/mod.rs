@@ -168,6 +168,8 @@ pub struct RawReport {
     /// The server's time per row of each statement a job meets, on jobq's table and on copies without
     /// one part each ([`crate::bench::rowcost`]).
     pub row_costs: Vec<crate::bench::rowcost::RowCost>,
+    /// The server's CPU per job of a one-connection drain, by table ([`crate::bench::tablecpu`]).
+    pub table_cpu: Vec<crate::bench::tablecpu::TableCpu>,
 }
 
 impl RawReport {
@@ -177,6 +179,7 @@ impl RawReport {
             cells,
             lean: Vec::new(),
             row_costs: Vec::new(),
+            table_cpu: Vec::new(),
         }
     }
 

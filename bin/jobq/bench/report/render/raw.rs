@@ -82,6 +82,41 @@ fn row_cost_lines(o: &mut String, raw: &RawReport) {
     }
 }
 
+/// What the server spent per job draining each table.
+fn table_cpu_lines(o: &mut String, raw: &RawReport) {
+    let Some(first) = raw.table_cpu.first() else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "   the server's CPU per job of a drain by one connection ({} jobs, {} rows per claim, one batched finish per claim, \
+         purge included; medians), on jobq's table, copies of it, and the lean table:",
+        first.jobs,
+        crate::bench::tablecpu::BATCH
+    );
+    let _ = writeln!(
+        o,
+        "   {:<46} {:>8} {:>12} {:>16}",
+        "table", "jobs/s", "server µs/job", "vs jobq's table"
+    );
+    for t in &raw.table_cpu {
+        let vs = match (t.server_us_per_job, first.server_us_per_job) {
+            (Some(s), Some(b)) if b > 0.0 => format!("{:+.0}%", (s / b - 1.0) * 100.0),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            o,
+            "   {:<46} {:>8.0} {:>12} {:>16}{}",
+            t.table,
+            t.jobs_per_sec,
+            t.server_us_per_job
+                .map_or("-".into(), |s| format!("{s:.1}")),
+            vs,
+            if t.ok { "" } else { "  NOT OK" }
+        );
+    }
+}
+
 /// 1. The raw-SQL grid.
 pub(super) fn raw_section(o: &mut String, raw: &RawReport) {
     let _ = writeln!(
@@ -156,4 +191,5 @@ pub(super) fn raw_section(o: &mut String, raw: &RawReport) {
     }
     lean_lines(o, raw);
     row_cost_lines(o, raw);
+    table_cpu_lines(o, raw);
 }
