@@ -107,16 +107,15 @@ pub async fn run(env: &Env, args: BenchArgs) -> Result<()> {
     cfg.jobq_exe = std::env::current_exe().ok();
     cfg.progress = !json;
 
-    // Ctrl-C: stop the run; the bench drops the scratch database before returning.
-    let stop = CancellationToken::new();
-    let on_signal = stop.clone();
+    // SIGINT or SIGTERM: stop the run; the bench drops the scratch database before returning (a second
+    // signal exits at once, and leaves it). Before, only Ctrl-C did, and a SIGTERM left the database.
+    let stop = crate::process::on_signals()?;
+    let interrupted = stop.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            crate::out::err_line(format_args!(
-                "bench: interrupted; dropping the scratch database"
-            ));
-            on_signal.cancel();
-        }
+        interrupted.cancelled().await;
+        crate::out::err_line(format_args!(
+            "bench: interrupted; dropping the scratch database"
+        ));
     });
     let report = bench::run_until(cfg, stop).await?;
     if json {
