@@ -163,37 +163,15 @@ async fn batch(conn: &mut MySqlConnection, payload: &str) -> BResult<[f64; 3]> {
 
     let t = Instant::now();
     let mut tx = conn.begin().await?;
-    let ids: Vec<u64> = sqlx::query_scalar(&format!(
-        "SELECT j.id FROM (SELECT id FROM {TABLE} FORCE INDEX (claim_order) \
-         WHERE ready_queue = 'default' AND run_at <= NOW(6) AND kind IN ('bench.rowcost') \
-         ORDER BY priority, run_at, id LIMIT {}) pick STRAIGHT_JOIN {TABLE} j FORCE INDEX (PRIMARY) \
-         ON j.id = pick.id WHERE j.ready_queue = 'default' AND j.run_at <= NOW(6) LIMIT {ROWS} \
-         FOR UPDATE SKIP LOCKED",
-        ROWS as u32 * CLAIM_PICK_AHEAD
-    ))
-    .fetch_all(&mut *tx)
-    .await?;
-    let list = ids
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(", ");
+    let ids: Vec<u64> = sqlx::query_scalar(&pick_sql(TABLE, "bench.rowcost", ROWS))
+        .fetch_all(&mut *tx)
+        .await?;
     // Literal lists, sent as text: a prepared statement per list would time its prepare as well.
-    let stamp = CLAIM_STAMP
-        .sql(&[&format!("'{TOKEN}'"), &list])
-        .replace("job_queue", TABLE);
-    tx.execute(stamp.as_str()).await?;
+    tx.execute(stamp_sql(TABLE, TOKEN, &ids).as_str()).await?;
     tx.commit().await?;
     let claim = per_row(t);
 
-    let pairs = ids
-        .iter()
-        .map(|id| format!("({id}, 1)"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let finish = FINISH_DONE_BATCH
-        .sql(&[&format!("'{TOKEN}'"), &pairs])
-        .replace("job_queue", TABLE);
+    let finish = finish_sql(TABLE, TOKEN, &ids);
     let t = Instant::now();
     let done = conn.execute(finish.as_str()).await?;
     let finish_us = per_row(t);
@@ -205,4 +183,44 @@ async fn batch(conn: &mut MySqlConnection, payload: &str) -> BResult<[f64; 3]> {
         )));
     }
     Ok([insert, claim, finish_us])
+}
+
+/// jobq's claim, step 1 (the pick, then the lock by primary key) on the copy `table`, for `rows` rows
+/// of `kind` in the default queue.
+pub(crate) fn pick_sql(table: &str, kind: &str, rows: usize) -> String {
+    format!(
+        "SELECT j.id FROM (SELECT id FROM {table} FORCE INDEX (claim_order) \
+         WHERE ready_queue = 'default' AND run_at <= NOW(6) AND kind IN ('{kind}') \
+         ORDER BY priority, run_at, id LIMIT {}) pick STRAIGHT_JOIN {table} j FORCE INDEX (PRIMARY) \
+         ON j.id = pick.id WHERE j.ready_queue = 'default' AND j.run_at <= NOW(6) LIMIT {rows} \
+         FOR UPDATE SKIP LOCKED",
+        rows as u32 * CLAIM_PICK_AHEAD
+    )
+}
+
+/// jobq's claim, step 2 ([`CLAIM_STAMP`]) on the copy `table`, with literal values.
+pub(crate) fn stamp_sql(table: &str, token: &str, ids: &[u64]) -> String {
+    CLAIM_STAMP
+        .sql(&[&format!("'{token}'"), &id_list(ids)])
+        .replace("job_queue", table)
+}
+
+/// jobq's batched done finish ([`FINISH_DONE_BATCH`]) of first attempts on the copy `table`, with
+/// literal values.
+pub(crate) fn finish_sql(table: &str, token: &str, ids: &[u64]) -> String {
+    let pairs = ids
+        .iter()
+        .map(|id| format!("({id}, 1)"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    FINISH_DONE_BATCH
+        .sql(&[&format!("'{token}'"), &pairs])
+        .replace("job_queue", table)
+}
+
+fn id_list(ids: &[u64]) -> String {
+    ids.iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }

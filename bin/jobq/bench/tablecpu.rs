@@ -15,10 +15,9 @@ use serde::Serialize;
 use sqlx::mysql::MySqlConnection;
 use sqlx::{ConnectOptions, Connection, Executor};
 
-use jobq::statements::{CLAIM_PICK_AHEAD, CLAIM_STAMP, FINISH_DONE_BATCH};
-
 use super::cpu::CpuMeter;
 use super::report::median;
+use super::rowcost::{finish_sql, pick_sql, stamp_sql};
 use super::{BResult, BenchError, Ctx};
 
 /// Rows per claim: the throughput settings' batch.
@@ -207,38 +206,16 @@ async fn drain(conn: &mut MySqlConnection, v: &Variant) -> BResult<u64> {
     let mut finished = 0;
     loop {
         let mut tx = conn.begin().await?;
-        let ids: Vec<u64> = sqlx::query_scalar(&format!(
-            "SELECT j.id FROM (SELECT id FROM {TABLE} FORCE INDEX (claim_order) \
-             WHERE ready_queue = 'default' AND run_at <= NOW(6) AND kind IN ('bench.tablecpu') \
-             ORDER BY priority, run_at, id LIMIT {}) pick STRAIGHT_JOIN {TABLE} j FORCE INDEX (PRIMARY) \
-             ON j.id = pick.id WHERE j.ready_queue = 'default' AND j.run_at <= NOW(6) LIMIT {BATCH} \
-             FOR UPDATE SKIP LOCKED",
-            BATCH as u32 * CLAIM_PICK_AHEAD
-        ))
-        .fetch_all(&mut *tx)
-        .await?;
+        let ids: Vec<u64> = sqlx::query_scalar(&pick_sql(TABLE, "bench.tablecpu", BATCH))
+            .fetch_all(&mut *tx)
+            .await?;
         if ids.is_empty() {
             tx.rollback().await?;
             return Ok(finished);
         }
-        let list = ids
-            .iter()
-            .map(u64::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let stamp = CLAIM_STAMP
-            .sql(&[&format!("'{TOKEN}'"), &list])
-            .replace("job_queue", TABLE);
-        tx.execute(stamp.as_str()).await?;
+        tx.execute(stamp_sql(TABLE, TOKEN, &ids).as_str()).await?;
         tx.commit().await?;
-        let pairs = ids
-            .iter()
-            .map(|id| format!("({id}, 1)"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut finish = FINISH_DONE_BATCH
-            .sql(&[&format!("'{TOKEN}'"), &pairs])
-            .replace("job_queue", TABLE);
+        let mut finish = finish_sql(TABLE, TOKEN, &ids);
         if v.keep_claim {
             finish = finish.replacen("claim = NULL, ", "", 1);
         }
