@@ -2,7 +2,8 @@
 //! `CLAIM_STAMP`, 1,000 rows) and finishes (`FINISH_DONE_BATCH`) until nothing is due, on jobq's table,
 //! on copies of it without one part each, on a copy that keeps the claim token through the finish with
 //! only the token indexed (no index entry moves at the finish; a probe of a design, not jobq's schema),
-//! and on the lean table ([`super::lean`]). Purge's work for the drained rows is counted: the meter
+//! on a copy without `state_claim` whose claims record the claimant's rows on one ledger row instead
+//! (another probe, see [`Variant::ledger`]), and on the lean table ([`super::lean`]). Purge's work for the drained rows is counted: the meter
 //! stops once the server's history list is back to its length before the drain.
 //!
 //! The row costs ([`super::rowcost`]) time each statement from the client; this counts what the server
@@ -25,6 +26,9 @@ pub(crate) const BATCH: usize = 1000;
 
 /// The copy the drains run on.
 const TABLE: &str = "bench_tablecpu";
+
+/// The ledger probe's table: one row per claimant.
+const LEDGER: &str = "bench_tablecpu_ledger";
 
 /// The claim token: as long as a worker's.
 const TOKEN: &str = "bench-tablecpu:12345:678:1-1795952503:0123456789abcdef";
@@ -56,6 +60,12 @@ struct Variant {
     keep_claim: bool,
     /// The lean table, with its own statements.
     lean: bool,
+    /// Probe of a design without an index entry per running row: each claim's stamp also writes, in
+    /// the same UPDATE (a join with the claimant's one ledger row, so no statement is added), the ids
+    /// of every row the claimant may be running, where a reaper, a limit or a gauge would read them
+    /// and then look the rows up by primary key. The ids written are the claim's twice over, about what
+    /// a worker of twice the batch's concurrency holds.
+    ledger: bool,
 }
 
 fn variants() -> Vec<Variant> {
@@ -64,6 +74,7 @@ fn variants() -> Vec<Variant> {
         alter,
         keep_claim: false,
         lean: false,
+        ledger: false,
     };
     vec![
         v("jobq's table", None),
@@ -74,6 +85,14 @@ fn variants() -> Vec<Variant> {
             alter: Some("DROP INDEX state_claim, ADD KEY claim_only (claim)"),
             keep_claim: true,
             lean: false,
+            ledger: false,
+        },
+        Variant {
+            name: "state_claim -> a ledger row per claimant",
+            alter: Some("DROP INDEX state_claim"),
+            keep_claim: false,
+            lean: false,
+            ledger: true,
         },
         v(
             "without the 5 unique/debounce indexes",
@@ -87,6 +106,7 @@ fn variants() -> Vec<Variant> {
             alter: None,
             keep_claim: false,
             lean: true,
+            ledger: false,
         },
     ]
 }
@@ -130,7 +150,7 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<Vec<TableCpu>> {
             cell.2 &= drained == jobs;
         }
     }
-    conn.execute(format!("DROP TABLE IF EXISTS {TABLE}").as_str())
+    conn.execute(format!("DROP TABLE IF EXISTS {TABLE}, {LEDGER}").as_str())
         .await?;
     let _ = conn.close().await;
     let mut out = Vec::new();
@@ -178,7 +198,41 @@ async fn make_table(conn: &mut MySqlConnection, v: &Variant) -> BResult<()> {
         conn.execute(format!("ALTER TABLE {TABLE} {alter}").as_str())
             .await?;
     }
+    if v.ledger {
+        conn.execute(format!("DROP TABLE IF EXISTS {LEDGER}").as_str())
+            .await?;
+        conn.execute(
+            format!(
+                "CREATE TABLE {LEDGER} (token VARCHAR(191) CHARACTER SET ascii COLLATE ascii_bin \
+                 NOT NULL PRIMARY KEY, ids MEDIUMTEXT NULL) ENGINE = InnoDB"
+            )
+            .as_str(),
+        )
+        .await?;
+        conn.execute(format!("INSERT INTO {LEDGER} (token) VALUES ('{TOKEN}')").as_str())
+            .await?;
+    }
     Ok(())
+}
+
+/// The ledger probe's stamp: jobq's, joined with the claimant's ledger row, which it sets to the ids
+/// the claimant may be running (here the claim's, twice over).
+fn ledger_stamp_sql(ids: &[u64]) -> String {
+    let held = ids
+        .iter()
+        .chain(ids)
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let from = format!("UPDATE {TABLE} SET ");
+    stamp_sql(TABLE, TOKEN, ids).replacen(
+        &from,
+        &format!(
+            "UPDATE {TABLE} FORCE INDEX (PRIMARY) JOIN {LEDGER} r ON r.token = '{TOKEN}' \
+                 SET r.ids = '[{held}]', "
+        ),
+        1,
+    )
 }
 
 /// `jobs` due rows, in 1,000-row INSERTs.
@@ -213,7 +267,20 @@ async fn drain(conn: &mut MySqlConnection, v: &Variant) -> BResult<u64> {
             tx.rollback().await?;
             return Ok(finished);
         }
-        tx.execute(stamp_sql(TABLE, TOKEN, &ids).as_str()).await?;
+        let stamp = if v.ledger {
+            ledger_stamp_sql(&ids)
+        } else {
+            stamp_sql(TABLE, TOKEN, &ids)
+        };
+        let stamped = tx.execute(stamp.as_str()).await?.rows_affected();
+        // The ledger's row counts as one more matched row.
+        if stamped != (ids.len() + usize::from(v.ledger)) as u64 {
+            return Err(BenchError::Setup(format!(
+                "drain by table ({}): stamped {stamped} of {} locked rows",
+                v.name,
+                ids.len()
+            )));
+        }
         tx.commit().await?;
         let mut finish = finish_sql(TABLE, TOKEN, &ids);
         if v.keep_claim {
