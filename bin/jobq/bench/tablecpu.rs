@@ -3,8 +3,9 @@
 //! on copies of it without one part each, on a copy that keeps the claim token through the finish with
 //! only the token indexed (no index entry moves at the finish; a probe of a design, not jobq's schema),
 //! on a copy without `state_claim` whose claims record the claimant's rows on one ledger row instead
-//! (another probe, see [`Variant::ledger`]), and on the lean table ([`super::lean`]). Purge's work for the drained rows is counted: the meter
-//! stops once the server's history list is back to its length before the drain.
+//! (another probe, see [`Drain::Ledger`]), and on the lean table ([`super::lean`]). Purge's work for
+//! the drained rows is counted: the meter stops once the server's history list is back to its length
+//! before the drain.
 //!
 //! The row costs ([`super::rowcost`]) time each statement from the client; this counts what the server
 //! spent per job in all, which is what bounds a drain on a machine whose cores the server shares, and
@@ -56,58 +57,60 @@ struct Variant {
     name: &'static str,
     /// The ALTER that makes jobq's table into it; `None`: jobq's as it is.
     alter: Option<&'static str>,
-    /// The finish leaves `claim` as it is (the probe of a design without an index moved at the finish).
-    keep_claim: bool,
-    /// The lean table, with its own statements.
-    lean: bool,
+    drain: Drain,
+}
+
+/// The statements a variant is drained with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Drain {
+    /// jobq's claim and finish.
+    Jobq,
+    /// jobq's, but the finish leaves `claim` as it is (the probe of a design without an index moved at
+    /// the finish).
+    KeepClaim,
     /// Probe of a design without an index entry per running row: each claim's stamp also writes, in
     /// the same UPDATE (a join with the claimant's one ledger row, so no statement is added), the ids
     /// of every row the claimant may be running, where a reaper, a limit or a gauge would read them
     /// and then look the rows up by primary key. The ids written are the claim's twice over, about what
     /// a worker of twice the batch's concurrency holds.
-    ledger: bool,
+    Ledger,
+    /// The lean table, with its own statements.
+    Lean,
 }
 
 fn variants() -> Vec<Variant> {
-    let v = |name, alter| Variant {
-        name,
-        alter,
-        keep_claim: false,
-        lean: false,
-        ledger: false,
-    };
+    let v = |name, alter, drain| Variant { name, alter, drain };
     vec![
-        v("jobq's table", None),
-        v("without due_kinds", Some("DROP INDEX due_kinds")),
-        v("without state_claim", Some("DROP INDEX state_claim")),
-        Variant {
-            name: "state_claim -> (claim), token kept at finish",
-            alter: Some("DROP INDEX state_claim, ADD KEY claim_only (claim)"),
-            keep_claim: true,
-            lean: false,
-            ledger: false,
-        },
-        Variant {
-            name: "state_claim -> a ledger row per claimant",
-            alter: Some("DROP INDEX state_claim"),
-            keep_claim: false,
-            lean: false,
-            ledger: true,
-        },
+        v("jobq's table", None, Drain::Jobq),
+        v(
+            "without due_kinds",
+            Some("DROP INDEX due_kinds"),
+            Drain::Jobq,
+        ),
+        v(
+            "without state_claim",
+            Some("DROP INDEX state_claim"),
+            Drain::Jobq,
+        ),
+        v(
+            "state_claim -> (claim), token kept at finish",
+            Some("DROP INDEX state_claim, ADD KEY claim_only (claim)"),
+            Drain::KeepClaim,
+        ),
+        v(
+            "state_claim -> a ledger row per claimant",
+            Some("DROP INDEX state_claim"),
+            Drain::Ledger,
+        ),
         v(
             "without the 5 unique/debounce indexes",
             Some(
                 "DROP INDEX unique_slot, DROP INDEX debounce_slot, DROP INDEX unique_key, \
                  DROP INDEX unique_live_kind, DROP INDEX debounce_pending_kind",
             ),
+            Drain::Jobq,
         ),
-        Variant {
-            name: "the lean table",
-            alter: None,
-            keep_claim: false,
-            lean: true,
-            ledger: false,
-        },
+        v("the lean table", None, Drain::Lean),
     ]
 }
 
@@ -130,7 +133,7 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<Vec<TableCpu>> {
             let history = ctx.purge_backlog().await?;
             let meter = CpuMeter::start(ctx.server_pid.as_deref());
             let t0 = Instant::now();
-            let drained = if v.lean {
+            let drained = if v.drain == Drain::Lean {
                 super::lean::drain_table(&mut conn, TABLE, BATCH as u32).await?
             } else {
                 drain(&mut conn, v).await?
@@ -187,7 +190,7 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<Vec<TableCpu>> {
 async fn make_table(conn: &mut MySqlConnection, v: &Variant) -> BResult<()> {
     conn.execute(format!("DROP TABLE IF EXISTS {TABLE}").as_str())
         .await?;
-    if v.lean {
+    if v.drain == Drain::Lean {
         conn.execute(super::lean::create_sql(TABLE).as_str())
             .await?;
         return Ok(());
@@ -198,7 +201,7 @@ async fn make_table(conn: &mut MySqlConnection, v: &Variant) -> BResult<()> {
         conn.execute(format!("ALTER TABLE {TABLE} {alter}").as_str())
             .await?;
     }
-    if v.ledger {
+    if v.drain == Drain::Ledger {
         conn.execute(format!("DROP TABLE IF EXISTS {LEDGER}").as_str())
             .await?;
         conn.execute(
@@ -237,7 +240,7 @@ fn ledger_stamp_sql(ids: &[u64]) -> String {
 
 /// `jobs` due rows, in 1,000-row INSERTs.
 async fn fill(conn: &mut MySqlConnection, v: &Variant, jobs: u64) -> BResult<()> {
-    let kind = if v.lean {
+    let kind = if v.drain == Drain::Lean {
         "bench.lean"
     } else {
         "bench.tablecpu"
@@ -267,14 +270,15 @@ async fn drain(conn: &mut MySqlConnection, v: &Variant) -> BResult<u64> {
             tx.rollback().await?;
             return Ok(finished);
         }
-        let stamp = if v.ledger {
+        let ledger = v.drain == Drain::Ledger;
+        let stamp = if ledger {
             ledger_stamp_sql(&ids)
         } else {
             stamp_sql(TABLE, TOKEN, &ids)
         };
         let stamped = tx.execute(stamp.as_str()).await?.rows_affected();
         // The ledger's row counts as one more matched row.
-        if stamped != (ids.len() + usize::from(v.ledger)) as u64 {
+        if stamped != (ids.len() + usize::from(ledger)) as u64 {
             return Err(BenchError::Setup(format!(
                 "drain by table ({}): stamped {stamped} of {} locked rows",
                 v.name,
@@ -283,7 +287,7 @@ async fn drain(conn: &mut MySqlConnection, v: &Variant) -> BResult<u64> {
         }
         tx.commit().await?;
         let mut finish = finish_sql(TABLE, TOKEN, &ids);
-        if v.keep_claim {
+        if v.drain == Drain::KeepClaim {
             finish = finish.replacen("claim = NULL, ", "", 1);
         }
         let done = conn.execute(finish.as_str()).await?.rows_affected();
