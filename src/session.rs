@@ -41,7 +41,15 @@ pub(crate) struct Session {
     /// Unix milliseconds of the last heartbeat written by someone else on this process's behalf (an idle
     /// worker's server-side wait writes one); while recent, a beat only pings the anchor.
     beat_elsewhere: Arc<AtomicU64>,
+    /// Beats in a row that only pinged: every [`PINGS_BETWEEN_WRITES`] the session writes its own.
+    pinged: u32,
 }
+
+/// How many beats in a row may only ping the anchor because a heartbeat was written elsewhere. The
+/// idle wait's heartbeat cannot tell whether the registry row is still there, so the session writes
+/// one itself every few beats: a row a reaper removed while the worker idled is registered again
+/// within a few intervals.
+const PINGS_BETWEEN_WRITES: u32 = 2;
 
 /// The name of the lock a claimant holds on its anchor session. MySQL limits lock names to 64
 /// characters, so it is derived from the token's unique parts rather than the whole token.
@@ -88,6 +96,7 @@ impl Session {
             bounds,
             fence,
             beat_elsewhere: Arc::default(),
+            pinged: 0,
         })
     }
 
@@ -168,12 +177,15 @@ impl Session {
         if self.fence.is_healthy()
             && elsewhere > 0
             && now_millis().saturating_sub(elsewhere) < self.bounds.heartbeat.as_millis() as u64
+            && self.pinged < PINGS_BETWEEN_WRITES
         {
             // The registry row is fresh already (and the fence confirmed by whoever wrote it); a ping
             // (not a statement) proves the anchor still lives.
             conn.ping().await?;
+            self.pinged += 1;
             return Ok(());
         }
+        self.pinged = 0;
         let sent = Instant::now();
         let node = self.node.as_deref();
         let alive =

@@ -216,6 +216,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0037_jobq_output_unchecked.sql",
         sql: include_str!("../../migrations/0037_jobq_output_unchecked.sql"),
     },
+    Migration {
+        version: 38,
+        name: "0038_holdings.sql",
+        sql: include_str!("../../migrations/0038_holdings.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -224,6 +224,13 @@ async fn reset_once(
             return Ok(None);
         }
     }
+    // Before the rows: a claim of this token stamps its rows and writes the list in one statement, so
+    // with the list locked every row it stamped is seen below, and no stamp lands between the reset
+    // and the emptying of the list.
+    sqlx::query("SELECT held_ids FROM jobq_holdings WHERE holder = ? FOR UPDATE")
+        .bind(claim)
+        .fetch_optional(&mut *tx)
+        .await?;
     // A row that never set its own max_attempts and never failed under a worker that wrote its
     // handler's bound is held to the default (a reaper knows no handler).
     let rows = sqlx::query(concat!(
@@ -276,6 +283,11 @@ async fn reset_once(
     }
     q.push(")");
     q.build().execute(&mut *tx).await?;
+    // Every row that ran under the token was reset: the list names nothing that runs.
+    sqlx::query("UPDATE jobq_holdings SET held_ids = '[]' WHERE holder = ?")
+        .bind(claim)
+        .execute(&mut *tx)
+        .await?;
     let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
     let why = crate::db::finish::truncate_error(reason);
     crate::db::attempts::record(&mut tx, &ids, "'released'", claim, Some(&why)).await?;
@@ -283,17 +295,34 @@ async fn reset_once(
     Ok(Some(jobs))
 }
 
-/// Removes a dead process's registry row.
+/// Removes a dead process's registry row, and its holdings row once no row runs under its token (its
+/// rows were reset just before; a claimant that came back and claimed since keeps its list).
 pub(crate) async fn forget(pool: &MySqlPool, token: &str) -> Result<()> {
     sqlx::query("DELETE FROM jobq_processes WHERE token = ?")
+        .bind(token)
+        .execute(pool)
+        .await?;
+    sqlx::query(crate::db::registry::UNHOLD)
+        .bind(token)
         .bind(token)
         .execute(pool)
         .await?;
     Ok(())
 }
 
-/// Removes the registry rows of local process `pid` (whatever its token), once it is known dead.
+/// Removes the registry rows of local process `pid` (whatever its token), once it is known dead, with
+/// the holdings rows of its tokens that name nothing running (the others go when their rows are reset,
+/// [`forget`]).
 pub(crate) async fn forget_process(pool: &MySqlPool, host_id: &str, pid: u32) -> Result<u64> {
+    sqlx::query(
+        "DELETE h FROM jobq_holdings h JOIN jobq_processes p ON p.token = h.holder \
+         WHERE p.host_id = ? AND p.pid = ? AND p.host_id <> '' AND NOT EXISTS \
+         (SELECT 1 FROM job_queue q WHERE q.claim = h.holder AND q.state = 'running')",
+    )
+    .bind(host_id)
+    .bind(pid)
+    .execute(pool)
+    .await?;
     Ok(
         sqlx::query("DELETE FROM jobq_processes WHERE host_id = ? AND pid = ? AND host_id <> ''")
             .bind(host_id)

@@ -127,7 +127,14 @@ impl Bounds {
     }
 }
 
-/// Adds this process's row. Called on its anchor session before it claims anything.
+/// Removes a claimant's holdings row unless a row still runs under its token: a list is dropped only
+/// once it names nothing that runs. Parameters: the token, twice.
+pub(crate) const UNHOLD: &str = "DELETE FROM jobq_holdings WHERE holder = ? AND NOT EXISTS \
+     (SELECT 1 FROM job_queue WHERE claim = ? AND state = 'running')";
+
+/// Adds this process's row, and its holdings row (which its claims write; without it they stamp
+/// nothing). Called on its anchor session before it claims anything, and again when a reaper has
+/// removed the row.
 pub(crate) async fn register(
     conn: &mut MySqlConnection,
     token: &ClaimToken,
@@ -137,6 +144,10 @@ pub(crate) async fn register(
     bounds: Bounds,
     node: Option<&str>,
 ) -> Result<()> {
+    sqlx::query(crate::statements::HOLD)
+        .bind(token.to_string())
+        .execute(&mut *conn)
+        .await?;
     sqlx::query(
         "INSERT INTO jobq_processes \
          (token, role, host, host_id, pid, connection_id, server_id, server_epoch, queues, version, \
@@ -187,10 +198,17 @@ pub(crate) async fn heartbeat(
     Ok(done.rows_affected() == 1)
 }
 
-/// Removes this process's row on a clean exit.
+/// Removes this process's row on a clean exit, and its holdings row unless a row still runs under its
+/// token (a job abandoned at the stop: the reaper then finds it listed).
 pub(crate) async fn deregister(pool: &MySqlPool, token: &ClaimToken) -> Result<()> {
+    let token = token.to_string();
+    sqlx::query(UNHOLD)
+        .bind(&token)
+        .bind(&token)
+        .execute(pool)
+        .await?;
     sqlx::query("DELETE FROM jobq_processes WHERE token = ?")
-        .bind(token.to_string())
+        .bind(&token)
         .execute(pool)
         .await?;
     Ok(())

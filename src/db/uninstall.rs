@@ -29,6 +29,7 @@ const TABLES: &[&str] = &[
     "jobq_audit",
     "jobq_limit_starts",
     "jobq_limits",
+    "jobq_holdings",
     "jobq_processes",
     "jobq_queue_aging",
     "jobq_queue_hosts",

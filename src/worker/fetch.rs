@@ -452,13 +452,18 @@ async fn claim_some(
     // On a cluster, each queue's pick in this worker's slice first (see `slices`); then the rows each
     // queue's pick finds first; only when that finds none anywhere, past the rows other claims hold
     // (see `claim::Reach`).
+    // What the claims' stamps list on the holdings row besides their own rows: every row this worker
+    // may still be running (jobs that leave the ledger meanwhile stay listed until the next claim).
+    let running = shared.ledger.holding();
     let sliced = slices.before_claim(conn).await.then_some(Pass {
         reach: claim::Reach::Picked,
         slices: Some(&*slices),
+        running: &running,
     });
     let whole = [claim::Reach::Picked, claim::Reach::PastHeld].map(|reach| Pass {
         reach,
         slices: None,
+        running: &running,
     });
     let mut result = Ok(Vec::new());
     for pass in sliced.into_iter().chain(whole) {
@@ -477,11 +482,14 @@ async fn claim_some(
 struct Pass<'a> {
     reach: claim::Reach,
     slices: Option<&'a Slices>,
+    /// The rows the worker may still be running, which every stamp lists (see `claim::Holding`).
+    running: &'a [u64],
 }
 
 /// The claims of [`claim_some`], queue by queue: the plain claim where no limit applies, else the claim
 /// under limits (which keeps the queue's order across limited and unlimited kinds). The first claim
-/// carries `carry` (answered and emptied once made).
+/// carries `carry` (answered and emptied once made). Each stamp lists `running` and the rows claimed
+/// before it on the worker's holdings row.
 async fn claim_parts(
     shared: &Shared,
     conn: &mut Dedicated,
@@ -489,9 +497,14 @@ async fn claim_parts(
     limits: &mut Limits,
     limit: u32,
     carry: &mut Carried,
-    Pass { reach, slices }: Pass<'_>,
+    Pass {
+        reach,
+        slices,
+        running,
+    }: Pass<'_>,
 ) -> Result<Vec<claim::ClaimedJob>> {
-    let mut jobs = Vec::new();
+    let mut jobs: Vec<claim::ClaimedJob> = Vec::new();
+    let mut listed = running.to_vec();
     for queue in &shared.cfg.queues {
         let want = limit - jobs.len() as u32;
         if want == 0 && carry.is_empty() {
@@ -501,8 +514,14 @@ async fn claim_parts(
         let applying = limits.applying(queue, kinds);
         let items = carry.items();
         let sent = Instant::now();
+        listed.truncate(running.len());
+        listed.extend(jobs.iter().map(|j| j.id.0));
         let args = claim::ClaimArgs {
             token: &shared.token,
+            holding: claim::Holding {
+                running: &listed,
+                keep: false,
+            },
             queue,
             kinds,
             limit: want,

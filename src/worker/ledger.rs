@@ -151,6 +151,20 @@ impl Ledger {
             .collect()
     }
 
+    /// Every job id whose row may still run under this worker's token: the attempts entered and not yet
+    /// left (a done job stays until its finish is made) and the ones whose outcome could not be
+    /// recorded. What a claim writes to the holdings list besides the rows it stamps.
+    pub(crate) fn holding(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.lock().keys().map(|id| id.0).collect();
+        let unrecorded: Vec<u64> = crate::sync::lock(&self.unrecorded)
+            .keys()
+            .map(|k| k.id.0)
+            .filter(|id| !ids.contains(id))
+            .collect();
+        ids.extend(unrecorded);
+        ids
+    }
+
     /// Trips the cancel requests of these job ids; returns the ids newly told to stop.
     pub(crate) fn request_cancel(&self, ids: &[JobId]) -> Vec<JobId> {
         let entries = self.lock();

@@ -123,6 +123,20 @@ impl TestDb {
         conn
     }
 
+    /// Running rows that are not on their claimant's holdings list (schema 38), as (id, token). None,
+    /// at any moment, where only jobq stamps rows: a stamp writes the list in the same statement. One
+    /// statement, so one consistent snapshot of both tables.
+    pub async fn unlisted_running(&self) -> Vec<(u64, String)> {
+        sqlx::query_as(
+            "SELECT q.id, CAST(q.claim AS CHAR) FROM job_queue q WHERE q.state = 'running' \
+             AND NOT EXISTS (SELECT 1 FROM jobq_holdings h WHERE h.holder = q.claim \
+             AND JSON_CONTAINS(h.held_ids, CAST(q.id AS CHAR)))",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .unwrap()
+    }
+
     /// Jobs per state, as `state=count` pairs sorted by state, e.g. "done=10".
     pub async fn states(&self) -> String {
         let rows: Vec<(Vec<u8>, i64)> = sqlx::query_as(

@@ -13,6 +13,8 @@ mod wire;
 
 // The claim engine: fences, plans, concurrency.
 mod claim;
+// The holdings ledger: every running row on its claimant's list.
+mod holdings;
 // Priority aging: starvation under a flood, what it costs, its rules, and how it is shown.
 mod aging;
 mod aging_rules;

@@ -51,6 +51,13 @@ async fn a_sigkilled_workers_job_is_runnable_within_two_intervals_and_runs_again
     })
     .await;
     let killed_claimant = history::sole_worker_token(&db.pool).await;
+    let listed: i64 = db
+        .scalar(&format!(
+            "SELECT COUNT(*) FROM jobq_holdings WHERE holder = '{killed_claimant}' \
+             AND JSON_CONTAINS(held_ids, '1')"
+        ))
+        .await;
+    assert_eq!(listed, 1, "the running job is on its claimant's list");
 
     let stop = CancellationToken::new();
     let reaper = Reaper::new(db.pool.clone(), ReaperConfig::default()).unwrap();
@@ -58,6 +65,8 @@ async fn a_sigkilled_workers_job_is_runnable_within_two_intervals_and_runs_again
     kill(Pid::from_raw(worker.id() as i32), Signal::SIGKILL).unwrap();
     let killed_at = Instant::now();
     let _ = wait_output(worker.take(), Duration::from_secs(5));
+    // Still running (until the reaper resets it) means still listed.
+    assert_eq!(db.unlisted_running().await, vec![]);
     // The command goes with its worker (the exec shim); no process of the copy holds its lock after.
     wait_until("the killed copy gone", Duration::from_secs(5), || async {
         !history::lock_held(&lock)
@@ -160,12 +169,15 @@ async fn two_reapers_at_once_reset_each_row_once() {
             .unwrap();
     }
     db.age_ghost_claims().await;
+    assert_eq!(db.unlisted_running().await, vec![]);
     let a = quick_reaper(&db);
     let b = quick_reaper(&db);
     let (ra, rb) = tokio::join!(a.run_once(), b.run_once());
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
     assert_eq!(ra.requeued + rb.requeued, 60, "{ra:?} {rb:?}");
     assert_eq!(db.states().await, "queued=60");
+    let lists: i64 = db.scalar("SELECT COUNT(*) FROM jobq_holdings").await;
+    assert_eq!(lists, 0, "the gone claimants' lists went with them");
     let attempts: i64 = db
         .scalar("SELECT COUNT(*) FROM job_queue WHERE attempts = 1 AND last_error LIKE 'claimant ghost-host:%died%'")
         .await;

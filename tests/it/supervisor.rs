@@ -64,6 +64,8 @@ async fn sigkilled_children_are_replaced_and_every_job_ends_done() {
     let mut killed = Vec::new();
     for round in 0..5 {
         wait_until("some jobs done", Duration::from_secs(20), || async {
+            // At every look, also while children die: each running row is on its claimant's list.
+            assert_eq!(db.unlisted_running().await, vec![], "round {round}");
             db.scalar::<i64>("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
                 .await
                 > 400 * round

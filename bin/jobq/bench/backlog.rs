@@ -162,6 +162,11 @@ async fn time_claims(
 ) -> BResult<ClaimCost> {
     let before = not_queued(ctx).await?;
     let mut conn = super::raw::connections(&ctx.url, 1).await?.remove(0);
+    // As a worker registers: without its holdings row the stamp would stamp nothing.
+    sqlx::query(jobq::statements::HOLD)
+        .bind("bench-backlog")
+        .execute(&mut conn)
+        .await?;
     let claims = ctx.cfg.backlog_claims.max(1);
     let served_kinds: Vec<String> = (0..SERVED_KINDS).map(kind).collect();
     let reads_before = index_reads(&mut conn).await?;
@@ -281,8 +286,12 @@ async fn claim_rolled_back(
         }
     }
     if !ids.is_empty() {
-        let sql = CLAIM_STAMP.sql(&["?", &placeholders(ids.len())]);
-        let mut q = sqlx::query(&sql).bind("bench-backlog");
+        let sql = CLAIM_STAMP.sql(&["?", "?", "?", "?", &placeholders(ids.len())]);
+        let mut q = sqlx::query(&sql)
+            .bind("bench-backlog")
+            .bind(false)
+            .bind(super::raw::held_list(ids.iter().copied()))
+            .bind("bench-backlog");
         for id in &ids {
             q = q.bind(*id);
         }

@@ -262,6 +262,11 @@ async fn drain_one(
     };
     // The rows the next claim finishes first (carried finishes only).
     let mut carry: Vec<(u64, u16)> = Vec::new();
+    // As a worker registers: its stamps write its holdings row.
+    sqlx::query(jobq::statements::HOLD)
+        .bind(&token)
+        .execute(&mut conn)
+        .await?;
     loop {
         let c0 = Instant::now();
         let (rows, carried) = retried!(claim(&mut conn, &token, batch, &carry).await)?;
@@ -410,9 +415,16 @@ async fn claim(
         let attempts: u16 = row.try_get("attempts")?;
         claimed.push((id, attempts + 1));
     }
+    // The holdings list, as a worker writes it: the rows it may still run (the ones this claim
+    // finishes) and the rows it stamps.
+    let held = held_list(carry.iter().chain(&claimed).map(|&(id, _)| id));
     if carry.is_empty() {
-        let sql = CLAIM_STAMP.sql(&["?", &placeholders(claimed.len())]);
-        let mut q = sqlx::query(&sql).bind(token);
+        let sql = CLAIM_STAMP.sql(&["?", "?", "?", "?", &placeholders(claimed.len())]);
+        let mut q = sqlx::query(&sql)
+            .bind(token)
+            .bind(false)
+            .bind(held)
+            .bind(token);
         for &(id, _) in &claimed {
             q = q.bind(id);
         }
@@ -424,10 +436,18 @@ async fn claim(
     let sql = CLAIM_STAMP_CARRYING.sql(&[
         "?",
         "?",
+        "?",
+        "?",
+        "?",
         &pair_placeholders(carry.len()),
         &placeholders(claimed.len()),
     ]);
-    let mut q = sqlx::query(&sql).bind(token).bind(token);
+    let mut q = sqlx::query(&sql)
+        .bind(token)
+        .bind(false)
+        .bind(held)
+        .bind(token)
+        .bind(token);
     for &(id, attempt) in &carry {
         q = q.bind(id).bind(attempt);
     }
@@ -436,6 +456,13 @@ async fn claim(
     }
     let changed = q.execute(&mut *tx).await?.rows_affected();
     tx.commit().await?;
-    let finished = changed.saturating_sub(claimed.len() as u64);
+    // The holdings row is one more matched row.
+    let finished = changed.saturating_sub(claimed.len() as u64 + 1);
     Ok((claimed, finished))
+}
+
+/// A holdings list as the stamp takes it: a JSON array of ids.
+pub(crate) fn held_list(ids: impl Iterator<Item = u64>) -> String {
+    let ids: Vec<String> = ids.map(|id| id.to_string()).collect();
+    format!("[{}]", ids.join(","))
 }

@@ -149,6 +149,11 @@ async fn make_table(conn: &mut MySqlConnection, alter: Option<&str>) -> BResult<
         conn.execute(format!("ALTER TABLE {TABLE} {alter}").as_str())
             .await?;
     }
+    // The stamp writes the claimant's holdings row, which a worker's registration makes.
+    sqlx::query(jobq::statements::HOLD)
+        .bind(TOKEN)
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 
@@ -198,10 +203,13 @@ pub(crate) fn pick_sql(table: &str, kind: &str, rows: usize) -> String {
     )
 }
 
-/// jobq's claim, step 2 ([`CLAIM_STAMP`]) on the copy `table`, with literal values.
+/// jobq's claim, step 2 ([`CLAIM_STAMP`]) on the copy `table`, with literal values: the claimant's
+/// holdings list (its row must exist, see [`jobq::statements::HOLD`]) set to the claim's rows.
 pub(crate) fn stamp_sql(table: &str, token: &str, ids: &[u64]) -> String {
+    let token = format!("'{token}'");
+    let held = format!("'{}'", super::raw::held_list(ids.iter().copied()));
     CLAIM_STAMP
-        .sql(&[&format!("'{token}'"), &id_list(ids)])
+        .sql(&[&token, "FALSE", &held, &token, &id_list(ids)])
         .replace("job_queue", table)
 }
 

@@ -2,8 +2,8 @@
 //! `CLAIM_STAMP`, 1,000 rows) and finishes (`FINISH_DONE_BATCH`) until nothing is due, on jobq's table,
 //! on copies of it without one part each, on a copy that keeps the claim token through the finish with
 //! only the token indexed (no index entry moves at the finish; a probe of a design, not jobq's schema),
-//! on a copy without `state_claim` whose claims record the claimant's rows on one ledger row instead
-//! (another probe, see [`Drain::Ledger`]), and on the lean table ([`super::lean`]). Purge's work for
+//! on jobq's table with a stamp that does not write the claimant's holdings list (what the list costs,
+//! see [`Drain::Unlisted`]), and on the lean table ([`super::lean`]). Purge's work for
 //! the drained rows is counted: the meter stops once the server's history list is back to its length
 //! before the drain.
 //!
@@ -27,9 +27,6 @@ pub(crate) const BATCH: usize = 1000;
 
 /// The copy the drains run on.
 const TABLE: &str = "bench_tablecpu";
-
-/// The ledger probe's table: one row per claimant.
-const LEDGER: &str = "bench_tablecpu_ledger";
 
 /// The claim token: as long as a worker's.
 const TOKEN: &str = "bench-tablecpu:12345:678:1-1795952503:0123456789abcdef";
@@ -68,12 +65,9 @@ enum Drain {
     /// jobq's, but the finish leaves `claim` as it is (the probe of a design without an index moved at
     /// the finish).
     KeepClaim,
-    /// Probe of a design without an index entry per running row: each claim's stamp also writes, in
-    /// the same UPDATE (a join with the claimant's one ledger row, so no statement is added), the ids
-    /// of every row the claimant may be running, where a reaper, a limit or a gauge would read them
-    /// and then look the rows up by primary key. The ids written are the claim's twice over, about what
-    /// a worker of twice the batch's concurrency holds.
-    Ledger,
+    /// jobq's, but the stamp does not join the claimant's holdings row (schema 38) or write its list:
+    /// jobq's stamp before the list, to measure what writing it costs.
+    Unlisted,
     /// The lean table, with its own statements.
     Lean,
 }
@@ -97,11 +91,7 @@ fn variants() -> Vec<Variant> {
             Some("DROP INDEX state_claim, ADD KEY claim_only (claim)"),
             Drain::KeepClaim,
         ),
-        v(
-            "state_claim -> a ledger row per claimant",
-            Some("DROP INDEX state_claim"),
-            Drain::Ledger,
-        ),
+        v("stamp without the holdings list", None, Drain::Unlisted),
         v(
             "without the 5 unique/debounce indexes",
             Some(
@@ -121,6 +111,11 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<Vec<TableCpu>> {
     for s in jobq::statements::SESSION_SETUP {
         conn.execute(s).await?;
     }
+    // The stamp writes the claimant's holdings row, which a worker's registration makes.
+    sqlx::query(jobq::statements::HOLD)
+        .bind(TOKEN)
+        .execute(&mut conn)
+        .await?;
     let jobs = (ctx.cfg.raw_jobs * 5).max(BATCH as u64);
     let variants = variants();
     let mut seen: Vec<(Vec<f64>, Vec<f64>, bool)> =
@@ -153,7 +148,7 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<Vec<TableCpu>> {
             cell.2 &= drained == jobs;
         }
     }
-    conn.execute(format!("DROP TABLE IF EXISTS {TABLE}, {LEDGER}").as_str())
+    conn.execute(format!("DROP TABLE IF EXISTS {TABLE}").as_str())
         .await?;
     let _ = conn.close().await;
     let mut out = Vec::new();
@@ -201,41 +196,19 @@ async fn make_table(conn: &mut MySqlConnection, v: &Variant) -> BResult<()> {
         conn.execute(format!("ALTER TABLE {TABLE} {alter}").as_str())
             .await?;
     }
-    if v.drain == Drain::Ledger {
-        conn.execute(format!("DROP TABLE IF EXISTS {LEDGER}").as_str())
-            .await?;
-        conn.execute(
-            format!(
-                "CREATE TABLE {LEDGER} (token VARCHAR(191) CHARACTER SET ascii COLLATE ascii_bin \
-                 NOT NULL PRIMARY KEY, ids MEDIUMTEXT NULL) ENGINE = InnoDB"
-            )
-            .as_str(),
-        )
-        .await?;
-        conn.execute(format!("INSERT INTO {LEDGER} (token) VALUES ('{TOKEN}')").as_str())
-            .await?;
-    }
     Ok(())
 }
 
-/// The ledger probe's stamp: jobq's, joined with the claimant's ledger row, which it sets to the ids
-/// the claimant may be running (here the claim's, twice over).
-fn ledger_stamp_sql(ids: &[u64]) -> String {
-    let held = ids
-        .iter()
-        .chain(ids)
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
-    let from = format!("UPDATE {TABLE} SET ");
-    stamp_sql(TABLE, TOKEN, ids).replacen(
-        &from,
-        &format!(
-            "UPDATE {TABLE} FORCE INDEX (PRIMARY) JOIN {LEDGER} r ON r.token = '{TOKEN}' \
-                 SET r.ids = '[{held}]', "
-        ),
-        1,
-    )
+/// [`Drain::Unlisted`]'s stamp: jobq's, without the join with the holdings row and the list it sets.
+fn unlisted_stamp_sql(ids: &[u64]) -> String {
+    let sql = stamp_sql(TABLE, TOKEN, ids);
+    let (Some(join), Some(rest)) = (
+        sql.find(" JOIN jobq_holdings"),
+        sql.find("state = 'running'"),
+    ) else {
+        unreachable!("jobq's stamp joins the holdings row and sets the state: {sql}")
+    };
+    format!("{} SET {}", &sql[..join], &sql[rest..])
 }
 
 /// `jobs` due rows, in 1,000-row INSERTs.
@@ -270,15 +243,15 @@ async fn drain(conn: &mut MySqlConnection, v: &Variant) -> BResult<u64> {
             tx.rollback().await?;
             return Ok(finished);
         }
-        let ledger = v.drain == Drain::Ledger;
-        let stamp = if ledger {
-            ledger_stamp_sql(&ids)
-        } else {
+        let listed = v.drain != Drain::Unlisted;
+        let stamp = if listed {
             stamp_sql(TABLE, TOKEN, &ids)
+        } else {
+            unlisted_stamp_sql(&ids)
         };
         let stamped = tx.execute(stamp.as_str()).await?.rows_affected();
-        // The ledger's row counts as one more matched row.
-        if stamped != (ids.len() + usize::from(ledger)) as u64 {
+        // The holdings row counts as one more matched row.
+        if stamped != (ids.len() + usize::from(listed)) as u64 {
             return Err(BenchError::Setup(format!(
                 "drain by table ({}): stamped {stamped} of {} locked rows",
                 v.name,

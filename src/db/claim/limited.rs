@@ -22,7 +22,7 @@ use std::sync::atomic::AtomicBool;
 
 use sqlx::MySqlConnection;
 
-use super::{Claim, ClaimArgs, ClaimedJob, lock_due, stamp_selected, watched};
+use super::{Claim, ClaimArgs, ClaimedJob, Holding, lock_due, stamp, watched};
 use crate::db::dedicated::Dedicated;
 use crate::db::limits::{self, Applying, LimitKey};
 use crate::error::Result;
@@ -47,7 +47,8 @@ pub(crate) async fn claim_limited_watched(
         ));
     }
     watched(conn, uncertain, |mut c| async move {
-        let r = claim_once_limited(&mut c, args, applying).await;
+        let r =
+            claim_once_limited(&mut c, super::keeping_if_unsure(args, uncertain), applying).await;
         (c, r)
     })
     .await
@@ -75,6 +76,7 @@ async fn claim_once_limited(
         kinds,
         limit: want,
         carry,
+        holding,
         ..
     } = args;
     let want = if kinds.is_empty() { 0 } else { want };
@@ -114,7 +116,18 @@ async fn claim_once_limited(
             None => (picked, Vec::new()),
         };
         // Stamped now: a row locked but not stamped still looks due to this transaction's next pick.
-        jobs.extend(stamp_selected(&mut tx, token.as_str(), admitted).await?);
+        // Each stamp writes the whole list, so it names the rows this claim stamped before too.
+        let running: Vec<u64> = holding
+            .running
+            .iter()
+            .copied()
+            .chain(jobs.iter().map(|j: &ClaimedJob| j.id.0))
+            .collect();
+        let holding = Holding {
+            running: &running,
+            ..holding
+        };
+        jobs.extend(stamp(&mut tx, token.as_str(), holding, admitted).await?);
         let queue_full = rooms.as_ref().is_some_and(|rooms| {
             rooms
                 .iter()

@@ -46,6 +46,7 @@ use crate::db::row::{opt_text, text};
 use crate::error::Result;
 use crate::id::JobId;
 use crate::job::AttemptKey;
+pub(crate) use stamp::Holding;
 pub(crate) use stamp::this_host;
 use stamp::{claim_select, claim_select_past_locked, claim_stamp, claim_stamp_carrying};
 
@@ -178,11 +179,13 @@ impl Slice {
 
 /// What one claim of one queue asks for: the worker's token, the queue, the kinds it runs, how many rows
 /// at most, the done finishes it carries ((id, attempt) pairs of rows `token` runs, distinct), how
-/// far it looks (see [`Reach`]), and the slice of the due rows its pick takes from (the locking walk
-/// takes from the whole queue).
+/// far it looks (see [`Reach`]), the slice of the due rows its pick takes from (the locking walk
+/// takes from the whole queue), and what its stamp writes to the claimant's holdings list besides the
+/// rows it stamps.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ClaimArgs<'a> {
     pub(crate) token: &'a TokenText,
+    pub(crate) holding: Holding<'a>,
     pub(crate) queue: &'a str,
     pub(crate) kinds: &'a [String],
     pub(crate) limit: u32,
@@ -241,6 +244,11 @@ pub async fn claim_batch_carrying(
     for reach in [Reach::Picked, Reach::PastHeld] {
         let args = ClaimArgs {
             token,
+            // Without a worker that knows what it runs, the list only grows.
+            holding: Holding {
+                running: &[],
+                keep: true,
+            },
             queue,
             kinds,
             limit,
@@ -250,6 +258,7 @@ pub async fn claim_batch_carrying(
         };
         let claim = crate::db::retry_transient("claim", TRIES, || async {
             let mut conn = pool.acquire().await?;
+            hold(&mut conn, token).await?;
             claim_once(&mut conn, args).await
         })
         .await?;
@@ -259,6 +268,17 @@ pub async fn claim_batch_carrying(
         }
     }
     Ok((Vec::new(), carried))
+}
+
+/// Gives `token` a holdings row (schema 38) if it has none, as a worker's registration does: without
+/// one its stamps stamp nothing.
+#[cfg(any(test, feature = "test-util"))]
+async fn hold(conn: &mut MySqlConnection, token: &TokenText) -> Result<(), sqlx::Error> {
+    sqlx::query(crate::statements::HOLD)
+        .bind(token.as_str())
+        .execute(conn)
+        .await?;
+    Ok(())
 }
 
 /// What a claim did: the rows it claimed, and whether it made the finishes it was asked to carry.
@@ -288,10 +308,18 @@ pub(crate) async fn claim_batch_watched(
         });
     }
     watched(conn, uncertain, |mut c| async move {
-        let r = claim_once(&mut c, args).await;
+        let r = claim_once(&mut c, keeping_if_unsure(args, uncertain)).await;
         (c, r)
     })
     .await
+}
+
+/// `args`, whose stamp keeps what the holdings list held when an earlier try or claim may have
+/// committed rows the worker never saw: they stay listed until its reconcile hands them back.
+fn keeping_if_unsure<'a>(args: ClaimArgs<'a>, uncertain: &AtomicBool) -> ClaimArgs<'a> {
+    let mut args = args;
+    args.holding.keep |= uncertain.load(Ordering::SeqCst);
+    args
 }
 
 /// Runs a claim on the worker's connection, raising `uncertain` when a try failed in a way that may
@@ -360,19 +388,25 @@ async fn claim_carrying(
     conn: &mut MySqlConnection,
     args: ClaimArgs<'_>,
 ) -> Result<Option<Claim>, sqlx::Error> {
-    let ClaimArgs { token, carry, .. } = args;
+    let ClaimArgs {
+        token,
+        carry,
+        holding,
+        ..
+    } = args;
     let mut tx = conn.begin().await?;
     let Locked { jobs, .. } = lock_due(&mut tx, args).await?;
     let all_changed = if jobs.is_empty() {
         crate::db::finish::done_batch_in(&mut tx, token, carry).await?
     } else {
         let ids: Vec<u64> = jobs.iter().map(|j| j.id.0).collect();
-        let changed = claim_stamp_carrying(token.as_str(), carry, &ids)
+        let changed = claim_stamp_carrying(token.as_str(), holding, carry, &ids)
             .build()
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        changed == (carry.len() + ids.len()) as u64
+        // The holdings row is one more matched row.
+        changed == (carry.len() + ids.len() + 1) as u64
     };
     if !all_changed {
         tx.rollback().await?;
@@ -398,7 +432,7 @@ async fn claim_apart(
         end(tx, set_aside || (carried && !args.carry.is_empty())).await?;
         return Ok(Claim { jobs, carried });
     }
-    let jobs = stamp_selected(&mut tx, args.token.as_str(), jobs).await?;
+    let jobs = stamp(&mut tx, args.token.as_str(), args.holding, jobs).await?;
     tx.commit().await?;
     Ok(Claim { jobs, carried })
 }
@@ -454,30 +488,73 @@ struct Locked {
 }
 
 /// Step 2 of a claim: stamps `token` on the rows the locking SELECT returned, and returns the ones it
-/// stamped.
-///
-/// The UPDATE does not trust the row locks alone: it checks again that each row is still claimable
-/// (waiting, unclaimed, due), and when it changes fewer rows than were selected, the rows that carry our
-/// token and this attempt are read back and only those are returned. Under InnoDB the locks make this
-/// a no-op; an engine that accepts SKIP LOCKED without locking (TiDB did) would otherwise let two
-/// workers stamp one row and both run it. Public only for the test that simulates such an engine.
+/// stamped. As a claim without a worker stamps: the holdings list keeps what it held (`token` must
+/// have a holdings row, see [`claim_batch`]).
 #[doc(hidden)]
+#[cfg(any(test, feature = "test-util"))]
 #[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
 pub async fn stamp_selected(
     conn: &mut MySqlConnection,
     token: &str,
     jobs: Vec<ClaimedJob>,
 ) -> Result<Vec<ClaimedJob>, sqlx::Error> {
+    let holding = Holding {
+        running: &[],
+        keep: true,
+    };
+    stamp(conn, token, holding, jobs).await
+}
+
+/// Step 2 of a claim: stamps `token` on the rows the locking SELECT returned, writes `holding` with
+/// them to the claimant's holdings list, and returns the rows it stamped.
+///
+/// The UPDATE does not trust the row locks alone: it checks again that each row is still claimable
+/// (waiting, unclaimed, due), and when it changes fewer rows than were selected, the rows that carry our
+/// token and this attempt are read back and only those are returned. Under InnoDB the locks make this
+/// a no-op; an engine that accepts SKIP LOCKED without locking (TiDB did) would otherwise let two
+/// workers stamp one row and both run it ([`stamp_selected`] is the test's way in).
+///
+/// A claimant without a holdings row stamps nothing; this makes the row again and stamps once more.
+pub(super) async fn stamp(
+    conn: &mut MySqlConnection,
+    token: &str,
+    holding: Holding<'_>,
+    jobs: Vec<ClaimedJob>,
+) -> Result<Vec<ClaimedJob>, sqlx::Error> {
     if jobs.is_empty() {
         return Ok(jobs);
     }
     let ids: Vec<u64> = jobs.iter().map(|j| j.id.0).collect();
-    let mut update = claim_stamp(token, &ids);
+    let mut update = claim_stamp(token, holding, &ids);
     // rows_affected counts matched rows (sqlx sets CLIENT_FOUND_ROWS), and every matched row changes
-    // anyway (attempts goes up); a repeated id of the padded list matches its row once.
-    let stamped = update.build().execute(&mut *conn).await?.rows_affected();
-    if stamped == jobs.len() as u64 {
+    // anyway (attempts goes up); a repeated id of the padded list matches its row once; the holdings
+    // row is one more.
+    let mut stamped = update.build().execute(&mut *conn).await?.rows_affected();
+    if stamped == jobs.len() as u64 + 1 {
         return Ok(jobs);
+    }
+    if stamped == 0 && !has_holdings(conn, token).await? {
+        // A reaper took this claimant for gone and forgot it, with nothing of its running; its
+        // heartbeat registers it again. Its list is made again now, in this transaction, so that it
+        // does not claim nothing meanwhile (an idle worker's heartbeat may not notice for a while).
+        // A reset of this token in progress holds the list's key until it commits (`reap`), so the
+        // rows stamped here are new claims, never rows being reset.
+        tracing::warn!(
+            claim = token,
+            "claim: this claimant's holdings row was gone (a reaper took it for gone); made it again"
+        );
+        sqlx::query(crate::statements::HOLD)
+            .bind(token)
+            .execute(&mut *conn)
+            .await?;
+        stamped = claim_stamp(token, holding, &ids)
+            .build()
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+        if stamped == jobs.len() as u64 + 1 {
+            return Ok(jobs);
+        }
     }
     let mut read = QueryBuilder::<MySql>::new(
         "SELECT id, attempts FROM job_queue WHERE state = 'running' AND claim = ",
@@ -490,12 +567,21 @@ pub async fn stamp_selected(
     let kept = keep_stamped(jobs, &held);
     tracing::warn!(
         selected = ids.len(),
-        stamped,
+        stamped = stamped.saturating_sub(1),
         kept = kept.len(),
         "claim: rows locked FOR UPDATE SKIP LOCKED changed before they were stamped; keeping only \
          the rows that carry this worker's token (does the server really lock with SKIP LOCKED?)"
     );
     Ok(kept)
+}
+
+/// Whether `token` has a holdings row.
+async fn has_holdings(conn: &mut MySqlConnection, token: &str) -> Result<bool, sqlx::Error> {
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobq_holdings WHERE holder = ?")
+        .bind(token)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(n > 0)
 }
 
 /// The selected jobs that `held` (rows under our token, with their attempts) shows this claim stamped:

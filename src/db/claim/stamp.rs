@@ -104,12 +104,22 @@ pub(crate) fn this_host() -> &'static str {
 }
 
 /// Step 2's statement, [`CLAIM_STAMP`], with its parameters bound (the ids padded, see
-/// [`crate::db::push_id_list`]).
-pub(super) fn claim_stamp<'a>(token: &'a str, ids: &[u64]) -> QueryBuilder<'a, MySql> {
-    let [head, ids_at, tail] = CLAIM_STAMP.parts() else {
-        unreachable!("CLAIM_STAMP has two parameters")
+/// [`crate::db::push_id_list`]), writing `holding` with `ids` to the claimant's holdings list.
+pub(super) fn claim_stamp<'a>(
+    token: &'a str,
+    holding: Holding<'_>,
+    ids: &[u64],
+) -> QueryBuilder<'a, MySql> {
+    let [head, keep_at, list_at, token_at, ids_at, tail] = CLAIM_STAMP.parts() else {
+        unreachable!("CLAIM_STAMP has five parameters")
     };
     let mut update = QueryBuilder::<MySql>::new(*head);
+    update.push_bind(token);
+    update.push(*keep_at);
+    update.push_bind(holding.keep);
+    update.push(*list_at);
+    update.push_bind(holding.list_with(ids));
+    update.push(*token_at);
     update.push_bind(token);
     update.push(*ids_at);
     crate::db::push_id_list(&mut update, ids);
@@ -118,16 +128,34 @@ pub(super) fn claim_stamp<'a>(token: &'a str, ids: &[u64]) -> QueryBuilder<'a, M
 }
 
 /// [`CLAIM_STAMP_CARRYING`] with its parameters bound: the finishes `carry` (distinct (id, attempt)
-/// pairs) and the locked `ids`, both lists padded to a power of two (see [`crate::db::push_id_list`]).
+/// pairs) and the locked `ids`, both lists padded to a power of two (see [`crate::db::push_id_list`]),
+/// and the holdings list as [`claim_stamp`] writes it.
 pub(super) fn claim_stamp_carrying<'a>(
     token: &'a str,
+    holding: Holding<'_>,
     carry: &[AttemptKey],
     ids: &[u64],
 ) -> QueryBuilder<'a, MySql> {
-    let [head, fence_at, pairs_at, ids_at, tail] = CLAIM_STAMP_CARRYING.parts() else {
-        unreachable!("CLAIM_STAMP_CARRYING has four parameters")
+    let [
+        head,
+        keep_at,
+        list_at,
+        token_at,
+        fence_at,
+        pairs_at,
+        ids_at,
+        tail,
+    ] = CLAIM_STAMP_CARRYING.parts()
+    else {
+        unreachable!("CLAIM_STAMP_CARRYING has seven parameters")
     };
     let mut update = QueryBuilder::<MySql>::new(*head);
+    update.push_bind(token);
+    update.push(*keep_at);
+    update.push_bind(holding.keep);
+    update.push(*list_at);
+    update.push_bind(holding.list_with(ids));
+    update.push(*token_at);
     update.push_bind(token);
     update.push(*fence_at);
     update.push_bind(token);
@@ -137,6 +165,34 @@ pub(super) fn claim_stamp_carrying<'a>(
     crate::db::push_id_list(&mut update, ids);
     update.push(*tail);
     update
+}
+
+/// What a stamp writes to its claimant's holdings list (schema 38, [`crate::statements::HOLDINGS_SET`]): the rows the
+/// claimant may still be running besides the ones it stamps, and whether the list keeps what it held.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Holding<'a> {
+    /// Rows stamped earlier that may still run under the token.
+    pub(crate) running: &'a [u64],
+    /// Keep what the list holds (a claim of this claimant may have committed unseen, or the claim is
+    /// made without a worker that knows what it runs).
+    pub(crate) keep: bool,
+}
+
+impl Holding<'_> {
+    /// The list as the statement takes it: a JSON array of `running` and `ids`.
+    fn list_with(&self, ids: &[u64]) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::with_capacity((self.running.len() + ids.len()) * 8 + 2);
+        out.push('[');
+        for (i, id) in self.running.iter().chain(ids).enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{id}");
+        }
+        out.push(']');
+        out
+    }
 }
 
 fn push_list<'a>(q: &mut QueryBuilder<'a, MySql>, items: &'a [String]) {
@@ -165,13 +221,26 @@ mod tests {
             claim_select_past_locked("q", &kinds, 10).sql(),
             CLAIM_SELECT_PAST_LOCKED.sql(&["?", "?", "?", "?", "?", "?", &two, &two, "?"])
         );
+        let none = Holding {
+            running: &[],
+            keep: false,
+        };
         assert_eq!(
-            claim_stamp("t", &[1, 2, 3]).sql(),
-            CLAIM_STAMP.sql(&["?", &placeholders(4)])
+            claim_stamp("t", none, &[1, 2, 3]).sql(),
+            CLAIM_STAMP.sql(&["?", "?", "?", "?", &placeholders(4)])
         );
         assert_eq!(
-            claim_stamp_carrying("t", &crate::job::keys(&[(1, 1), (2, 1), (3, 2)]), &[7, 8]).sql(),
+            claim_stamp_carrying(
+                "t",
+                none,
+                &crate::job::keys(&[(1, 1), (2, 1), (3, 2)]),
+                &[7, 8]
+            )
+            .sql(),
             CLAIM_STAMP_CARRYING.sql(&[
+                "?",
+                "?",
+                "?",
                 "?",
                 "?",
                 &crate::statements::pair_placeholders(4),
@@ -179,13 +248,31 @@ mod tests {
             ])
         );
         assert_eq!(
-            claim_stamp_carrying("t", &crate::job::keys(&[(1, 1)]), &[7]).sql(),
+            claim_stamp_carrying("t", none, &crate::job::keys(&[(1, 1)]), &[7]).sql(),
             CLAIM_STAMP_CARRYING.sql(&[
+                "?",
+                "?",
+                "?",
                 "?",
                 "?",
                 &crate::statements::pair_placeholders(crate::statements::MIN_PAIRS),
                 &placeholders(1)
             ])
         );
+    }
+
+    #[test]
+    fn the_holdings_list_names_the_rows_running_and_the_rows_stamped() {
+        let h = Holding {
+            running: &[4, 9],
+            keep: false,
+        };
+        assert_eq!(h.list_with(&[12]), "[4,9,12]");
+        let empty = Holding {
+            running: &[],
+            keep: true,
+        };
+        assert_eq!(empty.list_with(&[]), "[]");
+        assert_eq!(empty.list_with(&[1, 2]), "[1,2]");
     }
 }
