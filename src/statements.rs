@@ -317,7 +317,7 @@ macro_rules! holdings_join {
     };
 }
 
-/// The stamp's write of the holdings list, after [`holdings_join!`]'s token: the list (a JSON array of
+/// The stamp's write of the holdings list, after `holdings_join!`'s token: the list (a JSON array of
 /// ids) becomes the one given or, when the flag is true, what it held with the given ids added. A
 /// worker gives every row it may still be running plus the rows it stamps, so rows finished since drop
 /// off; it keeps what the list held while a claim of its own may have committed unseen (until its
@@ -333,7 +333,7 @@ pub const HOLD: &str = "INSERT INTO jobq_holdings (holder, held_ids) VALUES (?, 
      ON DUPLICATE KEY UPDATE held_ids = held_ids";
 
 /// Claim, step 2, in the same transaction: stamp the claim token on the locked rows, and write the
-/// claimant's holdings list in the same statement ([`holdings_join!`], [`HOLDINGS_SET`]). Parameters:
+/// claimant's holdings list in the same statement (`holdings_join!`, [`HOLDINGS_SET`]). Parameters:
 /// the token (its holdings row), whether the list keeps what it held, the list, the token (to stamp),
 /// the ids (a list). It checks again that each row is still claimable, so that an engine that accepts
 /// SKIP LOCKED without locking cannot let two claims stamp one row (see `stamp_selected` in
@@ -373,7 +373,7 @@ pub const CLAIM_STAMP: Statement = Statement {
 /// other assignment reads its old value whether the server assigns left to right (a single-table
 /// UPDATE on MySQL, and on MariaDB by default) or all from the row as it was (MariaDB's
 /// `SIMULTANEOUS_ASSIGNMENT` mode, and a table a multi-table UPDATE changes after the join, as MariaDB
-/// 10.11 does `job_queue` here: [`holdings_join!`]). When it changes fewer rows
+/// 10.11 does `job_queue` here: `holdings_join!`). When it changes fewer rows
 /// than it names, an UPDATE cannot say which branch fell short: the claim is rolled back and made
 /// again with the finish and the stamp apart.
 ///
