@@ -239,12 +239,24 @@ cmd_kill() {
 
 cmd_isolate() {
     check_node "$1"
+    local flag
     case "${2:-}" in
-    on) client "$1" "SET GLOBAL wsrep_provider_options='gmcast.isolate=1'" || die "node $1 did not answer" ;;
-    off) client "$1" "SET GLOBAL wsrep_provider_options='gmcast.isolate=0'" || die "node $1 did not answer" ;;
+    on) flag=1 ;;
+    off) flag=0 ;;
     *) die "usage: scripts/galera.sh isolate N on|off" ;;
     esac
-    log "node $1 isolation $2"
+    # A node busy leaving or rejoining the cluster, on a loaded machine, can miss one connection: ask
+    # for up to 10 s before giving up.
+    local error
+    for _ in $(seq 1 20); do
+        if error=$(mariadb --protocol=tcp -h 127.0.0.1 -P "$(port "$1")" -u root -N -B \
+            -e "SET GLOBAL wsrep_provider_options='gmcast.isolate=$flag'" 2>&1); then
+            log "node $1 isolation $2"
+            return 0
+        fi
+        sleep 0.5
+    done
+    die "node $1 did not answer in 10 s: $error"
 }
 
 case "${1:-}" in
