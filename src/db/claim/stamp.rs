@@ -113,14 +113,7 @@ pub(super) fn claim_stamp<'a>(
     let [head, keep_at, list_at, token_at, ids_at, tail] = CLAIM_STAMP.parts() else {
         unreachable!("CLAIM_STAMP has five parameters")
     };
-    let mut update = QueryBuilder::<MySql>::new(*head);
-    update.push_bind(token);
-    update.push(*keep_at);
-    update.push_bind(holding.keep);
-    update.push(*list_at);
-    update.push_bind(holding.list_with(ids));
-    update.push(*token_at);
-    update.push_bind(token);
+    let mut update = listing([head, keep_at, list_at, token_at], token, holding, ids);
     update.push(*ids_at);
     crate::db::push_id_list(&mut update, ids);
     update.push(*tail);
@@ -149,6 +142,25 @@ pub(super) fn claim_stamp_carrying<'a>(
     else {
         unreachable!("CLAIM_STAMP_CARRYING has seven parameters")
     };
+    let mut update = listing([head, keep_at, list_at, token_at], token, holding, ids);
+    update.push(*fence_at);
+    update.push_bind(token);
+    update.push(*pairs_at);
+    crate::db::finish::push_pair_list(&mut update, carry);
+    update.push(*ids_at);
+    crate::db::push_id_list(&mut update, ids);
+    update.push(*tail);
+    update
+}
+
+/// The part every stamp begins with, up to the token it stamps: the join with the claimant's holdings
+/// row and the list it writes there, `holding` with `ids`.
+fn listing<'a>(
+    [head, keep_at, list_at, token_at]: [&&'static str; 4],
+    token: &'a str,
+    holding: Holding<'_>,
+    ids: &[u64],
+) -> QueryBuilder<'a, MySql> {
     let mut update = QueryBuilder::<MySql>::new(*head);
     update.push_bind(token);
     update.push(*keep_at);
@@ -157,13 +169,6 @@ pub(super) fn claim_stamp_carrying<'a>(
     update.push_bind(holding.list_with(ids));
     update.push(*token_at);
     update.push_bind(token);
-    update.push(*fence_at);
-    update.push_bind(token);
-    update.push(*pairs_at);
-    crate::db::finish::push_pair_list(&mut update, carry);
-    update.push(*ids_at);
-    crate::db::push_id_list(&mut update, ids);
-    update.push(*tail);
     update
 }
 
