@@ -270,8 +270,8 @@ pub async fn claim_batch_carrying(
     Ok((Vec::new(), carried))
 }
 
-/// Gives `token` a holdings row (schema 38) if it has none, as a worker's registration does: without
-/// one its stamps stamp nothing.
+/// Gives `token` a holdings row (schema 38) if it has none, as a worker's registration does, so that
+/// its first stamp lists its rows at once.
 #[cfg(any(test, feature = "test-util"))]
 async fn hold(conn: &mut MySqlConnection, token: &TokenText) -> Result<(), sqlx::Error> {
     sqlx::query(crate::statements::HOLD)
@@ -488,8 +488,8 @@ struct Locked {
 }
 
 /// Step 2 of a claim: stamps `token` on the rows the locking SELECT returned, and returns the ones it
-/// stamped. As a claim without a worker stamps: the holdings list keeps what it held (`token` must
-/// have a holdings row, see [`claim_batch`]).
+/// stamped. As a claim without a worker stamps: the holdings list keeps what it held (and is made
+/// when `token` has none).
 #[doc(hidden)]
 #[cfg(any(test, feature = "test-util"))]
 #[cfg_attr(not(feature = "test-util"), allow(unreachable_pub))] // public through `testing`
