@@ -332,6 +332,11 @@ pub const HOLDINGS_SET: [&str; 2] = [
 pub const HOLD: &str = "INSERT INTO jobq_holdings (holder, held_ids) VALUES (?, '[]') \
      ON DUPLICATE KEY UPDATE held_ids = held_ids";
 
+/// Removes a claimant's holdings row unless a row still runs under its token: a list is dropped only
+/// once it names nothing that runs. Parameters: the token, twice.
+pub const UNHOLD: &str = "DELETE FROM jobq_holdings WHERE holder = ? AND NOT EXISTS \
+     (SELECT 1 FROM job_queue WHERE claim = ? AND state = 'running')";
+
 /// Claim, step 2, in the same transaction: stamp the claim token on the locked rows, and write the
 /// claimant's holdings list in the same statement (`holdings_join!`, [`HOLDINGS_SET`]). Parameters:
 /// the token (its holdings row), whether the list keeps what it held, the list, the token (to stamp),

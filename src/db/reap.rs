@@ -302,7 +302,7 @@ pub(crate) async fn forget(pool: &MySqlPool, token: &str) -> Result<()> {
         .bind(token)
         .execute(pool)
         .await?;
-    sqlx::query(crate::db::registry::UNHOLD)
+    sqlx::query(crate::statements::UNHOLD)
         .bind(token)
         .bind(token)
         .execute(pool)

@@ -127,13 +127,7 @@ impl Bounds {
     }
 }
 
-/// Removes a claimant's holdings row unless a row still runs under its token: a list is dropped only
-/// once it names nothing that runs. Parameters: the token, twice.
-pub(crate) const UNHOLD: &str = "DELETE FROM jobq_holdings WHERE holder = ? AND NOT EXISTS \
-     (SELECT 1 FROM job_queue WHERE claim = ? AND state = 'running')";
-
-/// Adds this process's row, and its holdings row (which its claims write; without it they stamp
-/// nothing). Called on its anchor session before it claims anything, and again when a reaper has
+/// Adds this process's row, and its holdings row (which its claims write). Called on its anchor session before it claims anything, and again when a reaper has
 /// removed the row.
 pub(crate) async fn register(
     conn: &mut MySqlConnection,
@@ -202,7 +196,7 @@ pub(crate) async fn heartbeat(
 /// token (a job abandoned at the stop: the reaper then finds it listed).
 pub(crate) async fn deregister(pool: &MySqlPool, token: &ClaimToken) -> Result<()> {
     let token = token.to_string();
-    sqlx::query(UNHOLD)
+    sqlx::query(crate::statements::UNHOLD)
         .bind(&token)
         .bind(&token)
         .execute(pool)

@@ -449,12 +449,12 @@ async fn claim_some(
     // The done finishes waiting to be made ride in the first claim's transaction; what no claim made
     // goes back to the finisher.
     let mut carry = shared.finisher.take_for_claim();
-    // On a cluster, each queue's pick in this worker's slice first (see `slices`); then the rows each
-    // queue's pick finds first; only when that finds none anywhere, past the rows other claims hold
-    // (see `claim::Reach`).
     // What the claims' stamps list on the holdings row besides their own rows: every row this worker
     // may still be running (jobs that leave the ledger meanwhile stay listed until the next claim).
     let running = shared.ledger.holding();
+    // On a cluster, each queue's pick in this worker's slice first (see `slices`); then the rows each
+    // queue's pick finds first; only when that finds none anywhere, past the rows other claims hold
+    // (see `claim::Reach`).
     let sliced = slices.before_claim(conn).await.then_some(Pass {
         reach: claim::Reach::Picked,
         slices: Some(&*slices),
@@ -503,7 +503,7 @@ async fn claim_parts(
         running,
     }: Pass<'_>,
 ) -> Result<Vec<claim::ClaimedJob>> {
-    let mut jobs: Vec<claim::ClaimedJob> = Vec::new();
+    let mut jobs = Vec::new();
     let mut listed = running.to_vec();
     for queue in &shared.cfg.queues {
         let want = limit - jobs.len() as u32;
@@ -514,8 +514,6 @@ async fn claim_parts(
         let applying = limits.applying(queue, kinds);
         let items = carry.items();
         let sent = Instant::now();
-        listed.truncate(running.len());
-        listed.extend(jobs.iter().map(|j| j.id.0));
         let args = claim::ClaimArgs {
             token: &shared.token,
             holding: claim::Holding {
@@ -545,6 +543,7 @@ async fn claim_parts(
                 shared.finisher.give_back(std::mem::take(carry));
             }
         }
+        listed.extend(claim.jobs.iter().map(|j| j.id.0));
         jobs.extend(claim.jobs);
     }
     Ok(jobs)
