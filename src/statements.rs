@@ -332,10 +332,30 @@ pub const HOLDINGS_SET: [&str; 2] = [
 pub const HOLD: &str = "INSERT INTO jobq_holdings (holder, held_ids) VALUES (?, '[]') \
      ON DUPLICATE KEY UPDATE held_ids = held_ids";
 
-/// Removes a claimant's holdings row unless a row still runs under its token: a list is dropped only
-/// once it names nothing that runs. Parameters: the token, twice.
-pub const UNHOLD: &str = "DELETE FROM jobq_holdings WHERE holder = ? AND NOT EXISTS \
-     (SELECT 1 FROM job_queue WHERE claim = ? AND state = 'running')";
+/// The rows a holdings list names that still run under its holder's token, for a FROM clause in which
+/// `h` is a row of `jobq_holdings` (joined before, or outside a subquery): `l.id` each listed id, `q`
+/// its row. The one way jobq finds the rows a claimant holds (schema 38): each listed id is one
+/// primary-key lookup, however large the table (`STRAIGHT_JOIN` keeps the plan from reading
+/// `job_queue` first). A list also names rows that ended since the
+/// claimant's last claim (the join drops them) and may name a row twice (count `DISTINCT`).
+/// `JSON_TABLE` needs MariaDB 10.6 or MySQL 8.0.
+macro_rules! listed_running {
+    () => {
+        "JSON_TABLE(h.held_ids, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) l \
+         STRAIGHT_JOIN job_queue q FORCE INDEX (PRIMARY) ON q.id = l.id AND q.claim = h.holder \
+         AND q.state = 'running'"
+    };
+}
+pub(crate) use listed_running;
+
+/// Removes a claimant's holdings row unless its list names a row that still runs under its token.
+/// Parameter: the token. A row that runs under the token unlisted (stamped by hand) does not keep it:
+/// the reaper's sweep lists such rows again (`db::reap::sweep_unlisted`).
+pub const UNHOLD: &str = concat!(
+    "DELETE h FROM jobq_holdings h WHERE h.holder = ? AND NOT EXISTS (SELECT 1 FROM ",
+    listed_running!(),
+    ")"
+);
 
 /// Claim, step 2, in the same transaction: stamp the claim token on the locked rows, and write the
 /// claimant's holdings list in the same statement (`holdings_join!`, [`HOLDINGS_SET`]). Parameters:

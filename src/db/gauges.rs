@@ -28,8 +28,8 @@ pub struct QueueStateCount {
 
 /// Jobs per queue and state, ordered by queue, then state as [`State::ALL`] lists them.
 ///
-/// The states a backlog is made of are exact, whatever their size: `running` (as many rows as run now),
-/// and `queued` and `retry`, which are the rows of the claim index (`ready_queue`), counted per queue
+/// The states a backlog is made of are exact, whatever their size: `running` (the rows the claimants'
+/// holdings lists name, one primary-key lookup each), and `queued` and `retry`, which are the rows of the claim index (`ready_queue`), counted per queue
 /// from that index alone; `retry` is counted through the `state_claim` index's retry rows, and `queued` is
 /// the rest. (Counting every state's first 10,000 rows, as before, showed a queue 0 queued beside 671
 /// due once another queue held 10,000 queued rows.) `done`, `dead`, `cancelled` and `waiting` are
@@ -58,9 +58,13 @@ pub(crate) async fn queue_state_counts(pool: &MySqlPool) -> Result<Vec<QueueStat
             )
         })
         .chain([
-            "(SELECT 'running', CAST(queue AS BINARY), COUNT(*), 0 FROM job_queue \
-             FORCE INDEX (state_claim) WHERE state = 'running' GROUP BY queue)"
-                .to_string(),
+            concat!(
+                "(SELECT 'running', CAST(q.queue AS BINARY), COUNT(DISTINCT q.id), 0 \
+                 FROM jobq_holdings h JOIN ",
+                crate::statements::listed_running!(),
+                " GROUP BY q.queue)"
+            )
+            .to_string(),
             // Queued and retry together: every entry of the claim index, read from the index alone.
             "(SELECT 'claimable', CAST(ready_queue AS BINARY), COUNT(*), 0 FROM job_queue \
              FORCE INDEX (claim_order) WHERE ready_queue IS NOT NULL GROUP BY ready_queue)"

@@ -220,17 +220,25 @@ pub(crate) async fn record_starts(
     Ok(())
 }
 
-/// The start of a subquery counting the running jobs a concurrency limit counts, up to the name: the
-/// `finished` index's `state = 'running'` range, as many entries as jobs run now, whatever the table's
-/// size.
+/// The start of a subquery counting the running jobs a concurrency limit counts, up to the name:
+/// through the claimants' holdings lists, one primary-key lookup per listed row, whatever the table's
+/// size. A row running on no list (stamped by a jobq older than schema 38 during an upgrade) counts
+/// once the reaper's sweep has listed it.
 pub(crate) fn running_count(scope: LimitScope) -> &'static str {
+    macro_rules! count_where {
+        ($column:literal) => {
+            concat!(
+                "(SELECT COUNT(DISTINCT q.id) FROM jobq_holdings h JOIN ",
+                crate::statements::listed_running!(),
+                " WHERE q.",
+                $column,
+                " = "
+            )
+        };
+    }
     match scope {
-        LimitScope::Kind => {
-            "(SELECT COUNT(*) FROM job_queue FORCE INDEX (state_claim) WHERE state = 'running' AND kind = "
-        }
-        LimitScope::Queue => {
-            "(SELECT COUNT(*) FROM job_queue FORCE INDEX (state_claim) WHERE state = 'running' AND queue = "
-        }
+        LimitScope::Kind => count_where!("kind"),
+        LimitScope::Queue => count_where!("queue"),
     }
 }
 

@@ -76,12 +76,16 @@ pub(crate) async fn registry(pool: &MySqlPool) -> Result<Vec<RegistryRow>> {
 }
 
 /// The claim tokens of running rows, with how many rows each holds and the age of its newest claim
-/// (database clock).
+/// (database clock): through the claimants' holdings lists (`statements::listed_running!`), which name
+/// every row a claim stamped. Rows that run under a token without being listed (stamped by hand, or by
+/// a jobq older than schema 38) are listed by [`sweep_unlisted`] first.
 pub(crate) async fn running_claims(pool: &MySqlPool) -> Result<Vec<(String, i64, Duration)>> {
-    let rows: Vec<(Vec<u8>, i64, Option<i64>)> = sqlx::query_as(
-        "SELECT claim, COUNT(*), TIMESTAMPDIFF(MICROSECOND, MAX(claimed_at), NOW(6)) \
-         FROM job_queue WHERE state = 'running' AND claim IS NOT NULL GROUP BY claim",
-    )
+    let rows: Vec<(Vec<u8>, i64, Option<i64>)> = sqlx::query_as(concat!(
+        "SELECT h.holder, COUNT(DISTINCT q.id), \
+         TIMESTAMPDIFF(MICROSECOND, MAX(q.claimed_at), NOW(6)) FROM jobq_holdings h JOIN ",
+        crate::statements::listed_running!(),
+        " GROUP BY h.holder"
+    ))
     .fetch_all(pool)
     .await?;
     Ok(rows
@@ -94,6 +98,161 @@ pub(crate) async fn running_claims(pool: &MySqlPool) -> Result<Vec<(String, i64,
             )
         })
         .collect())
+}
+
+/// How far one pass of [`sweep_unlisted`] reads: ids from the first one after where the last pass
+/// stopped, this many ids on. At the reaper's default interval (2 s) a sweep of a million rows takes
+/// under two minutes; each pass reads at most this many rows by primary key.
+pub(crate) const SWEEP_IDS: u64 = 20_000;
+
+/// What one pass of [`sweep_unlisted`] did.
+#[derive(Debug, Default)]
+pub(crate) struct Swept {
+    /// Where the next pass starts (past the last id this one read; 0 starts over).
+    pub next: u64,
+    /// Per token, the running rows it found on no list and listed.
+    pub listed: Vec<(String, Vec<u64>)>,
+    /// Holdings rows removed: no registered claimant, nothing listed running.
+    pub dropped: u64,
+}
+
+/// One step of the reaper's slow walk of `job_queue` by primary key: puts every running row it finds
+/// that its token's holdings list does not name on that list (making the list if there is none), so
+/// that the readers of lists ([`running_claims`], the reset) see it. jobq's own claims list every row
+/// they stamp; rows stamped by plain SQL, or by a worker of a jobq older than schema 38 still running
+/// through an upgrade, are found here, within one walk of the table. Also removes the holdings rows
+/// of claimants no longer registered whose lists name nothing that runs.
+///
+/// Reads from the first id after `after` (from the start when there is none), [`SWEEP_IDS`] ids on.
+pub(crate) async fn sweep_unlisted(pool: &MySqlPool, after: u64) -> Result<Swept> {
+    // Found by a plain read and removed one by one: a DELETE that scanned every list would lock them
+    // all, and each claim waits for its own.
+    let unheld: Vec<Vec<u8>> = sqlx::query_scalar(concat!(
+        "SELECT h.holder FROM jobq_holdings h WHERE NOT EXISTS \
+         (SELECT 1 FROM jobq_processes p WHERE p.token = h.holder) \
+         AND NOT EXISTS (SELECT 1 FROM ",
+        crate::statements::listed_running!(),
+        ")"
+    ))
+    .fetch_all(pool)
+    .await?;
+    let mut dropped = 0;
+    for holder in unheld {
+        dropped += sqlx::query(crate::statements::UNHOLD)
+            .bind(holder)
+            .execute(pool)
+            .await?
+            .rows_affected();
+    }
+    let first = "SELECT MIN(id) FROM job_queue WHERE id > ?";
+    let mut from: Option<u64> = sqlx::query_scalar(first)
+        .bind(after)
+        .fetch_one(pool)
+        .await?;
+    if from.is_none() && after > 0 {
+        from = sqlx::query_scalar(first).bind(0u64).fetch_one(pool).await?;
+    }
+    let Some(from) = from else {
+        return Ok(Swept {
+            dropped,
+            ..Swept::default()
+        });
+    };
+    let until = from.saturating_add(SWEEP_IDS);
+    let running: Vec<(u64, Vec<u8>)> = sqlx::query_as(
+        "SELECT id, claim FROM job_queue FORCE INDEX (PRIMARY) \
+         WHERE id >= ? AND id < ? AND state = 'running' AND claim IS NOT NULL",
+    )
+    .bind(from)
+    .bind(until)
+    .fetch_all(pool)
+    .await?;
+    let mut by_token: std::collections::BTreeMap<String, Vec<u64>> = Default::default();
+    for (id, claim) in running {
+        by_token
+            .entry(String::from_utf8_lossy(&claim).into_owned())
+            .or_default()
+            .push(id);
+    }
+    let mut listed = Vec::new();
+    for (token, ids) in by_token {
+        let missing = retry_transient("list unlisted rows", 8, || {
+            list_unlisted(pool, &token, &ids)
+        })
+        .await?;
+        if !missing.is_empty() {
+            listed.push((token, missing));
+        }
+    }
+    Ok(Swept {
+        next: until - 1,
+        listed,
+        dropped,
+    })
+}
+
+/// Adds to `token`'s holdings list the rows of `ids` that run under it and it does not name. The list
+/// is locked first: a claim of the token writes its list in the statement that stamps, so while it is
+/// locked no row can become listed, and a row found running and unlisted truly is.
+async fn list_unlisted(
+    pool: &MySqlPool,
+    token: &str,
+    ids: &[u64],
+) -> Result<Vec<u64>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let named = locked_list(&mut tx, token).await?;
+    let unnamed: Vec<u64> = ids
+        .iter()
+        .copied()
+        .filter(|id| !named.contains(id))
+        .collect();
+    if unnamed.is_empty() {
+        tx.rollback().await?;
+        return Ok(Vec::new());
+    }
+    let mut q = QueryBuilder::<MySql>::new(
+        "SELECT id FROM job_queue FORCE INDEX (PRIMARY) WHERE state = 'running' AND claim = ",
+    );
+    q.push_bind(token).push(" AND id IN (");
+    crate::db::push_id_list(&mut q, &unnamed);
+    q.push(") ORDER BY id");
+    let missing: Vec<u64> = q.build_query_scalar().fetch_all(&mut *tx).await?;
+    if missing.is_empty() {
+        tx.rollback().await?;
+        return Ok(Vec::new());
+    }
+    let add = serde_json::to_string(&missing).expect("a list of integers");
+    sqlx::query(
+        "INSERT INTO jobq_holdings (holder, held_ids) VALUES (?, ?) \
+         ON DUPLICATE KEY UPDATE held_ids = JSON_MERGE_PRESERVE(held_ids, ?)",
+    )
+    .bind(token)
+    .bind(&add)
+    .bind(&add)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(missing)
+}
+
+/// The ids `token`'s holdings list names, once each and in order, with the list locked until the
+/// transaction ends (none when it has no list). A list jobq did not write (not a JSON array of ids)
+/// names nothing: the sweep finds its rows again.
+async fn locked_list(
+    tx: &mut sqlx::Transaction<'_, MySql>,
+    token: &str,
+) -> Result<Vec<u64>, sqlx::Error> {
+    let list: Option<Vec<u8>> =
+        sqlx::query_scalar("SELECT held_ids FROM jobq_holdings WHERE holder = ? FOR UPDATE")
+            .bind(token)
+            .fetch_optional(&mut **tx)
+            .await?;
+    let mut ids: Vec<u64> = list
+        .and_then(|l| serde_json::from_slice(&l).ok())
+        .unwrap_or_default();
+    ids.sort_unstable();
+    ids.dedup();
+    Ok(ids)
 }
 
 /// The server the reaper is connected to: id, start time (Unix seconds) and uptime.
@@ -171,10 +330,12 @@ pub(crate) struct ResetJob {
     pub state: String,
 }
 
-/// Takes every running row of `claim` back: `queued` again, `dead` if the reset used up its attempts (the
-/// interrupted attempt counts, so a job that kills its worker every time ends dead instead of looping),
-/// `cancelled` if an operator had asked to cancel it. Fenced on the token: two reapers, or a reaper and
-/// the claimant finishing at the same moment, never both change a row.
+/// Takes every running row of `claim` back (every row its holdings list names that still runs under
+/// it; rows on no list wait for the sweep, [`sweep_unlisted`]): `queued` again, `dead` if the reset
+/// used up its attempts (the interrupted attempt counts, so a job that kills its worker every time
+/// ends dead instead of looping), `cancelled` if an operator had asked to cancel it. Fenced on the
+/// token: two reapers, or a reaper and the claimant finishing at the same moment, never both change a
+/// row.
 ///
 /// `only_if` is what the verdict rested on: `None` when the claimant came back between the verdict and
 /// the reset (its registry row shows another heartbeat), and nothing was changed.
@@ -225,26 +386,27 @@ async fn reset_once(
         }
     }
     // Before the rows: a claim of this token stamps its rows and writes the list in one statement, so
-    // with the list locked every row it stamped is seen below, and no stamp lands between the reset
-    // and the emptying of the list.
-    sqlx::query("SELECT held_ids FROM jobq_holdings WHERE holder = ? FOR UPDATE")
-        .bind(claim)
-        .fetch_optional(&mut *tx)
-        .await?;
+    // with the list locked it names every row the token's claims stamped, and no stamp lands between
+    // the reset and the emptying of the list.
+    let listed = locked_list(&mut tx, claim).await?;
+    if listed.is_empty() {
+        tx.rollback().await?;
+        return Ok(Some(Vec::new()));
+    }
     // A row that never set its own max_attempts and never failed under a worker that wrote its
     // handler's bound is held to the default (a reaper knows no handler).
-    let rows = sqlx::query(concat!(
+    let mut q = QueryBuilder::<MySql>::new(concat!(
         "SELECT id, kind, \
          CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
               WHEN attempts >= ",
         row_max_attempts!(),
         " THEN 'dead' ELSE 'queued' END AS next_state \
-         FROM job_queue FORCE INDEX (state_claim) WHERE claim = ? AND state = 'running' ORDER BY id \
-         FOR UPDATE",
-    ))
-    .bind(claim)
-    .fetch_all(&mut *tx)
-    .await?;
+         FROM job_queue FORCE INDEX (PRIMARY) WHERE state = 'running' AND claim = ",
+    ));
+    q.push_bind(claim).push(" AND id IN (");
+    crate::db::push_id_list(&mut q, &listed);
+    q.push(") ORDER BY id FOR UPDATE");
+    let rows = q.build().fetch_all(&mut *tx).await?;
     if rows.is_empty() {
         tx.rollback().await?;
         return Ok(Some(Vec::new()));
@@ -259,8 +421,8 @@ async fn reset_once(
             })
         })
         .collect::<Result<Vec<_>, sqlx::Error>>()?;
-    // FORCE INDEX here and above: the plan must not walk the whole `state = 'running'` range, which would
-    // lock the running rows of live workers too (see `finish_fenced`). Unchecked as the finishes are
+    // By primary key here and above: a plan that walked rows by state would lock the running rows of
+    // live workers too (see `finish_fenced`). Unchecked as the finishes are
     // (`statements::unchecked`): it writes none of the payload.
     let mut q = QueryBuilder::<MySql>::new(concat!(
         crate::statements::unchecked!(),
@@ -304,7 +466,6 @@ pub(crate) async fn forget(pool: &MySqlPool, token: &str) -> Result<()> {
         .await?;
     sqlx::query(crate::statements::UNHOLD)
         .bind(token)
-        .bind(token)
         .execute(pool)
         .await?;
     Ok(())
@@ -314,11 +475,12 @@ pub(crate) async fn forget(pool: &MySqlPool, token: &str) -> Result<()> {
 /// the holdings rows of its tokens that name nothing running (the others go when their rows are reset,
 /// [`forget`]).
 pub(crate) async fn forget_process(pool: &MySqlPool, host_id: &str, pid: u32) -> Result<u64> {
-    sqlx::query(
+    sqlx::query(concat!(
         "DELETE h FROM jobq_holdings h JOIN jobq_processes p ON p.token = h.holder \
-         WHERE p.host_id = ? AND p.pid = ? AND p.host_id <> '' AND NOT EXISTS \
-         (SELECT 1 FROM job_queue q WHERE q.claim = h.holder AND q.state = 'running')",
-    )
+         WHERE p.host_id = ? AND p.pid = ? AND p.host_id <> '' AND NOT EXISTS (SELECT 1 FROM ",
+        crate::statements::listed_running!(),
+        ")"
+    ))
     .bind(host_id)
     .bind(pid)
     .execute(pool)
@@ -345,11 +507,12 @@ pub(crate) async fn claims_of_process(
     pid: u32,
 ) -> Result<Vec<String>> {
     let prefix = crate::claimant::token::ClaimToken::process_prefix(host, pid);
-    let rows: Vec<Vec<u8>> = sqlx::query_scalar(
-        "SELECT DISTINCT q.claim FROM job_queue q WHERE q.claim LIKE CONCAT(?, '%') \
-         AND q.state = 'running' AND NOT EXISTS (SELECT 1 FROM jobq_processes p \
-         WHERE p.token = q.claim AND p.host_id <> '' AND p.host_id <> ?)",
-    )
+    let rows: Vec<Vec<u8>> = sqlx::query_scalar(concat!(
+        "SELECT DISTINCT h.holder FROM jobq_holdings h JOIN ",
+        crate::statements::listed_running!(),
+        " WHERE h.holder LIKE CONCAT(?, '%') AND NOT EXISTS (SELECT 1 FROM jobq_processes p \
+         WHERE p.token = h.holder AND p.host_id <> '' AND p.host_id <> ?)"
+    ))
     .bind(prefix.replace('_', "\\_"))
     .bind(host_id)
     .fetch_all(pool)

@@ -127,8 +127,8 @@ impl Bounds {
     }
 }
 
-/// Adds this process's row, and its holdings row (which its claims write). Called on its anchor session before it claims anything, and again when a reaper has
-/// removed the row.
+/// Adds this process's row, and its holdings row (which its claims write). Called on its anchor session
+/// before it claims anything, and again when a reaper has removed the row.
 pub(crate) async fn register(
     conn: &mut MySqlConnection,
     token: &ClaimToken,
@@ -138,10 +138,6 @@ pub(crate) async fn register(
     bounds: Bounds,
     node: Option<&str>,
 ) -> Result<()> {
-    sqlx::query(crate::statements::HOLD)
-        .bind(token.to_string())
-        .execute(&mut *conn)
-        .await?;
     sqlx::query(
         "INSERT INTO jobq_processes \
          (token, role, host, host_id, pid, connection_id, server_id, server_epoch, queues, version, \
@@ -164,6 +160,12 @@ pub(crate) async fn register(
     .bind(node)
     .execute(&mut *conn)
     .await?;
+    // After the registry row: the reaper removes holdings rows of no registered claimant that name
+    // nothing running (`reap::sweep_unlisted`), which a list made first could be for a moment.
+    sqlx::query(crate::statements::HOLD)
+        .bind(token.to_string())
+        .execute(&mut *conn)
+        .await?;
     Ok(())
 }
 
@@ -197,7 +199,6 @@ pub(crate) async fn heartbeat(
 pub(crate) async fn deregister(pool: &MySqlPool, token: &ClaimToken) -> Result<()> {
     let token = token.to_string();
     sqlx::query(crate::statements::UNHOLD)
-        .bind(&token)
         .bind(&token)
         .execute(pool)
         .await?;

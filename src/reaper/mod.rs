@@ -60,6 +60,9 @@ pub struct ReapReport {
     pub cancelled_waiting: u64,
     /// Waiting jobs whose priority aging raised (queues set with `jobq queue age`).
     pub aged: u64,
+    /// Running rows the sweep found on no holdings list (stamped by plain SQL, or by a jobq older
+    /// than schema 38) and listed, so that their claimants are judged like any other.
+    pub unlisted: u64,
 }
 
 crate::counts::counters!(ReapReport {
@@ -71,7 +74,8 @@ crate::counts::counters!(ReapReport {
     unserved,
     released_waiting,
     cancelled_waiting,
-    aged
+    aged,
+    unlisted
 });
 
 impl crate::service::PassReport for ReapReport {
@@ -91,6 +95,8 @@ pub struct Reaper {
     gauges: Every,
     /// Where the aging pass resumes in queues with more priority levels than one pass visits.
     aging: aging::Cursors,
+    /// Where the next pass's sweep for running rows on no holdings list resumes.
+    sweep: std::sync::Mutex<u64>,
 }
 
 /// Takes a gone claimant's rows back (see [`reap::reset_claim`]), logs each one, and removes the
@@ -123,6 +129,28 @@ pub(crate) async fn release_claimant(
 }
 
 impl Reaper {
+    /// One step of the walk for running rows that no holdings list names ([`reap::sweep_unlisted`]),
+    /// before the claimants are judged: how many it listed, each logged.
+    async fn sweep_unlisted(&self) -> Result<u64> {
+        let after = *crate::sync::lock(&self.sweep);
+        let swept = reap::sweep_unlisted(&self.pool, after).await?;
+        *crate::sync::lock(&self.sweep) = swept.next;
+        if swept.dropped > 0 {
+            debug!(
+                rows = swept.dropped,
+                "removed holdings lists of claimants no longer registered that name nothing running"
+            );
+        }
+        let mut n = 0;
+        for (token, ids) in &swept.listed {
+            warn!(claim = %token, rows = ids.len(), ids = ?ids,
+                  "running rows under this token were on no holdings list (stamped by plain SQL, or by \
+                   a jobq older than schema 38); listed them, so the claimant is judged like any other");
+            n += ids.len() as u64;
+        }
+        Ok(n)
+    }
+
     /// A reaper on `pool`.
     ///
     /// # Errors
@@ -136,6 +164,7 @@ impl Reaper {
             survey: Every::default(),
             gauges: Every::default(),
             aging: aging::Cursors::default(),
+            sweep: std::sync::Mutex::new(0),
         })
     }
 
@@ -172,7 +201,10 @@ impl Reaper {
     /// # Errors
     /// When a statement fails; the next pass tries again.
     pub async fn run_once(&self) -> Result<ReapReport> {
-        let mut report = ReapReport::default();
+        let mut report = ReapReport {
+            unlisted: self.sweep_unlisted().await?,
+            ..ReapReport::default()
+        };
         let dead = self.find_dead().await?;
         for (token, cause, reason, seen) in dead {
             let only_if = reap::ResetIf::HeartbeatUnchanged(seen);

@@ -31,7 +31,8 @@ pub(super) async fn watch_claims(shared: Arc<Shared>, stop: CancellationToken) {
         if running.is_empty() {
             continue;
         }
-        match claim::held_rows(&shared.pool, &shared.token).await {
+        let ids: Vec<u64> = running.iter().map(|k| k.id.0).collect();
+        match claim::held_rows(&shared.pool, &shared.token, &ids).await {
             Ok(held) => {
                 // A set: a busy worker runs thousands of jobs at once.
                 let still_held: HashSet<AttemptKey> = held
@@ -69,7 +70,7 @@ pub(super) async fn watch_claims(shared: Arc<Shared>, stop: CancellationToken) {
 /// of a live worker, which no reaper touches.
 async fn reconcile(shared: &Shared) {
     let _gate = shared.claim_gate.lock().await;
-    let held = match claim::held_rows(&shared.pool, &shared.token).await {
+    let held = match claim::listed_rows(&shared.pool, &shared.token).await {
         Ok(h) => h,
         Err(e) => {
             debug!(error = %e, "cannot reconcile claims yet");

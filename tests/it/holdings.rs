@@ -133,3 +133,59 @@ async fn a_worker_forgotten_while_idle_claims_and_registers_again() {
     .await;
     worker.stop().await;
 }
+
+/// Rows stamped by plain SQL (as a worker of a jobq older than schema 38 stamps them during an
+/// upgrade) are on no list. The reaper's sweep walks the table a stretch of ids a pass and lists them,
+/// so their dead claimant is judged and its rows reset like any other's; it also drops the lists of
+/// claimants that are gone and name nothing running.
+#[tokio::test]
+async fn the_reapers_sweep_lists_rows_stamped_by_hand_and_drops_lists_of_no_one() {
+    let db = TestDb::new().await;
+    // Rows 1 to 3, and row 100,000: further on than one pass reads.
+    db.exec("INSERT INTO job_queue (id, kind) VALUES (1, 'k'), (2, 'k'), (3, 'k'), (100000, 'k')")
+        .await;
+    let token = "ghost-host:1:1:1-1:00000000000000aa";
+    db.exec(&format!(
+        "UPDATE job_queue SET state = 'running', claim = '{token}', attempts = 1, \
+         claimed_at = NOW(6) - INTERVAL 1 HOUR, started_at = NOW(6) - INTERVAL 1 HOUR \
+         WHERE id IN (1, 2, 100000)"
+    ))
+    .await;
+    db.exec("INSERT INTO jobq_holdings (holder, held_ids) VALUES ('ghost-gone', '[3]')")
+        .await;
+    assert_eq!(db.unlisted_running().await.len(), 3);
+    let reaper = db.reaper();
+
+    let first = reaper.run_once().await.unwrap();
+    assert_eq!(
+        (first.unlisted, first.dead_claimants, first.requeued),
+        (2, 1, 2),
+        "{first:?}"
+    );
+    assert_eq!(
+        db.unlisted_running().await,
+        vec![(100000, token.to_string())]
+    );
+    let lists: i64 = db
+        .scalar("SELECT COUNT(*) FROM jobq_holdings WHERE holder = 'ghost-gone'")
+        .await;
+    assert_eq!(
+        lists, 0,
+        "the list of a claimant that is gone and runs nothing"
+    );
+
+    let second = reaper.run_once().await.unwrap();
+    assert_eq!(
+        (second.unlisted, second.dead_claimants, second.requeued),
+        (1, 1, 1),
+        "{second:?}"
+    );
+    assert_eq!(db.unlisted_running().await, vec![]);
+    assert_eq!(db.states().await, "queued=4");
+    let lists: i64 = db.scalar("SELECT COUNT(*) FROM jobq_holdings").await;
+    assert_eq!(lists, 0, "a reset claimant's list goes with it");
+
+    // The walk starts over: nothing more to list.
+    let third = reaper.run_once().await.unwrap();
+    assert_eq!(third.unlisted, 0, "{third:?}");
+}

@@ -114,10 +114,14 @@ async fn stats_names_what_holds_due_jobs() {
         .await;
     db.exec("INSERT INTO job_queue (kind, queue) VALUES ('render', 'gpu'), ('x', 'quiet')")
         .await;
+    // A running render job, listed as a claim lists it (a limit counts the listed rows).
     db.exec(
-        "INSERT INTO job_queue (kind, queue, state, claim) VALUES ('render', 'gpu', 'running', 't')",
+        "INSERT INTO job_queue (id, kind, queue, state, claim) \
+         VALUES (1000, 'render', 'gpu', 'running', 't')",
     )
     .await;
+    db.exec("INSERT INTO jobq_holdings (holder, held_ids) VALUES ('t', '[1000]')")
+        .await;
     register_worker(&db, "box-1", "email.send,render,x").await;
     for args in [
         vec!["limit", "set", "--kind", "email.send", "0"],

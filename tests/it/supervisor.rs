@@ -206,9 +206,14 @@ async fn writes_that_land_after_a_childs_death_are_released_by_the_second_sweep(
         me.host, me.host_id
     ))
     .await;
+    // A claim's stamp writes its claimant's holdings list in the same statement.
     db.exec(&format!(
-        "INSERT INTO job_queue (kind, state, claim, attempts, claimed_at) \
-         VALUES ('nap', 'running', '{token}', 1, NOW(6))"
+        "INSERT INTO job_queue (id, kind, state, claim, attempts, claimed_at) \
+         VALUES (1, 'nap', 'running', '{token}', 1, NOW(6))"
+    ))
+    .await;
+    db.exec(&format!(
+        "INSERT INTO jobq_holdings (holder, held_ids) VALUES ('{token}', '[1]')"
     ))
     .await;
     wait_until(

@@ -72,13 +72,23 @@ pub(crate) async fn state_counts(pool: &MySqlPool) -> Result<Vec<StateCount>> {
     ];
     let sql = STATES
         .iter()
-        .map(|s| {
-            format!(
+        .map(|s| match s {
+            // Running rows are the ones the claimants' holdings lists name.
+            State::Running => format!(
+                concat!(
+                    "SELECT 'running' AS state, COUNT(*) AS n FROM (SELECT DISTINCT q.id \
+                     FROM jobq_holdings h JOIN ",
+                    crate::statements::listed_running!(),
+                    " LIMIT {0}) t"
+                ),
+                COUNT_CAP + 1
+            ),
+            _ => format!(
                 "SELECT '{0}' AS state, COUNT(*) AS n FROM (SELECT 1 FROM job_queue FORCE INDEX (state_claim) \
                  WHERE state = '{0}' LIMIT {1}) t",
                 s.as_str(),
                 COUNT_CAP + 1
-            )
+            ),
         })
         .collect::<Vec<_>>()
         .join(" UNION ALL ");
@@ -114,8 +124,8 @@ pub struct QueueSummary {
     pub running: i64,
 }
 
-/// Every queue with waiting or running jobs. Reads the claim index (waiting rows only) and the running
-/// stretch of the `state_claim` index: the cost follows the backlog, not the history.
+/// Every queue with waiting or running jobs. Reads the claim index (waiting rows only) and the rows the
+/// claimants' holdings lists name: the cost follows the backlog, not the history.
 pub(crate) async fn queue_summaries(pool: &MySqlPool) -> Result<Vec<QueueSummary>> {
     let ready: Vec<(Vec<u8>, i64, i64, Option<i64>)> = sqlx::query_as(
         "SELECT ready_queue, COUNT(*), CAST(COALESCE(SUM(run_at <= NOW(6)), 0) AS SIGNED), \
@@ -124,10 +134,11 @@ pub(crate) async fn queue_summaries(pool: &MySqlPool) -> Result<Vec<QueueSummary
     )
     .fetch_all(pool)
     .await?;
-    let running: Vec<(Vec<u8>, i64)> = sqlx::query_as(
-        "SELECT CAST(queue AS BINARY), COUNT(*) FROM job_queue FORCE INDEX (state_claim) \
-         WHERE state = 'running' GROUP BY queue",
-    )
+    let running: Vec<(Vec<u8>, i64)> = sqlx::query_as(concat!(
+        "SELECT CAST(q.queue AS BINARY), COUNT(DISTINCT q.id) FROM jobq_holdings h JOIN ",
+        crate::statements::listed_running!(),
+        " GROUP BY q.queue"
+    ))
     .fetch_all(pool)
     .await?;
     let name = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -170,13 +181,15 @@ pub(crate) async fn schedules_by_state(pool: &MySqlPool) -> Result<Vec<(String, 
         .collect())
 }
 
-/// How long the longest-running job has run, in seconds (0 when none runs). Reads the running stretch
-/// of the `state_claim` index.
+/// How long the longest-running job has run, in seconds (0 when none runs). Reads the rows the
+/// claimants' holdings lists name.
 pub(crate) async fn oldest_running_secs(pool: &MySqlPool) -> Result<f64> {
-    let us: Option<i64> = sqlx::query_scalar(
-        "SELECT TIMESTAMPDIFF(MICROSECOND, MIN(COALESCE(started_at, claimed_at)), NOW(6)) \
-         FROM job_queue FORCE INDEX (state_claim) WHERE state = 'running'",
-    )
+    let us: Option<i64> = sqlx::query_scalar(concat!(
+        "SELECT \
+         TIMESTAMPDIFF(MICROSECOND, MIN(COALESCE(q.started_at, q.claimed_at)), NOW(6)) \
+         FROM jobq_holdings h JOIN ",
+        crate::statements::listed_running!()
+    ))
     .fetch_one(pool)
     .await?;
     Ok(us.unwrap_or(0).max(0) as f64 / 1e6)

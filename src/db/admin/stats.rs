@@ -262,13 +262,15 @@ pub struct RunningCount {
     pub running: i64,
 }
 
-/// Running jobs per queue and kind: the running stretch of the `state_claim` index, as short as the
-/// number of jobs running.
+/// Running jobs per queue and kind: the rows the claimants' holdings lists name, one primary-key
+/// lookup each, as many as jobs run.
 pub(crate) async fn running_counts(pool: &MySqlPool) -> Result<Vec<RunningCount>> {
-    Ok(sqlx::query_as(
-        "SELECT CAST(queue AS CHAR) AS queue, CAST(kind AS CHAR) AS kind, COUNT(*) AS running \
-         FROM job_queue FORCE INDEX (state_claim) WHERE state = 'running' GROUP BY queue, kind",
-    )
+    Ok(sqlx::query_as(concat!(
+        "SELECT CAST(q.queue AS CHAR) AS queue, CAST(q.kind AS CHAR) AS kind, \
+         COUNT(DISTINCT q.id) AS running FROM jobq_holdings h JOIN ",
+        crate::statements::listed_running!(),
+        " GROUP BY q.queue, q.kind"
+    ))
     .fetch_all(pool)
     .await?)
 }

@@ -347,15 +347,38 @@ where
     result
 }
 
-/// Running rows stamped with `token`, with their attempt numbers and whether an operator asked to
+/// Which of `ids` still run under `token`, with their attempt numbers and whether an operator asked to
 /// cancel them: what a worker compares with what it runs, once a second, to stop a copy whose row was
-/// taken away, to stop cancelled jobs, and to hand back rows of a claim whose outcome was uncertain.
-pub(crate) async fn held_rows(pool: &MySqlPool, token: &TokenText) -> Result<Vec<HeldRow>> {
-    // Through the index `state_claim (state, claim, finished_at)`: a tight range however large the table is.
-    Ok(sqlx::query_as(
-        "SELECT id, attempts, cancel_requested_at IS NOT NULL AS cancel_requested \
-         FROM job_queue WHERE claim = ? AND state = 'running'",
-    )
+/// taken away and to stop cancelled jobs. By primary key: one lookup per job it runs.
+pub(crate) async fn held_rows(
+    pool: &MySqlPool,
+    token: &TokenText,
+    ids: &[u64],
+) -> Result<Vec<HeldRow>> {
+    let mut held = Vec::with_capacity(ids.len());
+    // Placeholders are bounded (65,535 per statement) and `push_id_list` pads to a power of two.
+    for chunk in ids.chunks(8_192) {
+        let mut q = QueryBuilder::<MySql>::new(
+            "SELECT id, attempts, cancel_requested_at IS NOT NULL AS cancel_requested \
+             FROM job_queue FORCE INDEX (PRIMARY) WHERE state = 'running' AND claim = ",
+        );
+        q.push_bind(token.as_str()).push(" AND id IN (");
+        crate::db::push_id_list(&mut q, chunk);
+        q.push(")");
+        held.extend(q.build_query_as::<HeldRow>().fetch_all(pool).await?);
+    }
+    Ok(held)
+}
+
+/// Every running row stamped with `token`, through its holdings list (which a claim that may have
+/// committed unseen keeps whole): what a worker's reconcile hands back after such a claim.
+pub(crate) async fn listed_rows(pool: &MySqlPool, token: &TokenText) -> Result<Vec<HeldRow>> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT DISTINCT q.id, q.attempts, q.cancel_requested_at IS NOT NULL AS cancel_requested \
+         FROM jobq_holdings h JOIN ",
+        crate::statements::listed_running!(),
+        " WHERE h.holder = ?"
+    ))
     .bind(token.as_str())
     .fetch_all(pool)
     .await?)
