@@ -103,6 +103,16 @@ impl State {
         }
     }
 
+    /// True for the states off a job's common path (waiting, retry, dead, cancelled): the ones the
+    /// `rare_state` index (schema 39) holds, whose entries move only when a job waits, fails, dies or is
+    /// cancelled.
+    pub(crate) fn is_rare(self) -> bool {
+        matches!(
+            self,
+            State::Waiting | State::Retry | State::Dead | State::Cancelled
+        )
+    }
+
     /// True for states a job never leaves on its own.
     pub fn is_final(self) -> bool {
         matches!(self, State::Done | State::Dead | State::Cancelled)

@@ -8,9 +8,28 @@ use crate::error::Result;
 use crate::job::State;
 
 /// Finished and waiting states' rows are counted up to this many. A state's stretch of the `state_claim
-/// (state, claim, finished_at)` index holds the row ids only, so finding each row's queue is a primary-key
+/// (state, claim, finished_at)` or `rare_state (rare_state, finished_at)` index holds the row ids only, so finding each row's queue is a primary-key
 /// lookup: 10,000 lookups take a few milliseconds, a million done rows would take seconds.
 pub(crate) const QUEUE_COUNT_CAP: i64 = 10_000;
+
+/// The index that holds the rows of `state`, by age: `rare_state` (schema 39) for waiting, retry, dead
+/// and cancelled, `state_claim` for the others.
+pub(crate) fn state_index(state: State) -> &'static str {
+    if state.is_rare() {
+        "rare_state"
+    } else {
+        "state_claim"
+    }
+}
+
+/// The column that names the state in [`state_index`]'s index.
+pub(crate) fn state_column(state: State) -> &'static str {
+    if state.is_rare() {
+        "rare_state"
+    } else {
+        "state"
+    }
+}
 
 /// How many jobs of one queue are in one state.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -30,7 +49,7 @@ pub struct QueueStateCount {
 ///
 /// The states a backlog is made of are exact, whatever their size: `running` (the rows the claimants'
 /// holdings lists name, one primary-key lookup each), and `queued` and `retry`, which are the rows of the claim index (`ready_queue`), counted per queue
-/// from that index alone; `retry` is counted through the `state_claim` index's retry rows, and `queued` is
+/// from that index alone; `retry` is counted through the `rare_state` index's retry rows, and `queued` is
 /// the rest. (Counting every state's first 10,000 rows, as before, showed a queue 0 queued beside 671
 /// due once another queue held 10,000 queued rows.) `done`, `dead`, `cancelled` and `waiting` are
 /// counted among their [`QUEUE_COUNT_CAP`] most recent rows, and marked `capped` past that. When
@@ -48,13 +67,17 @@ pub(crate) async fn queue_state_counts(pool: &MySqlPool) -> Result<Vec<QueueStat
         .map(|s| {
             format!(
                 "(SELECT '{0}' AS state, CAST(queue AS BINARY) AS queue, COUNT(*) AS n, \
-                 (SELECT COUNT(*) FROM (SELECT 1 FROM job_queue FORCE INDEX (state_claim) \
-                 WHERE state = '{0}' LIMIT {1}) c) AS seen \
-                 FROM (SELECT queue FROM job_queue FORCE INDEX (state_claim) WHERE state = '{0}' \
-                 AND claim IS NULL ORDER BY finished_at DESC LIMIT {2}) t GROUP BY queue)",
+                 (SELECT COUNT(*) FROM (SELECT 1 FROM job_queue FORCE INDEX ({3}) \
+                 WHERE {4} = '{0}' LIMIT {1}) c) AS seen \
+                 FROM (SELECT queue FROM job_queue FORCE INDEX ({3}) WHERE {4} = '{0}' \
+                 {5} ORDER BY finished_at DESC LIMIT {2}) t GROUP BY queue)",
                 s.as_str(),
                 QUEUE_COUNT_CAP + 1,
-                QUEUE_COUNT_CAP
+                QUEUE_COUNT_CAP,
+                state_index(*s),
+                state_column(*s),
+                // Done rows carry no claim: one range of `state_claim`, in finished_at order.
+                if s.is_rare() { "" } else { "AND claim IS NULL" },
             )
         })
         .chain([

@@ -221,6 +221,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0038_holdings.sql",
         sql: include_str!("../../migrations/0038_holdings.sql"),
     },
+    Migration {
+        version: 39,
+        name: "0039_rare_state_index.sql",
+        sql: include_str!("../../migrations/0039_rare_state_index.sql"),
+    },
 ];
 
 /// The schema version this build needs.

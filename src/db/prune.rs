@@ -13,8 +13,8 @@ use crate::error::Result;
 pub(crate) const PRUNE_BATCH: u32 = 1000;
 
 /// Deletes done, dead and cancelled jobs that finished more than `retention` ago, and schedule runs that
-/// ended as long ago. Returns how many jobs were deleted. Walks the `state_claim` index (and the
-/// schedule log's `finished` index) one batch at a time.
+/// ended as long ago. Returns how many jobs were deleted. Walks the `state_claim` (done) and
+/// `rare_state` (dead, cancelled) indexes, and the schedule log's `finished` index, one batch at a time.
 pub(crate) async fn prune_finished(pool: &MySqlPool, retention: Duration) -> Result<u64> {
     prune_counting(pool, retention, &AtomicU64::new(0)).await
 }
@@ -28,17 +28,25 @@ pub(crate) async fn prune_counting(
 ) -> Result<u64> {
     let secs = retention.as_secs_f64();
     let mut total = 0;
-    // Finished rows carry no claim, so `claim IS NULL` makes each batch one range of `state_claim`, in
-    // finished_at order; the second pass takes the rare finished row a plain-SQL change left a token on.
-    let passes = ["done", "dead", "cancelled"]
-        .into_iter()
-        .flat_map(|state| [(state, "IS NULL"), (state, "IS NOT NULL")]);
-    for (state, claim) in passes {
-        let sql = format!(
+    // Done rows carry no claim, so `claim IS NULL` makes each batch one range of `state_claim`, in
+    // finished_at order; the second pass takes the rare done row a plain-SQL change left a token on.
+    // Dead and cancelled rows are one range each of `rare_state (rare_state, finished_at)`.
+    let done = |claim| {
+        format!(
             "DELETE FROM job_queue WHERE state = ? AND claim {claim} \
              AND finished_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?"
-        );
-        let sql = sql.as_str();
+        )
+    };
+    let rare = "DELETE FROM job_queue WHERE rare_state = ? \
+                AND finished_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?";
+    let passes = [
+        ("done", done("IS NULL")),
+        ("done", done("IS NOT NULL")),
+        ("dead", rare.to_string()),
+        ("cancelled", rare.to_string()),
+    ];
+    for (state, sql) in &passes {
+        let (state, sql) = (*state, sql.as_str());
         loop {
             let n = retry_transient("prune", 5, || async {
                 sqlx::query(sql)

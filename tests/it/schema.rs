@@ -237,6 +237,46 @@ async fn prune_deletes_old_finished_jobs_in_batches_and_keeps_the_rest() {
     );
 }
 
+/// The `rare_state` index (schema 39) holds the rows off a job's common path and only those: a job
+/// that succeeds never has an entry (the index costs the common path no write), a failed job waiting
+/// for its retry has one, and so do dead, cancelled and waiting jobs, where pruning, the dashboard and
+/// the dependency sweep find them.
+#[tokio::test]
+async fn only_rows_off_the_common_path_are_in_the_rare_state_index() {
+    let db = TestDb::new().await;
+    db.insert_jobs("ok", 20).await;
+    db.exec("INSERT INTO job_queue (kind, max_attempts) VALUES ('fails', 1), ('fails', 2)")
+        .await;
+    db.exec(
+        "INSERT INTO job_queue (kind, state) VALUES ('later', 'waiting'), ('gone', 'cancelled')",
+    )
+    .await;
+    let handlers = jobq::Handlers::new()
+        .register("ok", |_j: jobq::JobContext| async { Ok(()) })
+        .unwrap()
+        .register("fails", |_j: jobq::JobContext| async {
+            Err::<(), _>(jobq::JobError::retry("not today"))
+        })
+        .unwrap();
+    db.worker(handlers).drain().await;
+    let indexed: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT CAST(rare_state AS CHAR), COUNT(*) FROM job_queue FORCE INDEX (rare_state) \
+         WHERE rare_state IS NOT NULL GROUP BY rare_state ORDER BY rare_state",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let indexed: Vec<(&str, i64)> = indexed.iter().map(|(s, n)| (s.as_str(), *n)).collect();
+    assert_eq!(
+        indexed,
+        [("cancelled", 1), ("dead", 1), ("retry", 1), ("waiting", 1)]
+    );
+    assert_eq!(
+        db.states().await,
+        "cancelled=1 dead=1 done=20 retry=1 waiting=1"
+    );
+}
+
 /// How many migrations there are (the files of `migrations/`): the rows a migrated database has in
 /// `jobq_schema_migrations`. Not the latest version: versions increase but may skip a number.
 pub fn migration_count() -> i64 {

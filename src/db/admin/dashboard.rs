@@ -84,10 +84,12 @@ pub(crate) async fn state_counts(pool: &MySqlPool) -> Result<Vec<StateCount>> {
                 COUNT_CAP + 1
             ),
             _ => format!(
-                "SELECT '{0}' AS state, COUNT(*) AS n FROM (SELECT 1 FROM job_queue FORCE INDEX (state_claim) \
-                 WHERE state = '{0}' LIMIT {1}) t",
+                "SELECT '{0}' AS state, COUNT(*) AS n FROM (SELECT 1 FROM job_queue FORCE INDEX ({2}) \
+                 WHERE {3} = '{0}' LIMIT {1}) t",
                 s.as_str(),
-                COUNT_CAP + 1
+                COUNT_CAP + 1,
+                crate::db::gauges::state_index(*s),
+                crate::db::gauges::state_column(*s),
             ),
         })
         .collect::<Vec<_>>()
@@ -209,7 +211,7 @@ pub(crate) async fn history_length(pool: &MySqlPool) -> Option<i64> {
 }
 
 /// Done and dead jobs per minute (minutes since the epoch, by the database clock) from minute `from` on,
-/// and the current minute. Reads the `state_claim` index only.
+/// and the current minute. Reads the `state_claim` (done) and `rare_state` (dead) indexes only.
 pub(crate) async fn finished_by_minute(
     pool: &MySqlPool,
     from: Option<i64>,
@@ -218,12 +220,18 @@ pub(crate) async fn finished_by_minute(
         .fetch_one(pool)
         .await?;
     let from = from.unwrap_or(now - 59).max(now - 59);
+    // Done rows through `state_claim` (finished rows carry no claim: one range in finished_at order),
+    // dead ones through `rare_state`.
     let rows: Vec<(i64, Vec<u8>, i64)> = sqlx::query_as(
-        "SELECT CAST(FLOOR(UNIX_TIMESTAMP(finished_at) / 60) AS SIGNED) AS m, CAST(state AS BINARY), \
-         COUNT(*) FROM job_queue FORCE INDEX (state_claim) \
-         WHERE state IN ('done', 'dead') AND claim IS NULL AND finished_at >= FROM_UNIXTIME(? * 60) \
-         GROUP BY m, state",
+        "SELECT CAST(FLOOR(UNIX_TIMESTAMP(finished_at) / 60) AS SIGNED) AS m, \
+         CAST('done' AS BINARY), COUNT(*) FROM job_queue FORCE INDEX (state_claim) \
+         WHERE state = 'done' AND claim IS NULL AND finished_at >= FROM_UNIXTIME(? * 60) GROUP BY m \
+         UNION ALL \
+         SELECT CAST(FLOOR(UNIX_TIMESTAMP(finished_at) / 60) AS SIGNED) AS m, \
+         CAST('dead' AS BINARY), COUNT(*) FROM job_queue FORCE INDEX (rare_state) \
+         WHERE rare_state = 'dead' AND finished_at >= FROM_UNIXTIME(? * 60) GROUP BY m",
     )
+    .bind(from)
     .bind(from)
     .fetch_all(pool)
     .await?;

@@ -74,7 +74,7 @@ pub struct LongWaiting {
 }
 
 /// Waiting jobs created more than `over` ago, and the oldest waiting job's wait. Reads the waiting
-/// stretch of the `finished (state, …)` index and those rows.
+/// stretch of the `rare_state` index and those rows.
 pub(crate) async fn long_waiting(
     pool: &MySqlPool,
     over: std::time::Duration,
@@ -83,7 +83,7 @@ pub(crate) async fn long_waiting(
     let (count, oldest_us): (i64, Option<i64>) = sqlx::query_as(
         "SELECT CAST(COALESCE(SUM(created_at < NOW(6) - INTERVAL ? MICROSECOND), 0) AS SIGNED), \
          TIMESTAMPDIFF(MICROSECOND, MIN(created_at), NOW(6)) \
-         FROM job_queue FORCE INDEX (state_claim) WHERE state = 'waiting'",
+         FROM job_queue FORCE INDEX (rare_state) WHERE rare_state = 'waiting'",
     )
     .bind(over_us)
     .fetch_one(pool)

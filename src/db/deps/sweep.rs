@@ -19,7 +19,7 @@ const TRIES: u32 = 5;
 /// The safety net, run by every reaper pass: cancels the jobs that wait in a cycle (only plain SQL can
 /// make one), settles every waiting job that can be settled (dependencies ended or missing, or none at
 /// all), and forgets the edges of jobs that no longer wait (or no longer exist). Reads the pending
-/// edges and the waiting rows only.
+/// edges and the waiting rows only (those through the `rare_state` index).
 pub(crate) async fn sweep(pool: &MySqlPool) -> Result<Swept> {
     let mut out = Swept::default();
     // Cycles: edges between two waiting jobs.
@@ -56,7 +56,7 @@ pub(crate) async fn sweep(pool: &MySqlPool) -> Result<Swept> {
     let ready: Vec<u64> = sqlx::query_scalar(
         "SELECT w.id FROM job_queue w LEFT JOIN jobq_job_deps d ON d.job_id = w.id \
          LEFT JOIN job_queue p ON p.id = d.after_id \
-         WHERE w.state = 'waiting' GROUP BY w.id \
+         WHERE w.rare_state = 'waiting' GROUP BY w.id \
          HAVING (COUNT(d.after_id) = 0 AND (MAX(w.order_key) IS NULL \
                  OR MAX(w.created_at) < NOW(6) - INTERVAL 1 MINUTE)) \
          OR SUM(p.id IS NULL) > 0 \
