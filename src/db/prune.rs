@@ -13,8 +13,9 @@ use crate::error::Result;
 pub(crate) const PRUNE_BATCH: u32 = 1000;
 
 /// Deletes done, dead and cancelled jobs that finished more than `retention` ago, and schedule runs that
-/// ended as long ago. Returns how many jobs were deleted. Walks the `state_claim` (done) and
-/// `rare_state` (dead, cancelled) indexes, and the schedule log's `finished` index, one batch at a time.
+/// ended as long ago. Returns how many jobs were deleted. Walks the primary key for done rows
+/// ([`prune_done`]), the `rare_state` index for dead and cancelled ones, and the schedule log's
+/// `finished` index, one batch at a time.
 pub(crate) async fn prune_finished(pool: &MySqlPool, retention: Duration) -> Result<u64> {
     prune_counting(pool, retention, &AtomicU64::new(0)).await
 }
@@ -27,35 +28,21 @@ pub(crate) async fn prune_counting(
     deleted: &AtomicU64,
 ) -> Result<u64> {
     let secs = retention.as_secs_f64();
-    let mut total = 0;
-    // Done rows carry no claim, so `claim IS NULL` makes each batch one range of `state_claim`, in
-    // finished_at order; the second pass takes the rare done row a plain-SQL change left a token on.
+    let mut total = prune_done(pool, secs, deleted).await?;
     // Dead and cancelled rows are one range each of `rare_state (rare_state, finished_at)`.
-    let done = |claim| {
-        format!(
-            "DELETE FROM job_queue WHERE state = ? AND claim {claim} \
-             AND finished_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?"
-        )
-    };
-    let rare = "DELETE FROM job_queue WHERE rare_state = ? \
-                AND finished_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?";
-    let passes = [
-        ("done", done("IS NULL")),
-        ("done", done("IS NOT NULL")),
-        ("dead", rare.to_string()),
-        ("cancelled", rare.to_string()),
-    ];
-    for (state, sql) in &passes {
-        let (state, sql) = (*state, sql.as_str());
+    for state in ["dead", "cancelled"] {
         loop {
             let n = retry_transient("prune", 5, || async {
-                sqlx::query(sql)
-                    .bind(state)
-                    .bind((secs * 1e6) as i64)
-                    .bind(PRUNE_BATCH)
-                    .execute(pool)
-                    .await
-                    .map(|r| r.rows_affected())
+                sqlx::query(
+                    "DELETE FROM job_queue WHERE rare_state = ? \
+                     AND finished_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?",
+                )
+                .bind(state)
+                .bind((secs * 1e6) as i64)
+                .bind(PRUNE_BATCH)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
             })
             .await?;
             total += n;
@@ -83,6 +70,69 @@ pub(crate) async fn prune_counting(
     )
     .await?;
     Ok(total)
+}
+
+/// How many ids of `job_queue` one step of [`prune_done`] reads.
+const PRUNE_SPAN: u64 = 10_000;
+
+/// Deletes done jobs that finished more than `secs` ago, adding each batch to `deleted`. Done rows have
+/// no index of their own (an entry moved by every finish costs every job more than pruning saves), so
+/// this walks the primary key from its start, [`PRUNE_SPAN`] ids a step, and stops after the first
+/// step whose rows were all created after the cutoff: ids grow with `created_at`, and a job cannot
+/// finish before it was created, so the rows further on cannot be due. On a table pruned regularly the
+/// walk reads the rows older than the retention, which are few (jobs scheduled far ahead, long waits).
+/// Each step reads its rows without locks and deletes the due ones by id, re-checked under the lock,
+/// so live rows in the walk (queued, running) are never locked.
+async fn prune_done(pool: &MySqlPool, secs: f64, deleted: &AtomicU64) -> Result<u64> {
+    let age_us = (secs * 1e6) as i64;
+    let mut total = 0;
+    let mut after = 0u64;
+    loop {
+        let from: Option<u64> = sqlx::query_scalar("SELECT MIN(id) FROM job_queue WHERE id > ?")
+            .bind(after)
+            .fetch_one(pool)
+            .await?;
+        let Some(from) = from else {
+            return Ok(total);
+        };
+        let until = from.saturating_add(PRUNE_SPAN);
+        let (due, older): (Option<String>, Option<i64>) = sqlx::query_as(
+            "SELECT JSON_ARRAYAGG(IF(state = 'done' AND finished_at < NOW(6) - INTERVAL ? MICROSECOND, \
+             id, NULL)), CAST(SUM(created_at < NOW(6) - INTERVAL ? MICROSECOND) AS SIGNED) \
+             FROM job_queue FORCE INDEX (PRIMARY) WHERE id >= ? AND id < ?",
+        )
+        .bind(age_us)
+        .bind(age_us)
+        .bind(from)
+        .bind(until)
+        .fetch_one(pool)
+        .await?;
+        let due: Vec<u64> = due
+            .and_then(|d| serde_json::from_str::<Vec<Option<u64>>>(&d).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .collect();
+        for batch in due.chunks(PRUNE_BATCH as usize) {
+            let n = retry_transient("prune", 5, || async {
+                let mut q = sqlx::QueryBuilder::<sqlx::MySql>::new(
+                    "DELETE FROM job_queue WHERE state = 'done' \
+                     AND finished_at < NOW(6) - INTERVAL ",
+                );
+                q.push_bind(age_us).push(" MICROSECOND AND id IN (");
+                crate::db::push_id_list(&mut q, batch);
+                q.push(")");
+                q.build().execute(pool).await.map(|r| r.rows_affected())
+            })
+            .await?;
+            total += n;
+            deleted.fetch_add(n, Ordering::Relaxed);
+        }
+        if older.unwrap_or(0) == 0 {
+            return Ok(total);
+        }
+        after = until - 1;
+    }
 }
 
 /// Runs `sql` (binding the age in microseconds and [`PRUNE_BATCH`]) until it deletes less than a batch.

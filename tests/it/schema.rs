@@ -237,6 +237,33 @@ async fn prune_deletes_old_finished_jobs_in_batches_and_keeps_the_rest() {
     );
 }
 
+/// Done rows have no index of their own: pruning walks the primary key from its start, a stretch of
+/// ids at a time, as far as rows created before the cutoff go, and deletes the done rows among them
+/// that finished before it, however far apart their ids are; live rows on the way stay.
+#[tokio::test]
+async fn prune_walks_the_primary_key_as_far_as_rows_created_before_the_cutoff() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO job_queue (id, kind, state, created_at, finished_at, run_at) VALUES \
+         (1, 'k', 'done', NOW(6) - INTERVAL 10 DAY, NOW(6) - INTERVAL 9 DAY, NOW(6) - INTERVAL 10 DAY), \
+         (30000, 'k', 'queued', NOW(6) - INTERVAL 10 DAY, NULL, NOW(6) + INTERVAL 1 DAY), \
+         (50000, 'k', 'done', NOW(6) - INTERVAL 9 DAY, NOW(6) - INTERVAL 8 DAY, NOW(6) - INTERVAL 9 DAY), \
+         (90000, 'k', 'done', NOW(6) - INTERVAL 8 DAY, NOW(6) - INTERVAL 1 DAY, NOW(6) - INTERVAL 8 DAY), \
+         (120000, 'k', 'done', NOW(6) - INTERVAL 1 HOUR, NOW(6), NOW(6) - INTERVAL 1 HOUR)",
+    )
+    .await;
+    let n = jobq::Jobs::new(db.pool.clone())
+        .prune(jobq::ReaperConfig::DEFAULT_RETENTION)
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    let left: Vec<u64> = sqlx::query_scalar("SELECT id FROM job_queue ORDER BY id")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, [30000, 90000, 120000]);
+}
+
 /// The `rare_state` index (schema 39) holds the rows off a job's common path and only those: a job
 /// that succeeds never has an entry (the index costs the common path no write), a failed job waiting
 /// for its retry has one, and so do dead, cancelled and waiting jobs, where pruning, the dashboard and
