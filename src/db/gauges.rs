@@ -12,22 +12,16 @@ use crate::job::State;
 /// lookup: 10,000 lookups take a few milliseconds, a million done rows would take seconds.
 pub(crate) const QUEUE_COUNT_CAP: i64 = 10_000;
 
-/// The index that holds the rows of `state`, by age: `rare_state` (schema 39) for waiting, retry, dead
-/// and cancelled, `state_claim` for the others.
-pub(crate) fn state_index(state: State) -> &'static str {
-    if state.is_rare() {
-        "rare_state"
-    } else {
-        "state_claim"
-    }
-}
-
-/// The column that names the state in [`state_index`]'s index.
-pub(crate) fn state_column(state: State) -> &'static str {
-    if state.is_rare() {
-        "rare_state"
-    } else {
-        "state"
+/// Where the rows of `state` are found: the index that holds them (for `FORCE INDEX`), and the
+/// condition that makes them a range of it, to be followed by `= ` and the state's name. Waiting,
+/// retry, dead and cancelled rows through `rare_state` (schema 39, in finished_at order), queued rows
+/// through the claim index (whose entries are the queued and retry rows), running and done rows through
+/// `state_claim`.
+pub(crate) fn by_state(state: State) -> (&'static str, &'static str) {
+    match state {
+        s if s.is_rare() => ("rare_state", "rare_state"),
+        State::Queued => ("claim_order", "ready_queue IS NOT NULL AND state"),
+        _ => ("state_claim", "state"),
     }
 }
 
@@ -74,8 +68,8 @@ pub(crate) async fn queue_state_counts(pool: &MySqlPool) -> Result<Vec<QueueStat
                 s.as_str(),
                 QUEUE_COUNT_CAP + 1,
                 QUEUE_COUNT_CAP,
-                state_index(*s),
-                state_column(*s),
+                by_state(*s).0,
+                by_state(*s).1,
                 // Done rows carry no claim: one range of `state_claim`, in finished_at order.
                 if s.is_rare() { "" } else { "AND claim IS NULL" },
             )

@@ -88,8 +88,8 @@ pub(crate) async fn state_counts(pool: &MySqlPool) -> Result<Vec<StateCount>> {
                  WHERE {3} = '{0}' LIMIT {1}) t",
                 s.as_str(),
                 COUNT_CAP + 1,
-                crate::db::gauges::state_index(*s),
-                crate::db::gauges::state_column(*s),
+                crate::db::gauges::by_state(*s).0,
+                crate::db::gauges::by_state(*s).1,
             ),
         })
         .collect::<Vec<_>>()

@@ -100,22 +100,23 @@ pub(crate) async fn matching_ids(pool: &MySqlPool, filter: &JobFilter) -> Result
 /// `SELECT columns FROM job_queue WHERE <filter> ORDER BY id DESC LIMIT <filter.limit>`.
 fn filtered<'a>(columns: &str, filter: &'a JobFilter) -> QueryBuilder<'a, MySql> {
     // A text search in a state other than done reads that state's rows through the state's index
-    // (`rare_state`, or `state_claim` for queued and running): left to itself the server walks the primary key backwards hoping for early matches,
+    // (`gauges::by_state`): left to itself the server walks the primary key backwards hoping for early matches,
     // and with few matches reads the whole table (0.5 s at a million rows, against 30 ms for ten
     // thousand dead ones). Done rows are most of a table: for them the walk is the cheaper plan
     // (reaching a million rows through the index took 1.6 s).
-    let hint = match filter.state {
-        Some(s) if s != State::Done && filter.error_contains.is_some() => {
-            format!(" FORCE INDEX ({})", crate::db::gauges::state_index(s))
-        }
-        _ => String::new(),
-    };
+    let through = filter
+        .state
+        .filter(|s| *s != State::Done && filter.error_contains.is_some())
+        .map(crate::db::gauges::by_state);
+    let hint = through.map_or(String::new(), |(index, _)| {
+        format!(" FORCE INDEX ({index})")
+    });
     let mut q =
         QueryBuilder::<MySql>::new(format!("SELECT {columns} FROM job_queue{hint} WHERE 1=1"));
     if let Some(s) = filter.state {
-        // The rare states' own column, so that the `rare_state` index is a range (schema 39).
-        let column = crate::db::gauges::state_column(s);
-        q.push(format!(" AND {column} = ")).push_bind(s.as_str());
+        // With the hint, the condition that makes the state a range of its index.
+        let on = through.map_or("state", |(_, on)| on);
+        q.push(format!(" AND {on} = ")).push_bind(s.as_str());
     }
     if let Some(queue) = &filter.queue {
         q.push(" AND queue = ").push_bind(queue.as_str());
