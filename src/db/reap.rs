@@ -174,8 +174,35 @@ pub(crate) async fn sweep_unlisted(pool: &MySqlPool, after: u64) -> Result<Swept
             .or_default()
             .push(id);
     }
+    // The lists as they are now, read without locks: a row found running above that its list does not
+    // name is either unlisted or ended since (a later claim dropped it). Only those tokens are looked
+    // at again with their list locked, so a pass does not lock the list of every worker it meets.
+    let mut lists =
+        QueryBuilder::<MySql>::new("SELECT holder, held_ids FROM jobq_holdings WHERE holder IN (");
+    let mut holders = lists.separated(", ");
+    for token in by_token.keys() {
+        holders.push_bind(token.as_str());
+    }
+    lists.push(")");
+    let named: std::collections::HashMap<Vec<u8>, Vec<u8>> = if by_token.is_empty() {
+        Default::default()
+    } else {
+        lists
+            .build_query_as()
+            .fetch_all(pool)
+            .await?
+            .into_iter()
+            .collect()
+    };
     let mut listed = Vec::new();
     for (token, ids) in by_token {
+        let on_list = named
+            .get(token.as_bytes())
+            .map(|l| parse_list(l))
+            .unwrap_or_default();
+        if ids.iter().all(|id| on_list.binary_search(id).is_ok()) {
+            continue;
+        }
         let missing = retry_transient("list unlisted rows", 8, || {
             list_unlisted(pool, &token, &ids)
         })
@@ -235,9 +262,8 @@ async fn list_unlisted(
     Ok(missing)
 }
 
-/// The ids `token`'s holdings list names, once each and in order, with the list locked until the
-/// transaction ends (none when it has no list). A list jobq did not write (not a JSON array of ids)
-/// names nothing: the sweep finds its rows again.
+/// The ids `token`'s holdings list names ([`parse_list`]), with the list locked until the transaction
+/// ends (none when it has no list).
 async fn locked_list(
     tx: &mut sqlx::Transaction<'_, MySql>,
     token: &str,
@@ -247,12 +273,16 @@ async fn locked_list(
             .bind(token)
             .fetch_optional(&mut **tx)
             .await?;
-    let mut ids: Vec<u64> = list
-        .and_then(|l| serde_json::from_slice(&l).ok())
-        .unwrap_or_default();
+    Ok(list.as_deref().map(parse_list).unwrap_or_default())
+}
+
+/// The ids a holdings list names, once each and in order. A list jobq did not write (not a JSON array
+/// of ids) names nothing: the sweep finds its rows again.
+fn parse_list(list: &[u8]) -> Vec<u64> {
+    let mut ids: Vec<u64> = serde_json::from_slice(list).unwrap_or_default();
     ids.sort_unstable();
     ids.dedup();
-    Ok(ids)
+    ids
 }
 
 /// The server the reaper is connected to: id, start time (Unix seconds) and uptime.

@@ -134,6 +134,7 @@ impl Reaper {
     async fn sweep_unlisted(&self) -> Result<u64> {
         let after = *crate::sync::lock(&self.sweep);
         let swept = reap::sweep_unlisted(&self.pool, after).await?;
+        // Only a sweep that went through moves on: a failed one is tried again from the same id.
         *crate::sync::lock(&self.sweep) = swept.next;
         if swept.dropped > 0 {
             debug!(
@@ -201,10 +202,15 @@ impl Reaper {
     /// # Errors
     /// When a statement fails; the next pass tries again.
     pub async fn run_once(&self) -> Result<ReapReport> {
-        let mut report = ReapReport {
-            unlisted: self.sweep_unlisted().await?,
-            ..ReapReport::default()
-        };
+        let mut report = ReapReport::default();
+        // A failed sweep (its transactions are retried on deadlocks already) is logged, not returned:
+        // it must not hold up the resets below; the next pass reads the same ids again.
+        match self.sweep_unlisted().await {
+            Ok(n) => report.unlisted = n,
+            Err(e) => {
+                warn!(error = %e, "the sweep for running rows on no holdings list failed; trying again next pass")
+            }
+        }
         let dead = self.find_dead().await?;
         for (token, cause, reason, seen) in dead {
             let only_if = reap::ResetIf::HeartbeatUnchanged(seen);
