@@ -8,8 +8,9 @@ use crate::error::Result;
 use crate::job::State;
 
 /// Finished and waiting states' rows are counted up to this many. A state's stretch of the `state_claim
-/// (state, claim, finished_at)` or `rare_state (rare_state, finished_at)` index holds the row ids only, so finding each row's queue is a primary-key
-/// lookup: 10,000 lookups take a few milliseconds, a million done rows would take seconds.
+/// (state, claim, finished_at)` or `rare_state (rare_state, finished_at)` index holds the row ids only,
+/// so finding each row's queue is a primary-key lookup: 10,000 lookups take a few milliseconds, a
+/// million done rows would take seconds.
 pub(crate) const QUEUE_COUNT_CAP: i64 = 10_000;
 
 /// Where the rows of `state` are found: the index that holds them (for `FORCE INDEX`), and the
@@ -42,9 +43,9 @@ pub struct QueueStateCount {
 /// Jobs per queue and state, ordered by queue, then state as [`State::ALL`] lists them.
 ///
 /// The states a backlog is made of are exact, whatever their size: `running` (the rows the claimants'
-/// holdings lists name, one primary-key lookup each), and `queued` and `retry`, which are the rows of the claim index (`ready_queue`), counted per queue
-/// from that index alone; `retry` is counted through the `rare_state` index's retry rows, and `queued` is
-/// the rest. (Counting every state's first 10,000 rows, as before, showed a queue 0 queued beside 671
+/// holdings lists name, one primary-key lookup each), and `queued` and `retry`, which are the rows of
+/// the claim index (`ready_queue`), counted per queue from that index alone; `retry` is counted through
+/// the `rare_state` index's retry rows, and `queued` is the rest. (Counting every state's first 10,000 rows, as before, showed a queue 0 queued beside 671
 /// due once another queue held 10,000 queued rows.) `done`, `dead`, `cancelled` and `waiting` are
 /// counted among their [`QUEUE_COUNT_CAP`] most recent rows, and marked `capped` past that. When
 /// `retry` itself is capped, `queued` is marked capped too.
@@ -59,6 +60,7 @@ pub(crate) async fn queue_state_counts(pool: &MySqlPool) -> Result<Vec<QueueStat
     let sampled = SAMPLED
         .iter()
         .map(|s| {
+            let (index, on) = by_state(*s);
             format!(
                 "(SELECT '{0}' AS state, CAST(queue AS BINARY) AS queue, COUNT(*) AS n, \
                  (SELECT COUNT(*) FROM (SELECT 1 FROM job_queue FORCE INDEX ({3}) \
@@ -68,8 +70,8 @@ pub(crate) async fn queue_state_counts(pool: &MySqlPool) -> Result<Vec<QueueStat
                 s.as_str(),
                 QUEUE_COUNT_CAP + 1,
                 QUEUE_COUNT_CAP,
-                by_state(*s).0,
-                by_state(*s).1,
+                index,
+                on,
                 // Done rows carry no claim: one range of `state_claim`, in finished_at order.
                 if s.is_rare() { "" } else { "AND claim IS NULL" },
             )

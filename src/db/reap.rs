@@ -231,7 +231,7 @@ async fn list_unlisted(
     let unnamed: Vec<u64> = ids
         .iter()
         .copied()
-        .filter(|id| !named.contains(id))
+        .filter(|id| named.binary_search(id).is_err())
         .collect();
     if unnamed.is_empty() {
         tx.rollback().await?;

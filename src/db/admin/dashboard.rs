@@ -83,14 +83,15 @@ pub(crate) async fn state_counts(pool: &MySqlPool) -> Result<Vec<StateCount>> {
                 ),
                 COUNT_CAP + 1
             ),
-            _ => format!(
-                "SELECT '{0}' AS state, COUNT(*) AS n FROM (SELECT 1 FROM job_queue FORCE INDEX ({2}) \
-                 WHERE {3} = '{0}' LIMIT {1}) t",
-                s.as_str(),
-                COUNT_CAP + 1,
-                crate::db::gauges::by_state(*s).0,
-                crate::db::gauges::by_state(*s).1,
-            ),
+            _ => {
+                let (index, on) = crate::db::gauges::by_state(*s);
+                format!(
+                    "SELECT '{0}' AS state, COUNT(*) AS n FROM (SELECT 1 FROM job_queue \
+                     FORCE INDEX ({index}) WHERE {on} = '{0}' LIMIT {1}) t",
+                    s.as_str(),
+                    COUNT_CAP + 1,
+                )
+            }
         })
         .collect::<Vec<_>>()
         .join(" UNION ALL ");
