@@ -66,6 +66,7 @@ pub(crate) struct Registration {
     token: String,
     fence: Fence,
     beat_recorder: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    done_counter: std::sync::Arc<std::sync::atomic::AtomicU64>,
     beat_stop: CancellationToken,
     beat: JoinHandle<Session>,
     fence_stop: CancellationToken,
@@ -135,6 +136,7 @@ impl Register<'_> {
         let token = session.token().to_string();
         let fence = session.fence().clone();
         let beat_recorder = session.beat_recorder();
+        let done_counter = session.done_counter();
         let fence_stop = CancellationToken::new();
         let watchdog = self
             .watch_fence
@@ -146,6 +148,7 @@ impl Register<'_> {
             token,
             fence,
             beat_recorder,
+            done_counter,
             beat_stop,
             beat,
             fence_stop,
@@ -168,6 +171,11 @@ impl Registration {
     /// See [`Session::beat_recorder`].
     pub(crate) fn beat_recorder(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
         self.beat_recorder.clone()
+    }
+
+    /// See [`Session::done_counter`].
+    pub(crate) fn done_counter(&self) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+        self.done_counter.clone()
     }
 
     /// Stops the heartbeat and removes the registry row. A heartbeat task that panicked, or a database

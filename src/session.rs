@@ -43,6 +43,10 @@ pub(crate) struct Session {
     beat_elsewhere: Arc<AtomicU64>,
     /// Beats in a row that only pinged: every [`PINGS_BETWEEN_WRITES`] the session writes its own.
     pinged: u32,
+    /// Jobs this process saw finish done, counted by its worker (zero for other roles).
+    done: Arc<AtomicU64>,
+    /// How many of `done` are in `jobq_done_minutes` already.
+    done_written: u64,
 }
 
 /// How many beats in a row may only ping the anchor because a heartbeat was written elsewhere. The
@@ -97,6 +101,8 @@ impl Session {
             fence,
             beat_elsewhere: Arc::default(),
             pinged: 0,
+            done: Arc::default(),
+            done_written: 0,
         })
     }
 
@@ -114,6 +120,34 @@ impl Session {
     /// can skip its own UPDATE and only check that the anchor is alive.
     pub(crate) fn beat_recorder(&self) -> Arc<AtomicU64> {
         self.beat_elsewhere.clone()
+    }
+
+    /// The count of jobs this process saw finish done, which its worker bumps and each heartbeat adds
+    /// to `jobq_done_minutes` (the dashboard's chart of the last hour) since the last it wrote.
+    pub(crate) fn done_counter(&self) -> Arc<AtomicU64> {
+        self.done.clone()
+    }
+
+    /// Writes the done jobs counted since the last write. A failure is logged and the count kept for
+    /// the next heartbeat: these are figures for a chart, and must not fail the heartbeat that keeps the
+    /// fence confirmed.
+    async fn write_done<'e>(
+        done: &AtomicU64,
+        written: &mut u64,
+        ex: impl sqlx::MySqlExecutor<'e>,
+        token: &ClaimToken,
+    ) {
+        let counted = done.load(Ordering::Relaxed);
+        if counted == *written {
+            return;
+        }
+        let token = token.to_string();
+        match db::done_minutes::add(ex, &token, counted - *written).await {
+            Ok(()) => *written = counted,
+            Err(e) => {
+                warn!(error = %e, claim = %token, "could not add this process's done jobs to jobq_done_minutes; trying again with the next heartbeat")
+            }
+        }
     }
 
     /// Refreshes the heartbeat every heartbeat interval until `stop` is cancelled, re-establishing the
@@ -160,7 +194,18 @@ impl Session {
         }
     }
 
+    /// One heartbeat, then the done jobs counted since the last.
     async fn beat_once(&mut self) -> Result<()> {
+        self.beat().await?;
+        let conn = self
+            .conn
+            .as_mut()
+            .expect("a beat that went through leaves a connection");
+        Self::write_done(&self.done, &mut self.done_written, &mut *conn, &self.token).await;
+        Ok(())
+    }
+
+    async fn beat(&mut self) -> Result<()> {
         if self.conn.is_none() {
             let mut conn = db::open_anchor(&self.pool.connect_options()).await?;
             let (connection_id, server) = registry::session_identity(&mut conn).await?;
@@ -212,6 +257,7 @@ impl Session {
 
     /// Deregisters and closes the anchor session (which also releases the lock).
     pub(crate) async fn close(mut self, pool: &MySqlPool) {
+        Self::write_done(&self.done, &mut self.done_written, pool, &self.token).await;
         if let Err(e) = registry::deregister(pool, &self.token).await {
             warn!(error = %e, claim = %self.token, "could not remove registry row; the reaper will");
         }

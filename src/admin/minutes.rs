@@ -1,7 +1,8 @@
 //! [`Jobs::last_hour`](super::jobs::Jobs::last_hour)'s counts, kept between calls (the dashboard's
 //! overview asks on every view): a minute that has passed does not change, so
-//! after the first view only the last two minutes are counted again. At a few hundred jobs a second
-//! the hour is half a million index entries (0.3 s to count); two minutes are a thirtieth of that.
+//! after the first view only the last two minutes are counted again. Done jobs come from the workers'
+//! counts (a row per process and minute), dead ones from their rows: in a burst of failures the hour
+//! can be hundreds of thousands of index entries, two minutes a thirtieth of that.
 
 use std::sync::Arc;
 

@@ -226,6 +226,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0039_rare_state_index.sql",
         sql: include_str!("../../migrations/0039_rare_state_index.sql"),
     },
+    Migration {
+        version: 40,
+        name: "0040_done_minutes.sql",
+        sql: include_str!("../../migrations/0040_done_minutes.sql"),
+    },
 ];
 
 /// The schema version this build needs.

@@ -9,6 +9,7 @@ pub(crate) mod claim;
 mod connect;
 pub(crate) mod dedicated;
 pub(crate) mod deps;
+pub(crate) mod done_minutes;
 pub(crate) mod enqueue;
 pub(crate) mod failover;
 pub(crate) mod finish;

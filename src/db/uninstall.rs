@@ -30,6 +30,7 @@ const TABLES: &[&str] = &[
     "jobq_limit_starts",
     "jobq_limits",
     "jobq_holdings",
+    "jobq_done_minutes",
     "jobq_processes",
     "jobq_queue_aging",
     "jobq_queue_hosts",

@@ -418,7 +418,7 @@ fn record(
             let counter = match outcome {
                 Finish::Done => {
                     debug!(job_id = job.id.0, kind = %job.kind, attempt, "job done");
-                    &c.done
+                    &*c.done
                 }
                 Finish::Retry { delay, error } => {
                     warn!(job_id = job.id.0, kind = %job.kind, attempt, retry_in = %humantime::format_duration(round(*delay)), error = %error, "job failed; will retry");

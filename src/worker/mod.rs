@@ -205,7 +205,10 @@ impl Running {
             handlers: worker.handlers.clone(),
             cfg: worker.cfg.clone(),
             token,
-            counters: Counters::default(),
+            counters: Counters {
+                done: registration.done_counter(),
+                ..Counters::default()
+            },
             job_ended: Notify::new(),
             hard_stop,
             ledger,

@@ -45,7 +45,8 @@ crate::counts::counters!(WorkerReport {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(super) claimed: AtomicU64,
-    pub(super) done: AtomicU64,
+    /// Shared with the registration's heartbeat, which adds it to `jobq_done_minutes`.
+    pub(super) done: std::sync::Arc<AtomicU64>,
     pub(super) retried: AtomicU64,
     pub(super) dead: AtomicU64,
     pub(super) cancelled: AtomicU64,

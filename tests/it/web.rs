@@ -2,13 +2,15 @@
 //! the actions and their audit entries, and every refusal (credentials, CSRF, cross-site, read-only,
 //! bad input).
 
+use std::time::Duration;
+
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use jobq::web::{Credentials, WebConfig, router};
 use tower::ServiceExt;
 
-use crate::common::TestDb;
+use crate::common::{TestDb, wait_until};
 
 struct Resp {
     status: StatusCode,
@@ -103,7 +105,20 @@ async fn seeded() -> TestDb {
          WHERE id BETWEEN 6 AND 60",
     )
     .await;
+    // The chart's done jobs are the workers' counts (schema 40), not the rows: as a worker that
+    // finished them would have written.
+    add_done(&db, 2, 55).await;
     db
+}
+
+/// Adds `n` done jobs to the chart's count `minutes_ago` minutes back, as a worker's heartbeat does.
+async fn add_done(db: &TestDb, minutes_ago: i64, n: i64) {
+    db.exec(&format!(
+        "INSERT INTO jobq_done_minutes (minute, holder, done) \
+         VALUES (FLOOR(UNIX_TIMESTAMP(NOW(6)) / 60) - {minutes_ago}, 'seed', {n}) \
+         ON DUPLICATE KEY UPDATE done = done + {n}"
+    ))
+    .await;
 }
 
 #[tokio::test]
@@ -270,20 +285,57 @@ async fn the_last_hour_chart_stays_right_across_views() {
         last_hour_done(&o)
     };
     assert_eq!(view(app.clone()).await, 55);
-    db.exec("UPDATE job_queue SET state = 'done', finished_at = NOW(6) WHERE id BETWEEN 61 AND 70")
-        .await;
+    add_done(&db, 0, 10).await;
     assert_eq!(view(app.clone()).await, 65, "new finishes show");
-    db.exec(
-        "UPDATE job_queue SET state = 'done', finished_at = NOW(6) - INTERVAL 30 MINUTE \
-         WHERE id BETWEEN 71 AND 73",
-    )
-    .await;
+    add_done(&db, 30, 3).await;
     // A minute already final is not counted again: rows that land there later (a clock moved
     // back, say) are not seen, and the kept counts are not lost either.
     assert_eq!(view(app.clone()).await, 65);
     // A dashboard started now counts the whole hour.
     let fresh = router(db.pool.clone(), WebConfig::default()).unwrap();
     assert_eq!(view(fresh).await, 68);
+}
+
+/// A worker adds the jobs it finished done to the chart's counts with its heartbeats while it runs,
+/// and the rest when it stops: every done job is counted once, under its token.
+#[tokio::test]
+async fn a_workers_done_jobs_reach_the_chart_with_its_heartbeats_and_its_stop() {
+    let db = TestDb::new().await;
+    let handlers = jobq::Handlers::new()
+        .register("ok", |_job: jobq::JobContext| async {
+            Ok::<(), jobq::JobError>(())
+        })
+        .unwrap();
+    let worker = db
+        .worker(handlers)
+        .config(|c| c.heartbeat_interval = Duration::from_millis(200))
+        .start()
+        .await;
+    db.insert_jobs("ok", 30).await;
+    let counted =
+        || db.scalar::<i64>("SELECT CAST(COALESCE(SUM(done), 0) AS SIGNED) FROM jobq_done_minutes");
+    // While it runs: the heartbeat writes what it counted.
+    wait_until("the heartbeat's count", Duration::from_secs(10), || async {
+        counted().await == 30
+    })
+    .await;
+    db.insert_jobs("ok", 12).await;
+    wait_until("the jobs done", Duration::from_secs(10), || async {
+        db.states().await == "done=42"
+    })
+    .await;
+    let report = worker.stop().await;
+    assert_eq!(report.done, 42);
+    // Whatever the last heartbeat had not written, the stop did.
+    assert_eq!(counted().await, 42);
+    let holders: i64 = db
+        .scalar("SELECT COUNT(DISTINCT holder) FROM jobq_done_minutes")
+        .await;
+    assert_eq!(holders, 1, "one process, one token");
+    let app = app(&db, WebConfig::default());
+    let o: serde_json::Value =
+        serde_json::from_str(&get(&app, "/api/overview").await.body).unwrap();
+    assert_eq!(last_hour_done(&o), 42);
 }
 
 #[tokio::test]

@@ -212,7 +212,8 @@ pub(crate) async fn history_length(pool: &MySqlPool) -> Option<i64> {
 }
 
 /// Done and dead jobs per minute (minutes since the epoch, by the database clock) from minute `from` on,
-/// and the current minute. Reads the `state_claim` (done) and `rare_state` (dead) indexes only.
+/// and the current minute. Done jobs from the counts the workers write (`jobq_done_minutes`), dead ones
+/// from their rows through the `rare_state` index.
 pub(crate) async fn finished_by_minute(
     pool: &MySqlPool,
     from: Option<i64>,
@@ -221,31 +222,19 @@ pub(crate) async fn finished_by_minute(
         .fetch_one(pool)
         .await?;
     let from = from.unwrap_or(now - 59).max(now - 59);
-    // Done rows through `state_claim` (finished rows carry no claim: one range in finished_at order),
-    // dead ones through `rare_state`.
-    let rows: Vec<(i64, Vec<u8>, i64)> = sqlx::query_as(
-        "SELECT CAST(FLOOR(UNIX_TIMESTAMP(finished_at) / 60) AS SIGNED) AS m, \
-         CAST('done' AS BINARY), COUNT(*) FROM job_queue FORCE INDEX (state_claim) \
-         WHERE state = 'done' AND claim IS NULL AND finished_at >= FROM_UNIXTIME(? * 60) GROUP BY m \
-         UNION ALL \
-         SELECT CAST(FLOOR(UNIX_TIMESTAMP(finished_at) / 60) AS SIGNED) AS m, \
-         CAST('dead' AS BINARY), COUNT(*) FROM job_queue FORCE INDEX (rare_state) \
+    let dead: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT CAST(FLOOR(UNIX_TIMESTAMP(finished_at) / 60) AS SIGNED) AS m, COUNT(*) \
+         FROM job_queue FORCE INDEX (rare_state) \
          WHERE rare_state = 'dead' AND finished_at >= FROM_UNIXTIME(? * 60) GROUP BY m",
     )
     .bind(from)
-    .bind(from)
     .fetch_all(pool)
     .await?;
-    let counts = rows
+    let done = crate::db::done_minutes::since(pool, from).await?;
+    let counts = done
         .into_iter()
-        .map(|(m, state, n)| {
-            let state = if state == b"dead" {
-                State::Dead
-            } else {
-                State::Done
-            };
-            (m, state, n)
-        })
+        .map(|(m, n)| (m, State::Done, n))
+        .chain(dead.into_iter().map(|(m, n)| (m, State::Dead, n)))
         .collect();
     Ok((now, counts))
 }
