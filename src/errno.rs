@@ -8,6 +8,8 @@
 pub(crate) const DUP_FIELDNAME: u16 = 1060;
 /// `ER_DUP_KEYNAME`: an index of that name exists (a migration's DDL ran before).
 pub(crate) const DUP_KEYNAME: u16 = 1061;
+/// `ER_CANT_DROP_FIELD_OR_KEY`: the column or index to drop is not there (a migration's DDL ran before).
+pub(crate) const CANT_DROP_FIELD_OR_KEY: u16 = 1091;
 /// `ER_DUP_ENTRY`: a unique key already holds the value. Rolls back only the statement, not the
 /// transaction.
 pub(crate) const DUP_ENTRY: u16 = 1062;

@@ -348,6 +348,19 @@ macro_rules! listed_running {
 }
 pub(crate) use listed_running;
 
+/// The same rows as a condition on `job_queue`'s own columns (`id`, `claim`, `state`), for a WHERE that
+/// reads `job_queue` without an alias, as the jobs list does. The server materialises the listed
+/// (id, holder) pairs and looks each id up by primary key. Schema 41's `jobq_jobs_running` view
+/// spells out the same condition.
+macro_rules! listed_running_where {
+    () => {
+        "(id, claim) IN (SELECT l.id, h.holder FROM jobq_holdings h, \
+         JSON_TABLE(h.held_ids, '$[*]' COLUMNS (id BIGINT UNSIGNED PATH '$')) l) \
+         AND state = 'running'"
+    };
+}
+pub(crate) use listed_running_where;
+
 /// Removes a claimant's holdings row unless its list names a row that still runs under its token.
 /// Parameter: the token. A row that runs under the token unlisted (stamped by hand) does not keep it:
 /// the reaper's sweep lists such rows again (`db::reap::sweep_unlisted`).
@@ -444,9 +457,10 @@ pub const FINISH_DONE: Statement = Statement {
 /// attempt, of jobs nothing waits for ([`NO_DEPENDENTS`]). Parameters: the token, the (id, attempt) pairs (a list). When it changes fewer rows than it
 /// names, jobq reads back which rows it changed (done at the attempt it names).
 ///
-/// FORCE INDEX: with statistics taken while few rows ran, the optimizer may walk the `state_claim` index's
-/// `state = 'running'` range instead, locking the running rows of every worker on its way (two
-/// workers' finishes then deadlock; seen in `jobq bench`). By primary key it locks only these.
+/// FORCE INDEX: with statistics taken while few rows ran, the optimizer could walk an index of
+/// `state` (schemas 34 to 40 had `state_claim`) instead, locking the running rows of every worker on
+/// its way (two workers' finishes then deadlock; seen in `jobq bench`). By primary key it locks only
+/// these.
 pub const FINISH_DONE_BATCH: Statement = Statement {
     parts: &[
         concat!(

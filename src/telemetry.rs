@@ -197,14 +197,15 @@ const METRICS: &[(&str, Kind, Option<Unit>, &str)] = &[
         Kind::Gauge,
         None,
         "Jobs by state (waiting, queued, running, retry, done, dead, cancelled), each counted up to \
-      100,000 (read by a reaper).",
+      100,000, done jobs among the newest 100,000 ids (read by a reaper).",
     ),
     (
         "jobq_queue_jobs",
         Kind::Gauge,
         None,
-        "Jobs by queue and state: queued, retry and running exact; done, dead, cancelled and waiting \
-      counted among each state's 10,000 most recent rows, so past that a lower bound (the dashboard \
+        "Jobs by queue and state: queued, retry and running exact; dead, cancelled and waiting \
+      counted among each state's 10,000 most recent rows, done among the newest 10,000 done rows of the \
+      newest 100,000 ids, so past that a lower bound (the dashboard \
       shows it as N+); queues past the first 100 are summed as other (read by a reaper).",
     ),
     (

@@ -7,23 +7,39 @@ use sqlx::MySqlPool;
 use crate::error::Result;
 use crate::job::State;
 
-/// Finished and waiting states' rows are counted up to this many. A state's stretch of the `state_claim
-/// (state, claim, finished_at)` or `rare_state (rare_state, finished_at)` index holds the row ids only,
-/// so finding each row's queue is a primary-key lookup: 10,000 lookups take a few milliseconds, a
-/// million done rows would take seconds.
+/// Finished and waiting states' rows are counted up to this many. A state's stretch of the
+/// `rare_state (rare_state, finished_at)` index holds the row ids only, so finding each row's queue is
+/// a primary-key lookup: 10,000 lookups take a few milliseconds, a million would take seconds.
 pub(crate) const QUEUE_COUNT_CAP: i64 = 10_000;
 
-/// Where the rows of `state` are found: the index that holds them (for `FORCE INDEX`), and the
+/// Where the rows of `state` are found through an index: the index (for `FORCE INDEX`), and the
 /// condition that makes them a range of it, to be followed by `= ` and the state's name. Waiting,
 /// retry, dead and cancelled rows through `rare_state` (schema 39, in finished_at order), queued rows
-/// through the claim index (whose entries are the queued and retry rows), running and done rows through
-/// `state_claim`.
-pub(crate) fn by_state(state: State) -> (&'static str, &'static str) {
+/// through the claim index (whose entries are the queued and retry rows). None for running rows, which
+/// the claimants' holdings lists name (`statements::listed_running!`), and for done rows, which no index
+/// holds apart (a job's common path moves no index entry when it ends: schema 41); see
+/// [`done_window`].
+pub(crate) fn by_state(state: State) -> Option<(&'static str, &'static str)> {
     match state {
-        s if s.is_rare() => ("rare_state", "rare_state"),
-        State::Queued => ("claim_order", "ready_queue IS NOT NULL AND state"),
-        _ => ("state_claim", "state"),
+        s if s.is_rare() => Some(("rare_state", "rare_state")),
+        State::Queued => Some(("claim_order", "ready_queue IS NOT NULL AND state")),
+        _ => None,
     }
+}
+
+/// Done rows are counted among the newest this many ids. Done rows are most of a table with a
+/// history, so the newest ids are mostly done ones, read in one primary-key range.
+pub(crate) const DONE_WINDOW: u64 = 100_000;
+
+/// The ids done rows are counted among: those above the first `u64`, the newest [`DONE_WINDOW`]; and
+/// whether that takes in every row of the table (else a count of done rows is a lower bound).
+pub(crate) async fn done_window(pool: &MySqlPool) -> Result<(u64, bool)> {
+    let (min, max): (Option<u64>, Option<u64>) =
+        sqlx::query_as("SELECT MIN(id), MAX(id) FROM job_queue")
+            .fetch_one(pool)
+            .await?;
+    let after = max.unwrap_or(0).saturating_sub(DONE_WINDOW);
+    Ok((after, min.is_none_or(|min| min > after)))
 }
 
 /// How many jobs of one queue are in one state.
@@ -36,7 +52,8 @@ pub struct QueueStateCount {
     /// Jobs of the queue in the state: exact unless `capped`, then at least this many.
     pub count: i64,
     /// The state had more rows than `QUEUE_COUNT_CAP`: the count covers the state's first rows only
-    /// (the most recently finished ones for done, dead and cancelled), and is shown as `N+`.
+    /// (the most recently finished ones for dead and cancelled, the newest for done), and is shown
+    /// as `N+`.
     pub capped: bool,
 }
 
@@ -45,37 +62,48 @@ pub struct QueueStateCount {
 /// The states a backlog is made of are exact, whatever their size: `running` (the rows the claimants'
 /// holdings lists name, one primary-key lookup each), and `queued` and `retry`, which are the rows of
 /// the claim index (`ready_queue`), counted per queue from that index alone; `retry` is counted through
-/// the `rare_state` index's retry rows, and `queued` is the rest. (Counting every state's first 10,000 rows, as before, showed a queue 0 queued beside 671
-/// due once another queue held 10,000 queued rows.) `done`, `dead`, `cancelled` and `waiting` are
-/// counted among their [`QUEUE_COUNT_CAP`] most recent rows, and marked `capped` past that. When
-/// `retry` itself is capped, `queued` is marked capped too.
+/// the `rare_state` index's retry rows, and `queued` is the rest. (Counting every state's first 10,000
+/// rows, as before, showed a queue 0 queued beside 671 due once another queue held 10,000 queued rows.)
+/// `dead`, `cancelled` and `waiting` are counted among their [`QUEUE_COUNT_CAP`] most recent rows,
+/// `done` among the newest [`QUEUE_COUNT_CAP`] done rows of the newest [`DONE_WINDOW`] ids, and marked
+/// `capped` past that. When `retry` itself is capped, `queued` is marked capped too.
 pub(crate) async fn queue_state_counts(pool: &MySqlPool) -> Result<Vec<QueueStateCount>> {
-    const SAMPLED: [State; 5] = [
-        State::Done,
-        State::Dead,
-        State::Cancelled,
-        State::Waiting,
-        State::Retry,
-    ];
+    const SAMPLED: [State; 4] = [State::Dead, State::Cancelled, State::Waiting, State::Retry];
+    let (after, whole) = done_window(pool).await?;
+    let done = format!(
+        "(SELECT 'done' AS state, CAST(queue AS BINARY) AS queue, COUNT(*) AS n, {seen} AS seen \
+         FROM (SELECT queue FROM job_queue WHERE id > {after} AND state = 'done' \
+         ORDER BY id DESC LIMIT {cap}) t GROUP BY queue)",
+        cap = QUEUE_COUNT_CAP,
+        // Past the window the count is a lower bound: said so as if capped.
+        seen = if whole {
+            format!(
+                "(SELECT COUNT(*) FROM (SELECT 1 FROM job_queue WHERE id > {after} \
+                 AND state = 'done' LIMIT {}) c)",
+                QUEUE_COUNT_CAP + 1
+            )
+        } else {
+            (QUEUE_COUNT_CAP + 1).to_string()
+        },
+    );
     let sampled = SAMPLED
         .iter()
         .map(|s| {
-            let (index, on) = by_state(*s);
+            let (index, on) = by_state(*s).expect("the sampled states have an index");
             format!(
                 "(SELECT '{0}' AS state, CAST(queue AS BINARY) AS queue, COUNT(*) AS n, \
                  (SELECT COUNT(*) FROM (SELECT 1 FROM job_queue FORCE INDEX ({3}) \
                  WHERE {4} = '{0}' LIMIT {1}) c) AS seen \
                  FROM (SELECT queue FROM job_queue FORCE INDEX ({3}) WHERE {4} = '{0}' \
-                 {5} ORDER BY finished_at DESC LIMIT {2}) t GROUP BY queue)",
+                 ORDER BY finished_at DESC LIMIT {2}) t GROUP BY queue)",
                 s.as_str(),
                 QUEUE_COUNT_CAP + 1,
                 QUEUE_COUNT_CAP,
                 index,
                 on,
-                // Done rows carry no claim: one range of `state_claim`, in finished_at order.
-                if s.is_rare() { "" } else { "AND claim IS NULL" },
             )
         })
+        .chain(std::iter::once(done))
         .chain([
             concat!(
                 "(SELECT 'running', CAST(q.queue AS BINARY), COUNT(DISTINCT q.id), 0 \

@@ -231,6 +231,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0040_done_minutes.sql",
         sql: include_str!("../../migrations/0040_done_minutes.sql"),
     },
+    Migration {
+        version: 41,
+        name: "0041_drop_state_claim.sql",
+        sql: include_str!("../../migrations/0041_drop_state_claim.sql"),
+    },
 ];
 
 /// The schema version this build needs.
@@ -328,11 +333,12 @@ async fn apply_pending(conn: &mut sqlx::MySqlConnection) -> Result<MigrateReport
     Ok(report)
 }
 
-/// Duplicate column (1060) or key name (1061): the DDL ran before.
+/// Duplicate column (1060) or key name (1061), or a column or key to drop that is not there (1091):
+/// the DDL ran before.
 fn already_applied(e: &sqlx::Error) -> bool {
     matches!(
         errno::number(e),
-        Some(errno::DUP_FIELDNAME | errno::DUP_KEYNAME)
+        Some(errno::DUP_FIELDNAME | errno::DUP_KEYNAME | errno::CANT_DROP_FIELD_OR_KEY)
     )
 }
 

@@ -188,10 +188,17 @@ async fn jobq_jobs_running_names_the_claimant_and_joins_the_processlist() {
     assert_eq!(pl_id, registry);
     assert_eq!(pl_db.as_deref(), Some(db.name.as_str()));
 
-    // A claimant that is not registered (it died) is still named, from its token.
+    // A claimant that is not registered (it died) is still named, from its token. The view lists the
+    // rows the claimants' holdings lists name (schema 41): the row goes on its token's list, as the
+    // claim that stamped it would have put it.
     db.exec(
         "INSERT INTO job_queue (kind, state, attempts, claim, claimed_at, started_at) VALUES \
          ('orphan', 'running', 1, 'gone-host:4242:77:1-1700000000:00000000000000ff', NOW(6), NOW(6))",
+    )
+    .await;
+    db.exec(
+        "INSERT INTO jobq_holdings (holder, held_ids) SELECT claim, JSON_ARRAY(id) FROM job_queue \
+         WHERE kind = 'orphan'",
     )
     .await;
     let orphan: (Vec<u8>, u64, u64, i64) = sqlx::query_as(

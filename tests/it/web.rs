@@ -757,6 +757,45 @@ async fn per_queue_counts_are_exact_for_the_backlog_or_say_they_are_not() {
     );
 }
 
+/// No index holds done rows apart (schema 41): they are counted among the newest 100,000 ids, exact
+/// when those are the whole table and a lower bound, said so, when the table holds older rows.
+#[tokio::test]
+async fn done_jobs_are_counted_among_the_newest_ids_and_marked_when_older_rows_exist() {
+    let db = TestDb::new().await;
+    db.exec(
+        "INSERT INTO job_queue (queue, kind, state, finished_at) \
+         SELECT 'old', 'k', 'done', NOW(6) FROM seq_1_to_20",
+    )
+    .await;
+    let done = |o: &serde_json::Value| {
+        let all = o["states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["state"] == "done")
+            .map(|c| (c["count"].as_i64().unwrap(), c["capped"].as_bool().unwrap()));
+        let queue = o["queue_states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["queue"] == "old" && c["state"] == "done")
+            .map(|c| (c["count"].as_i64().unwrap(), c["capped"].as_bool().unwrap()));
+        (all, queue)
+    };
+    let o = json(&get(&app(&db, WebConfig::default()), "/api/overview").await);
+    assert_eq!(done(&o), (Some((20, false)), Some((20, false))), "{o}");
+    // 100,000 newer jobs push the done rows out of the window: none seen, and the count says so.
+    db.exec("INSERT INTO job_queue (kind) SELECT 'k' FROM seq_1_to_100000")
+        .await;
+    let o = json(&get(&app(&db, WebConfig::default()), "/api/overview").await);
+    assert_eq!(done(&o).0, Some((0, true)), "{o}");
+    // A done job among the newest ids is seen.
+    db.exec("UPDATE job_queue SET state = 'done', finished_at = NOW(6) ORDER BY id DESC LIMIT 1")
+        .await;
+    let o = json(&get(&app(&db, WebConfig::default()), "/api/overview").await);
+    assert_eq!(done(&o).0, Some((1, true)), "{o}");
+}
+
 #[tokio::test]
 async fn cancelling_a_job_from_its_page_asks_first() {
     let db = seeded().await;

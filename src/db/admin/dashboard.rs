@@ -44,7 +44,8 @@ pub(crate) fn per_minute(now: i64, counts: &[(i64, State, i64)]) -> Vec<MinuteCo
 }
 
 /// Counts above this are reported as "at least this many": counting a state's rows reads its stretch of
-/// the `finished (state, …)` index, which for a long history of done jobs would be millions of entries.
+/// an index (or, for done rows, of the primary key), which for a long history would be millions of
+/// entries.
 pub(crate) const COUNT_CAP: i64 = 100_000;
 
 /// How many jobs are in one state, counted up to 100,000.
@@ -54,12 +55,13 @@ pub struct StateCount {
     pub state: State,
     /// Jobs in it; at least this many when `capped`.
     pub count: i64,
-    /// The count stopped at the cap.
+    /// The count stopped at the cap (done: the table holds more than the newest ids it read).
     pub capped: bool,
 }
 
-/// Jobs per state, each counted up to [`COUNT_CAP`]: seven short index ranges in one round trip, about
-/// 40 ms per capped state whatever the table's size.
+/// Jobs per state, each counted up to [`COUNT_CAP`]: seven short ranges in one round trip, about
+/// 40 ms per capped state whatever the table's size. Done rows are counted among the newest
+/// [`DONE_WINDOW`](crate::db::gauges::DONE_WINDOW) ids, exact when those are the whole table.
 pub(crate) async fn state_counts(pool: &MySqlPool) -> Result<Vec<StateCount>> {
     const STATES: [State; 7] = [
         State::Waiting,
@@ -70,11 +72,18 @@ pub(crate) async fn state_counts(pool: &MySqlPool) -> Result<Vec<StateCount>> {
         State::Dead,
         State::Cancelled,
     ];
+    let (after, whole) = crate::db::gauges::done_window(pool).await?;
     let sql = STATES
         .iter()
-        .map(|s| match s {
+        .map(|s| match (s, crate::db::gauges::by_state(*s)) {
+            (_, Some((index, on))) => format!(
+                "SELECT '{0}' AS state, COUNT(*) AS n FROM (SELECT 1 FROM job_queue \
+                 FORCE INDEX ({index}) WHERE {on} = '{0}' LIMIT {1}) t",
+                s.as_str(),
+                COUNT_CAP + 1,
+            ),
             // Running rows are the ones the claimants' holdings lists name.
-            State::Running => format!(
+            (State::Running, None) => format!(
                 concat!(
                     "SELECT 'running' AS state, COUNT(*) AS n FROM (SELECT DISTINCT q.id \
                      FROM jobq_holdings h JOIN ",
@@ -83,15 +92,13 @@ pub(crate) async fn state_counts(pool: &MySqlPool) -> Result<Vec<StateCount>> {
                 ),
                 COUNT_CAP + 1
             ),
-            _ => {
-                let (index, on) = crate::db::gauges::by_state(*s);
-                format!(
-                    "SELECT '{0}' AS state, COUNT(*) AS n FROM (SELECT 1 FROM job_queue \
-                     FORCE INDEX ({index}) WHERE {on} = '{0}' LIMIT {1}) t",
-                    s.as_str(),
-                    COUNT_CAP + 1,
-                )
-            }
+            // Done rows: a range of the primary key, the newest ids.
+            (_, None) => format!(
+                "SELECT '{0}' AS state, COUNT(*) AS n FROM (SELECT 1 FROM job_queue \
+                 WHERE id > {after} AND state = '{0}' LIMIT {1}) t",
+                s.as_str(),
+                COUNT_CAP + 1,
+            ),
         })
         .collect::<Vec<_>>()
         .join(" UNION ALL ");
@@ -103,10 +110,11 @@ pub(crate) async fn state_counts(pool: &MySqlPool) -> Result<Vec<StateCount>> {
                 .iter()
                 .find(|(name, _)| name == state.as_str().as_bytes())
                 .map_or(0, |(_, n)| *n);
+            let partial = *state == State::Done && !whole;
             StateCount {
                 state: *state,
                 count: n.min(COUNT_CAP),
-                capped: n > COUNT_CAP,
+                capped: n > COUNT_CAP || partial,
             }
         })
         .collect())

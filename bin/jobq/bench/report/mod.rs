@@ -165,8 +165,8 @@ pub struct RawReport {
     pub cells: Vec<RawCell>,
     /// The same loop against the leanest claim-token table ([`crate::bench::lean`]).
     pub lean: Vec<crate::bench::lean::LeanCell>,
-    /// The server's time per row of each statement a job meets, on jobq's table and on copies without
-    /// one part each ([`crate::bench::rowcost`]).
+    /// The server's time per row of each statement a job meets, on jobq's table and on copies with one
+    /// part less or more ([`crate::bench::rowcost`]).
     pub row_costs: Vec<crate::bench::rowcost::RowCost>,
     /// The server's CPU per job of a one-connection drain, by table ([`crate::bench::tablecpu`]).
     pub table_cpu: Vec<crate::bench::tablecpu::TableCpu>,
