@@ -29,9 +29,13 @@
 # the SST lasts (23 GB and the kernel's OOM killer, seen twice when one hung). The receive queue's
 # hard limit ends such a node at 2 GiB instead of the machine. A node has also grown by about 350 MB/s
 # under a heavy drain minutes after it took part in an incremental transfer (once a donor, once a
-# joiner, MariaDB 10.11 with galera-4 26.4; the cause is not known): each node runs in a memory cgroup
-# of its own, so that such a node is killed at JOBQ_GALERA_MEMORY and the machine goes on; the
-# cluster tests then see a node die, which jobq survives, and `start` brings it back.
+# joiner, MariaDB 10.11 with galera-4 26.4; the cause is not known, and it was seen before jobq's
+# claims wrote the holdings lists of schema 38 as well as after: three workers draining 200,000 jobs on a
+# fresh cluster grew each node by a few MB/s to 500-650 MB (most likely the write-set cache's pages as
+# they were first written), and a node grew from 550 MB to its 4 GB limit in 17 s half a minute after
+# another rejoined by IST). Each node runs in a memory cgroup of its own, so that such a node is killed
+# at JOBQ_GALERA_MEMORY and the machine goes on; the cluster tests then see a node die, which jobq
+# survives, and `start` brings it back.
 set -euo pipefail
 
 DIR="${JOBQ_GALERA_DIR:-/tmp/jobq-galera}"

@@ -197,7 +197,7 @@ const METRICS: &[(&str, Kind, Option<Unit>, &str)] = &[
         Kind::Gauge,
         None,
         "Jobs by state (waiting, queued, running, retry, done, dead, cancelled), each counted up to \
-      100,000, done jobs among the newest 100,000 ids (read by a reaper).",
+      100,000, done jobs among the newest 20,000 ids (read by a reaper).",
     ),
     (
         "jobq_queue_jobs",
@@ -205,7 +205,7 @@ const METRICS: &[(&str, Kind, Option<Unit>, &str)] = &[
         None,
         "Jobs by queue and state: queued, retry and running exact; dead, cancelled and waiting \
       counted among each state's 10,000 most recent rows, done among the newest 10,000 done rows of the \
-      newest 100,000 ids, so past that a lower bound (the dashboard \
+      newest 20,000 ids, so past that a lower bound (the dashboard \
       shows it as N+); queues past the first 100 are summed as other (read by a reaper).",
     ),
     (

@@ -29,7 +29,7 @@ pub(crate) fn by_state(state: State) -> Option<(&'static str, &'static str)> {
 
 /// Done rows are counted among the newest this many ids. Done rows are most of a table with a
 /// history, so the newest ids are mostly done ones, read in one primary-key range.
-pub(crate) const DONE_WINDOW: u64 = 100_000;
+pub(crate) const DONE_WINDOW: u64 = 20_000;
 
 /// The ids done rows are counted among: those above the first `u64`, the newest [`DONE_WINDOW`]; and
 /// whether that takes in every row of the table (else a count of done rows is a lower bound).

@@ -757,7 +757,7 @@ async fn per_queue_counts_are_exact_for_the_backlog_or_say_they_are_not() {
     );
 }
 
-/// No index holds done rows apart (schema 41): they are counted among the newest 100,000 ids, exact
+/// No index holds done rows apart (schema 41): they are counted among the newest 20,000 ids, exact
 /// when those are the whole table and a lower bound, said so, when the table holds older rows.
 #[tokio::test]
 async fn done_jobs_are_counted_among_the_newest_ids_and_marked_when_older_rows_exist() {
@@ -784,8 +784,8 @@ async fn done_jobs_are_counted_among_the_newest_ids_and_marked_when_older_rows_e
     };
     let o = json(&get(&app(&db, WebConfig::default()), "/api/overview").await);
     assert_eq!(done(&o), (Some((20, false)), Some((20, false))), "{o}");
-    // 100,000 newer jobs push the done rows out of the window: none seen, and the count says so.
-    db.exec("INSERT INTO job_queue (kind) SELECT 'k' FROM seq_1_to_100000")
+    // 20,000 newer jobs push the done rows out of the window: none seen, and the count says so.
+    db.exec("INSERT INTO job_queue (kind) SELECT 'k' FROM seq_1_to_20000")
         .await;
     let o = json(&get(&app(&db, WebConfig::default()), "/api/overview").await);
     assert_eq!(done(&o).0, Some((0, true)), "{o}");

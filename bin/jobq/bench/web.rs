@@ -95,8 +95,12 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<WebReport> {
     })
 }
 
-/// The overview's figures against the tables: the done count (the done rows among the newest 100,000
-/// ids, marked capped when older rows exist) and the last hour's done jobs (the workers' counts, over
+/// The ids the dashboard counts done rows among: the newest this many (`DONE_WINDOW` in
+/// src/db/gauges.rs).
+const DONE_WINDOW: u64 = 20_000;
+
+/// The overview's figures against the tables: the done count (the done rows among the newest
+/// [`DONE_WINDOW`] ids, marked capped when older rows exist) and the last hour's done jobs (the workers' counts, over
 /// the same minutes). Tried three times, since a minute may turn between the two reads.
 async fn check_figures(ctx: &Ctx, addr: &str) -> BResult<()> {
     let mut detail = String::new();
@@ -105,14 +109,15 @@ async fn check_figures(ctx: &Ctx, addr: &str) -> BResult<()> {
         let (_, body) = get(addr, "/api/overview").await?;
         let o: serde_json::Value = serde_json::from_str(&body)
             .map_err(|e| BenchError::Setup(format!("web: /api/overview is not JSON: {e}")))?;
-        let (done, older, hour): (i64, i64, i64) = sqlx::query_as(
+        let (done, older, hour): (i64, i64, i64) = sqlx::query_as(&format!(
             "SELECT (SELECT COUNT(*) FROM job_queue WHERE state = 'done' \
-                       AND id > (SELECT COALESCE(MAX(id), 0) - 100000 FROM job_queue)), \
+                       AND id > (SELECT COALESCE(MAX(id), 0) - {window} FROM job_queue)), \
                     (SELECT COUNT(*) FROM job_queue \
-                       WHERE id <= (SELECT COALESCE(MAX(id), 0) - 100000 FROM job_queue)), \
+                       WHERE id <= (SELECT COALESCE(MAX(id), 0) - {window} FROM job_queue)), \
                     (SELECT CAST(COALESCE(SUM(done), 0) AS SIGNED) FROM jobq_done_minutes \
                        WHERE minute >= FLOOR(UNIX_TIMESTAMP(NOW(6)) / 60) - 59)",
-        )
+            window = DONE_WINDOW
+        ))
         .fetch_one(&ctx.pool)
         .await?;
         let state = o["states"]
@@ -124,7 +129,7 @@ async fn check_figures(ctx: &Ctx, addr: &str) -> BResult<()> {
             .as_array()
             .map_or(-1, |a| a.iter().filter_map(|m| m["done"].as_i64()).sum());
         detail = format!(
-            "done shown {shown} (capped: {capped:?}) of {done} among the newest 100,000 ids \
+            "done shown {shown} (capped: {capped:?}) of {done} among the newest {DONE_WINDOW} ids \
              ({older} rows older); last hour shown {shown_hour}, counted {hour}"
         );
         ok = shown == done && capped == Some(older > 0) && shown_hour == hour;
