@@ -54,7 +54,7 @@ fn row_cost_lines(o: &mut String, raw: &RawReport) {
     let _ = writeln!(
         o,
         "   time per row of each statement a job meets, µs (one connection, 100-row statements, medians of {} batches), \
-         on jobq's table and on copies without one part:",
+         on jobq's table and on copies with one part less or more:",
         first.batches
     );
     let _ = writeln!(
