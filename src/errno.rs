@@ -84,6 +84,15 @@ pub(crate) fn is_lock_conflict(e: &sqlx::Error) -> bool {
     matches!(number(e), Some(DEADLOCK | LOCK_WAIT_TIMEOUT))
 }
 
+/// True unless `e` proves that the transaction it ended did not commit. Only a lock conflict does (the
+/// server rolled the transaction back; on Galera a failed certification is one everywhere). A lost
+/// connection after COMMIT was sent may have committed, and so may a Galera node that left the Primary
+/// component while the COMMIT was being replicated: it answers [`WSREP_NOT_READY`] or
+/// [`ERROR_DURING_COMMIT`] while the write-set, delivered before it left, commits on the other nodes.
+pub(crate) fn may_have_committed(e: &sqlx::Error) -> bool {
+    !is_lock_conflict(e)
+}
+
 /// True for the errors a server gives once it is read-only: seen on the old primary after a failover,
 /// while a proxy or DNS already points new connections at the new one. The statement is worth trying
 /// again on a new connection, never on this one: see [`crate::db::failover`].
@@ -155,6 +164,10 @@ mod tests {
         assert!(is_transient(&sqlx::Error::PoolTimedOut));
         assert!(!is_transient(&sqlx::Error::RowNotFound));
         assert_eq!(number(&lost), None);
+        assert!(
+            may_have_committed(&lost),
+            "a lost reply says nothing of the COMMIT"
+        );
         assert!(!is_duplicate_entry(&lost) && !is_lock_conflict(&lost) && !is_read_only(&lost));
         assert_eq!(
             message(&sqlx::Error::RowNotFound),

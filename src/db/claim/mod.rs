@@ -292,8 +292,8 @@ pub(crate) struct Claim {
 
 /// The claim on the worker's own connection, carrying the done finishes `carry` ((id, attempt) pairs,
 /// distinct) in its transaction, and setting `uncertain` when a try failed in a way that may have
-/// committed anyway: a connection lost after COMMIT was sent leaves rows stamped with `token` that the
-/// caller never saw. A worker that sees the flag reconciles: it hands back the rows under its token
+/// committed anyway: a connection lost after COMMIT was sent, or a Galera node cut off from its cluster
+/// while the COMMIT was replicated, leaves rows stamped with `token` that the caller never saw. A worker that sees the flag reconciles: it hands back the rows under its token
 /// that it is not running. (The carried finishes of such a try are given back to the finisher, whose
 /// fenced retry finds out whether they were made.)
 pub(crate) async fn claim_batch_watched(
@@ -323,7 +323,8 @@ fn keeping_if_unsure<'a>(args: ClaimArgs<'a>, uncertain: &AtomicBool) -> ClaimAr
 }
 
 /// Runs a claim on the worker's connection, raising `uncertain` when a try failed in a way that may
-/// have committed anyway (anything but an error the server answered with), or when the claim failed.
+/// have committed anyway (anything but a lock conflict: see [`crate::errno::may_have_committed`]), or
+/// when the claim failed.
 async fn watched<T, F, Fut>(conn: &mut Dedicated, uncertain: &AtomicBool, mut op: F) -> Result<T>
 where
     F: FnMut(MySqlConnection) -> Fut,
@@ -334,7 +335,7 @@ where
             let attempt = op(c);
             async move {
                 let (c, r) = attempt.await;
-                if matches!(&r, Err(e) if !matches!(e, sqlx::Error::Database(_))) {
+                if matches!(&r, Err(e) if crate::errno::may_have_committed(e)) {
                     uncertain.store(true, Ordering::SeqCst);
                 }
                 (c, r)
