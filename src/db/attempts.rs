@@ -50,21 +50,20 @@ pub(crate) async fn record(
     claim: &str,
     error: Option<&str>,
 ) -> Result<(), sqlx::Error> {
-    if ids.is_empty() {
-        return Ok(());
+    for chunk in ids.chunks(crate::db::ID_CHUNK) {
+        let mut q = QueryBuilder::<MySql>::new(format!(
+            "INSERT INTO jobq_attempts (job_id, attempt, outcome, claim, started_at, error) \
+             SELECT id, attempts, {outcome}, "
+        ));
+        q.push_bind(claim).push(", started_at, ").push_bind(error);
+        q.push(" FROM job_queue WHERE id IN (");
+        let mut list = q.separated(", ");
+        for id in chunk {
+            list.push_bind(*id);
+        }
+        q.push(") ORDER BY id");
+        q.build().execute(&mut *conn).await?;
     }
-    let mut q = QueryBuilder::<MySql>::new(format!(
-        "INSERT INTO jobq_attempts (job_id, attempt, outcome, claim, started_at, error) \
-         SELECT id, attempts, {outcome}, "
-    ));
-    q.push_bind(claim).push(", started_at, ").push_bind(error);
-    q.push(" FROM job_queue WHERE id IN (");
-    let mut list = q.separated(", ");
-    for id in ids {
-        list.push_bind(*id);
-    }
-    q.push(") ORDER BY id");
-    q.build().execute(&mut *conn).await?;
     Ok(())
 }
 

@@ -44,6 +44,11 @@ pub use tls::{SslMode, check_ca_file};
 pub(crate) use url::database_key;
 pub use url::{ConnectConfig, UrlSettings};
 
+/// Most ids one statement binds in an `IN (…)` list: a statement takes at most 65,535 placeholders,
+/// and [`push_id_list`] pads a list to the next power of two, so a list of more than 32,768 ids would
+/// fail whatever else the statement binds. Longer lists go in chunks of this many.
+pub(crate) const ID_CHUNK: usize = 8_192;
+
 /// Pushes `ids` as a bound list for `IN (…)`, padded to the next power of two by repeating the last id.
 ///
 /// Each distinct list length is a distinct prepared statement. sqlx keeps a connection's prepared

@@ -424,19 +424,23 @@ async fn reset_once(
         return Ok(Some(Vec::new()));
     }
     // A row that never set its own max_attempts and never failed under a worker that wrote its
-    // handler's bound is held to the default (a reaper knows no handler).
-    let mut q = QueryBuilder::<MySql>::new(concat!(
-        "SELECT id, kind, \
-         CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
-              WHEN attempts >= ",
-        row_max_attempts!(),
-        " THEN 'dead' ELSE 'queued' END AS next_state \
-         FROM job_queue FORCE INDEX (PRIMARY) WHERE state = 'running' AND claim = ",
-    ));
-    q.push_bind(claim).push(" AND id IN (");
-    crate::db::push_id_list(&mut q, &listed);
-    q.push(") ORDER BY id FOR UPDATE");
-    let rows = q.build().fetch_all(&mut *tx).await?;
+    // handler's bound is held to the default (a reaper knows no handler). In chunks, ascending as
+    // the list is: a list can name more ids than one statement can bind (`db::ID_CHUNK`).
+    let mut rows = Vec::new();
+    for chunk in listed.chunks(crate::db::ID_CHUNK) {
+        let mut q = QueryBuilder::<MySql>::new(concat!(
+            "SELECT id, kind, \
+             CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
+                  WHEN attempts >= ",
+            row_max_attempts!(),
+            " THEN 'dead' ELSE 'queued' END AS next_state \
+             FROM job_queue FORCE INDEX (PRIMARY) WHERE state = 'running' AND claim = ",
+        ));
+        q.push_bind(claim).push(" AND id IN (");
+        crate::db::push_id_list(&mut q, chunk);
+        q.push(") ORDER BY id FOR UPDATE");
+        rows.extend(q.build().fetch_all(&mut *tx).await?);
+    }
     if rows.is_empty() {
         tx.rollback().await?;
         return Ok(Some(Vec::new()));
@@ -454,34 +458,36 @@ async fn reset_once(
     // By primary key here and above: a plan that walked rows by state would lock the running rows of
     // live workers too (see `finish_fenced`). Unchecked as the finishes are
     // (`statements::unchecked`): it writes none of the payload.
-    let mut q = QueryBuilder::<MySql>::new(concat!(
-        crate::statements::unchecked!(),
-        "UPDATE job_queue FORCE INDEX (PRIMARY) SET \
-         state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
-                      WHEN attempts >= ",
-        row_max_attempts!(),
-        " THEN 'dead' ELSE 'queued' END, \
-         finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= ",
-        row_max_attempts!(),
-        " THEN NOW(6) ELSE NULL END, \
-         claim = NULL, debounce_key = NULL, last_error = ",
-    ));
-    q.push_bind(crate::db::finish::truncate_error(reason));
-    q.push(" WHERE claim = ").push_bind(claim);
-    q.push(" AND state = 'running' AND id IN (");
-    let mut ids = q.separated(", ");
-    for j in &jobs {
-        ids.push_bind(j.id);
+    let why = crate::db::finish::truncate_error(reason);
+    for chunk in jobs.chunks(crate::db::ID_CHUNK) {
+        let mut q = QueryBuilder::<MySql>::new(concat!(
+            crate::statements::unchecked!(),
+            "UPDATE job_queue FORCE INDEX (PRIMARY) SET \
+             state = CASE WHEN cancel_requested_at IS NOT NULL THEN 'cancelled' \
+                          WHEN attempts >= ",
+            row_max_attempts!(),
+            " THEN 'dead' ELSE 'queued' END, \
+             finished_at = CASE WHEN cancel_requested_at IS NOT NULL OR attempts >= ",
+            row_max_attempts!(),
+            " THEN NOW(6) ELSE NULL END, \
+             claim = NULL, debounce_key = NULL, last_error = ",
+        ));
+        q.push_bind(&why);
+        q.push(" WHERE claim = ").push_bind(claim);
+        q.push(" AND state = 'running' AND id IN (");
+        let mut ids = q.separated(", ");
+        for j in chunk {
+            ids.push_bind(j.id);
+        }
+        q.push(")");
+        q.build().execute(&mut *tx).await?;
     }
-    q.push(")");
-    q.build().execute(&mut *tx).await?;
     // Every row that ran under the token was reset: the list names nothing that runs.
     sqlx::query("UPDATE jobq_holdings SET held_ids = '[]' WHERE holder = ?")
         .bind(claim)
         .execute(&mut *tx)
         .await?;
     let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
-    let why = crate::db::finish::truncate_error(reason);
     crate::db::attempts::record(&mut tx, &ids, "'released'", claim, Some(&why)).await?;
     tx.commit().await?;
     Ok(Some(jobs))

@@ -184,6 +184,42 @@ async fn two_reapers_at_once_reset_each_row_once() {
     assert_eq!(attempts, 60);
 }
 
+/// A gone claimant whose list names more rows than one statement can bind (a list past 32,768 ids,
+/// padded to the next power of two, passes the 65,535 placeholders of a statement) has every row reset:
+/// the reset reads and writes them in chunks, in one transaction. Bound whole, the reset never ended.
+#[tokio::test]
+async fn a_gone_claimant_holding_more_rows_than_one_statement_binds_has_them_all_reset() {
+    let db = TestDb::new().await;
+    let n = 40_000;
+    db.insert_jobs("k", n).await;
+    let token = ghost(7);
+    db.exec(&format!(
+        "UPDATE job_queue SET state = 'running', claim = '{token}', attempts = 1, \
+         claimed_at = NOW(6) - INTERVAL 1 HOUR"
+    ))
+    .await;
+    db.exec(&format!(
+        "INSERT INTO jobq_holdings (holder, held_ids) \
+         SELECT '{token}', JSON_ARRAYAGG(id) FROM job_queue"
+    ))
+    .await;
+    let listed: i64 = db
+        .scalar("SELECT JSON_LENGTH(held_ids) FROM jobq_holdings")
+        .await;
+    assert_eq!(listed, n as i64, "the list names every row");
+    // A list bound whole sent more parameters than the protocol's count holds, and the reset hung.
+    let r = tokio::time::timeout(Duration::from_secs(60), quick_reaper(&db).run_once())
+        .await
+        .expect("the reset ends")
+        .unwrap();
+    assert_eq!(r.requeued, n as u64, "{r:?}");
+    assert_eq!(db.states().await, format!("queued={n}"));
+    let released: i64 = db
+        .scalar("SELECT COUNT(*) FROM jobq_attempts WHERE outcome = 'released'")
+        .await;
+    assert_eq!(released, n as i64, "each reset attempt recorded once");
+}
+
 /// A reset writes none of the payload and runs with MariaDB's checks off (`jobq::statements`,
 /// `unchecked`): a row whose payload was made invalid while it ran (written past the check) is reset
 /// with the claimant's other rows, and the next claim sets it aside. Before, MariaDB refused the reset

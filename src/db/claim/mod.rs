@@ -357,8 +357,7 @@ pub(crate) async fn held_rows(
     ids: &[u64],
 ) -> Result<Vec<HeldRow>> {
     let mut held = Vec::with_capacity(ids.len());
-    // Placeholders are bounded (65,535 per statement) and `push_id_list` pads to a power of two.
-    for chunk in ids.chunks(8_192) {
+    for chunk in ids.chunks(crate::db::ID_CHUNK) {
         let mut q = QueryBuilder::<MySql>::new(
             "SELECT id, attempts, cancel_requested_at IS NOT NULL AS cancel_requested \
              FROM job_queue FORCE INDEX (PRIMARY) WHERE state = 'running' AND claim = ",
