@@ -284,6 +284,12 @@ async fn drain_one(
         }
         r.ids.extend(rows.iter().map(|&(id, _)| id));
     }
+    // As a worker's stop does: a list left behind would be read by every later look at running jobs
+    // (the dashboard's overview at 1,000,000 rows took 0.8 s reading 319,075 ids of such lists).
+    sqlx::query(jobq::statements::UNHOLD)
+        .bind(&token)
+        .execute(&mut conn)
+        .await?;
     let _ = conn.close().await;
     Ok(r)
 }
