@@ -459,7 +459,8 @@ async fn reset_once(
     // live workers too (see `finish_fenced`). Unchecked as the finishes are
     // (`statements::unchecked`): it writes none of the payload.
     let why = crate::db::finish::truncate_error(reason);
-    for chunk in jobs.chunks(crate::db::ID_CHUNK) {
+    let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
+    for chunk in ids.chunks(crate::db::ID_CHUNK) {
         let mut q = QueryBuilder::<MySql>::new(concat!(
             crate::statements::unchecked!(),
             "UPDATE job_queue FORCE INDEX (PRIMARY) SET \
@@ -475,10 +476,7 @@ async fn reset_once(
         q.push_bind(&why);
         q.push(" WHERE claim = ").push_bind(claim);
         q.push(" AND state = 'running' AND id IN (");
-        let mut ids = q.separated(", ");
-        for j in chunk {
-            ids.push_bind(j.id);
-        }
+        crate::db::push_id_list(&mut q, chunk);
         q.push(")");
         q.build().execute(&mut *tx).await?;
     }
@@ -487,7 +485,6 @@ async fn reset_once(
         .bind(claim)
         .execute(&mut *tx)
         .await?;
-    let ids: Vec<u64> = jobs.iter().map(|j| j.id).collect();
     crate::db::attempts::record(&mut tx, &ids, "'released'", claim, Some(&why)).await?;
     tx.commit().await?;
     Ok(Some(jobs))

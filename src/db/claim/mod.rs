@@ -293,9 +293,10 @@ pub(crate) struct Claim {
 /// The claim on the worker's own connection, carrying the done finishes `carry` ((id, attempt) pairs,
 /// distinct) in its transaction, and setting `uncertain` when a try failed in a way that may have
 /// committed anyway: a connection lost after COMMIT was sent, or a Galera node cut off from its cluster
-/// while the COMMIT was replicated, leaves rows stamped with `token` that the caller never saw. A worker that sees the flag reconciles: it hands back the rows under its token
-/// that it is not running. (The carried finishes of such a try are given back to the finisher, whose
-/// fenced retry finds out whether they were made.)
+/// while the COMMIT was replicated, leaves rows stamped with `token` that the caller never saw. A
+/// worker that sees the flag reconciles: it hands back the rows under its token that it is not
+/// running. (The carried finishes of such a try are given back to the finisher, whose fenced retry
+/// finds out whether they were made.)
 pub(crate) async fn claim_batch_watched(
     conn: &mut Dedicated,
     args: ClaimArgs<'_>,
