@@ -23,7 +23,8 @@ use sqlx::{Connection, Executor, MySqlConnection, Row};
 use super::report::{BacklogReport, ClaimCost, UrgentPickup};
 use super::{BResult, Ctx, Section, Settings, now_us, quantile};
 use jobq::statements::{
-    CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, placeholders,
+    CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, HOLDINGS_WRITE,
+    placeholders,
 };
 use jobq::{
     CancellationToken, ConnectConfig, Handlers, JobContext, Mode, NewJob, Worker, WorkerConfig,
@@ -286,12 +287,14 @@ async fn claim_rolled_back(
         }
     }
     if !ids.is_empty() {
-        let sql = CLAIM_STAMP.sql(&["?", "?", "?", "?", &placeholders(ids.len())]);
-        let mut q = sqlx::query(&sql)
-            .bind("bench-backlog")
+        sqlx::query(&HOLDINGS_WRITE.sql(&["?", "?", "?"]))
             .bind(false)
             .bind(super::raw::held_list(ids.iter().copied()))
-            .bind("bench-backlog");
+            .bind("bench-backlog")
+            .execute(&mut *tx)
+            .await?;
+        let sql = CLAIM_STAMP.sql(&["?", &placeholders(ids.len())]);
+        let mut q = sqlx::query(&sql).bind("bench-backlog");
         for id in &ids {
             q = q.bind(*id);
         }

@@ -21,7 +21,8 @@ use sqlx::{ConnectOptions, Connection, Executor, Row};
 
 use jobq::statements::{
     CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
-    FINISH_DONE, FINISH_DONE_BATCH, MIN_PAIRS, SESSION_SETUP, pair_placeholders, placeholders,
+    FINISH_DONE, FINISH_DONE_BATCH, HOLDINGS_WRITE, MIN_PAIRS, SESSION_SETUP, pair_placeholders,
+    placeholders,
 };
 
 use super::cpu::CpuMeter;
@@ -424,13 +425,15 @@ async fn claim(
     // The holdings list, as a worker writes it: the rows it may still run (the ones this claim
     // finishes) and the rows it stamps.
     let held = held_list(carry.iter().chain(&claimed).map(|&(id, _)| id));
+    sqlx::query(&HOLDINGS_WRITE.sql(&["?", "?", "?"]))
+        .bind(false)
+        .bind(held)
+        .bind(token)
+        .execute(&mut *tx)
+        .await?;
     if carry.is_empty() {
-        let sql = CLAIM_STAMP.sql(&["?", "?", "?", "?", &placeholders(claimed.len())]);
-        let mut q = sqlx::query(&sql)
-            .bind(token)
-            .bind(false)
-            .bind(held)
-            .bind(token);
+        let sql = CLAIM_STAMP.sql(&["?", &placeholders(claimed.len())]);
+        let mut q = sqlx::query(&sql).bind(token);
         for &(id, _) in &claimed {
             q = q.bind(id);
         }
@@ -442,18 +445,10 @@ async fn claim(
     let sql = CLAIM_STAMP_CARRYING.sql(&[
         "?",
         "?",
-        "?",
-        "?",
-        "?",
         &pair_placeholders(carry.len()),
         &placeholders(claimed.len()),
     ]);
-    let mut q = sqlx::query(&sql)
-        .bind(token)
-        .bind(false)
-        .bind(held)
-        .bind(token)
-        .bind(token);
+    let mut q = sqlx::query(&sql).bind(token).bind(token);
     for &(id, attempt) in &carry {
         q = q.bind(id).bind(attempt);
     }
@@ -462,12 +457,11 @@ async fn claim(
     }
     let changed = q.execute(&mut *tx).await?.rows_affected();
     tx.commit().await?;
-    // The holdings row is one more matched row.
-    let finished = changed.saturating_sub(claimed.len() as u64 + 1);
+    let finished = changed.saturating_sub(claimed.len() as u64);
     Ok((claimed, finished))
 }
 
-/// A holdings list as the stamp takes it: a JSON array of ids.
+/// A holdings list as the claim writes it: a JSON array of ids.
 pub(crate) fn held_list(ids: impl Iterator<Item = u64>) -> String {
     let ids: Vec<String> = ids.map(|id| id.to_string()).collect();
     format!("[{}]", ids.join(","))

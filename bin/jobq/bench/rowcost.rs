@@ -4,7 +4,7 @@
 //! run shows what each part of the schema costs a job.
 //!
 //! One connection sends batches of [`ROWS`] rows through the three statements in jobq's forms (the
-//! claim's pick-then-lock and `CLAIM_STAMP`, `FINISH_DONE_BATCH`), with two payloads: `{}` and a
+//! claim's pick-then-lock, `HOLDINGS_WRITE` and `CLAIM_STAMP`, `FINISH_DONE_BATCH`), with two payloads: `{}` and a
 //! 2 KB object. The tables take turns within each round, so a slow moment of this noisy machine falls on
 //! all of them. Figures are client-timed round trips per row (one connection, nothing else running), so
 //! they include the protocol; the differences between tables are the server's.
@@ -15,7 +15,7 @@ use serde::Serialize;
 use sqlx::mysql::MySqlConnection;
 use sqlx::{ConnectOptions, Connection, Executor};
 
-use jobq::statements::{CLAIM_PICK_AHEAD, CLAIM_STAMP, FINISH_DONE_BATCH};
+use jobq::statements::{CLAIM_PICK_AHEAD, CLAIM_STAMP, FINISH_DONE_BATCH, HOLDINGS_WRITE};
 
 use super::report::median;
 use super::{BResult, BenchError, Ctx};
@@ -176,6 +176,7 @@ async fn batch(conn: &mut MySqlConnection, payload: &str) -> BResult<[f64; 3]> {
         .fetch_all(&mut *tx)
         .await?;
     // Literal lists, sent as text: a prepared statement per list would time its prepare as well.
+    tx.execute(list_sql(TOKEN, &ids).as_str()).await?;
     tx.execute(stamp_sql(TABLE, TOKEN, &ids).as_str()).await?;
     tx.commit().await?;
     let claim = per_row(t);
@@ -207,13 +208,17 @@ pub(crate) fn pick_sql(table: &str, kind: &str, rows: usize) -> String {
     )
 }
 
-/// jobq's claim, step 2 ([`CLAIM_STAMP`]) on the copy `table`, with literal values: the claimant's
-/// holdings list (its row must exist, see [`jobq::statements::HOLD`]) set to the claim's rows.
-pub(crate) fn stamp_sql(table: &str, token: &str, ids: &[u64]) -> String {
-    let token = format!("'{token}'");
+/// jobq's claim, step 2a ([`HOLDINGS_WRITE`]), with literal values: the claimant's holdings list (its
+/// row must exist, see [`jobq::statements::HOLD`]) set to the claim's rows.
+pub(crate) fn list_sql(token: &str, ids: &[u64]) -> String {
     let held = format!("'{}'", super::raw::held_list(ids.iter().copied()));
+    HOLDINGS_WRITE.sql(&["FALSE", &held, &format!("'{token}'")])
+}
+
+/// jobq's claim, step 2b ([`CLAIM_STAMP`]) on the copy `table`, with literal values.
+pub(crate) fn stamp_sql(table: &str, token: &str, ids: &[u64]) -> String {
     CLAIM_STAMP
-        .sql(&[&token, "FALSE", &held, &token, &id_list(ids)])
+        .sql(&[&format!("'{token}'"), &id_list(ids)])
         .replace("job_queue", table)
 }
 

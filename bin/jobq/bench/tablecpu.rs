@@ -1,7 +1,7 @@
 //! The server's CPU per job of a drain, by table: one connection claims (jobq's pick-then-lock and
-//! `CLAIM_STAMP`, 1,000 rows) and finishes (`FINISH_DONE_BATCH`) until nothing is due, on jobq's table,
+//! `HOLDINGS_WRITE` and `CLAIM_STAMP`, 1,000 rows) and finishes (`FINISH_DONE_BATCH`) until nothing is due, on jobq's table,
 //! on copies of it with one part less or (the index of running and done rows schemas 34 to 40 had)
-//! one more, on jobq's table with a stamp that does not write the claimant's holdings list (what the
+//! one more, on jobq's table with a claim that does not write the claimant's holdings list (what the
 //! list costs, see [`Drain::Unlisted`]), and on the lean table ([`super::lean`]). Purge's work for
 //! the drained rows is counted: the meter stops once the server's history list is back to its length
 //! before the drain.
@@ -18,7 +18,7 @@ use sqlx::{ConnectOptions, Connection, Executor};
 
 use super::cpu::CpuMeter;
 use super::report::median;
-use super::rowcost::{finish_sql, pick_sql, stamp_sql};
+use super::rowcost::{finish_sql, list_sql, pick_sql, stamp_sql};
 use super::{BResult, BenchError, Ctx};
 
 /// Rows per claim: the throughput settings' batch.
@@ -61,8 +61,8 @@ struct Variant {
 enum Drain {
     /// jobq's claim and finish.
     Jobq,
-    /// jobq's, but the stamp does not join the claimant's holdings row (schema 38) or write its list:
-    /// jobq's stamp before the list, to measure what writing it costs.
+    /// jobq's, but the claim does not write the claimant's holdings list (schema 38): jobq's claim
+    /// before the list, to measure what writing it costs.
     Unlisted,
     /// The lean table, with its own statements.
     Lean,
@@ -82,7 +82,7 @@ fn variants() -> Vec<Variant> {
             Some("ADD KEY state_claim (state, claim, finished_at)"),
             Drain::Jobq,
         ),
-        v("stamp without the holdings list", None, Drain::Unlisted),
+        v("claim without the holdings list", None, Drain::Unlisted),
         v(
             "without the 5 unique/debounce indexes",
             Some(
@@ -190,18 +190,6 @@ async fn make_table(conn: &mut MySqlConnection, v: &Variant) -> BResult<()> {
     Ok(())
 }
 
-/// [`Drain::Unlisted`]'s stamp: jobq's, without the join with the holdings row and the list it sets.
-fn unlisted_stamp_sql(ids: &[u64]) -> String {
-    let sql = stamp_sql(TABLE, TOKEN, ids);
-    let (Some(join), Some(rest)) = (
-        sql.find(" JOIN jobq_holdings"),
-        sql.find("state = 'running'"),
-    ) else {
-        unreachable!("jobq's stamp joins the holdings row and sets the state: {sql}")
-    };
-    format!("{} SET {}", &sql[..join], &sql[rest..])
-}
-
 /// `jobs` due rows, in 1,000-row INSERTs.
 async fn fill(conn: &mut MySqlConnection, v: &Variant, jobs: u64) -> BResult<()> {
     let kind = if v.drain == Drain::Lean {
@@ -234,15 +222,14 @@ async fn drain(conn: &mut MySqlConnection, v: &Variant) -> BResult<u64> {
             tx.rollback().await?;
             return Ok(finished);
         }
-        let listed = v.drain != Drain::Unlisted;
-        let stamp = if listed {
-            stamp_sql(TABLE, TOKEN, &ids)
-        } else {
-            unlisted_stamp_sql(&ids)
-        };
-        let stamped = tx.execute(stamp.as_str()).await?.rows_affected();
-        // The holdings row counts as one more matched row.
-        if stamped != (ids.len() + usize::from(listed)) as u64 {
+        if v.drain != Drain::Unlisted {
+            tx.execute(list_sql(TOKEN, &ids).as_str()).await?;
+        }
+        let stamped = tx
+            .execute(stamp_sql(TABLE, TOKEN, &ids).as_str())
+            .await?
+            .rows_affected();
+        if stamped != ids.len() as u64 {
             return Err(BenchError::Setup(format!(
                 "drain by table ({}): stamped {stamped} of {} locked rows",
                 v.name,

@@ -7,14 +7,16 @@
 //!    ([`CLAIM_SELECT`] says why in two steps). SKIP LOCKED lets concurrent claimers pass each other
 //!    instead of queueing behind the same first rows; the total ORDER BY means every claimer picks
 //!    rows in the same order.
-//! 2. `UPDATE … WHERE id IN (…)` on exactly those rows, by primary key: stamp the token, count the
+//! 2. Write the claimant's holdings list: the rows it may still run and the rows it is about to stamp
+//!    (schema 38; `jobq::statements::HOLDINGS_WRITE`).
+//! 3. `UPDATE … WHERE id IN (…)` on exactly those rows, by primary key: stamp the token, count the
 //!    attempt, mark them running. The UPDATE checks again that each row is still claimable and the
 //!    claim keeps only the rows it stamped (see [`stamp_selected`]).
-//! 3. COMMIT.
+//! 4. COMMIT.
 //!
-//! A claim may also carry done finishes of the worker's earlier jobs (`worker::finisher`): step 2 is
+//! A claim may also carry done finishes of the worker's earlier jobs (`worker::finisher`): step 3 is
 //! then one UPDATE that finishes those rows, fenced by token and attempt, and stamps the locked ones
-//! ([`CLAIM_STAMP_CARRYING`]), so one commit (one log flush on a durable server) and four round trips
+//! ([`CLAIM_STAMP_CARRYING`]), so one commit (one log flush on a durable server) and five round trips
 //! record a batch of outcomes and claim the next batch. At jobq's defaults (10-row claims of short
 //! jobs) that took a worker from 0.70 round trips per job (a claim of four, a finish of three) to
 //! 0.50 with the finish as a statement of its own in the claim's transaction, and to about 0.40 with
@@ -48,7 +50,9 @@ use crate::id::JobId;
 use crate::job::AttemptKey;
 pub(crate) use stamp::Holding;
 pub(crate) use stamp::this_host;
-use stamp::{claim_select, claim_select_past_locked, claim_stamp, claim_stamp_carrying};
+use stamp::{
+    claim_select, claim_select_past_locked, claim_stamp, claim_stamp_carrying, holdings_write,
+};
 
 /// BEGIN, and the carried finishes made apart, each fenced: when one falls short they are rolled back
 /// and left out (the worker makes them on their own), and the claim goes on in a fresh transaction.
@@ -404,7 +408,7 @@ async fn claim_once(conn: &mut MySqlConnection, args: ClaimArgs<'_>) -> Result<C
     claim_apart(conn, args).await
 }
 
-/// The claim that carries finishes, in four round trips: BEGIN, the locking SELECT,
+/// The claim that carries finishes, in five round trips: BEGIN, the locking SELECT, the holdings list,
 /// [`CLAIM_STAMP_CARRYING`] (or the finish alone when nothing is due), COMMIT. `None`, rolled back,
 /// when the UPDATE changed fewer rows than it named: a finish's fence did not match or a row was not
 /// claimable after all, and the UPDATE cannot say which.
@@ -424,13 +428,13 @@ async fn claim_carrying(
         crate::db::finish::done_batch_in(&mut tx, token, carry).await?
     } else {
         let ids: Vec<u64> = jobs.iter().map(|j| j.id.0).collect();
-        let changed = claim_stamp_carrying(token.as_str(), holding, carry, &ids)
+        write_list(&mut tx, token.as_str(), holding, &ids).await?;
+        let changed = claim_stamp_carrying(token.as_str(), carry, &ids)
             .build()
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        // The holdings row is one more matched row.
-        changed == (carry.len() + ids.len() + 1) as u64
+        changed == (carry.len() + ids.len()) as u64
     };
     if !all_changed {
         tx.rollback().await?;
@@ -529,16 +533,14 @@ pub async fn stamp_selected(
     stamp(conn, token, holding, jobs).await
 }
 
-/// Step 2 of a claim: stamps `token` on the rows the locking SELECT returned, writes `holding` with
-/// them to the claimant's holdings list, and returns the rows it stamped.
+/// Step 2 of a claim: writes `holding` with the rows the locking SELECT returned to `token`'s holdings
+/// list, stamps `token` on those rows, and returns the ones it stamped.
 ///
 /// The UPDATE does not trust the row locks alone: it checks again that each row is still claimable
 /// (waiting, unclaimed, due), and when it changes fewer rows than were selected, the rows that carry our
 /// token and this attempt are read back and only those are returned. Under InnoDB the locks make this
 /// a no-op; an engine that accepts SKIP LOCKED without locking (TiDB did) would otherwise let two
 /// workers stamp one row and both run it ([`stamp_selected`] is the test's way in).
-///
-/// A claimant without a holdings row stamps nothing; this makes the row again and stamps once more.
 pub(super) async fn stamp(
     conn: &mut MySqlConnection,
     token: &str,
@@ -549,36 +551,16 @@ pub(super) async fn stamp(
         return Ok(jobs);
     }
     let ids: Vec<u64> = jobs.iter().map(|j| j.id.0).collect();
-    let mut update = claim_stamp(token, holding, &ids);
+    write_list(conn, token, holding, &ids).await?;
     // rows_affected counts matched rows (sqlx sets CLIENT_FOUND_ROWS), and every matched row changes
-    // anyway (attempts goes up); a repeated id of the padded list matches its row once; the holdings
-    // row is one more.
-    let mut stamped = update.build().execute(&mut *conn).await?.rows_affected();
-    if stamped == jobs.len() as u64 + 1 {
+    // anyway (attempts goes up); a repeated id of the padded list matches its row once.
+    let stamped = claim_stamp(token, &ids)
+        .build()
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    if stamped == jobs.len() as u64 {
         return Ok(jobs);
-    }
-    if stamped == 0 && !has_holdings(conn, token).await? {
-        // A reaper took this claimant for gone and forgot it, with nothing of its running; its
-        // heartbeat registers it again. Its list is made again now, in this transaction, so that it
-        // does not claim nothing meanwhile (an idle worker's heartbeat may not notice for a while).
-        // A reset of this token in progress holds the list's key until it commits (`reap`), so the
-        // rows stamped here are new claims, never rows being reset.
-        tracing::warn!(
-            claim = token,
-            "claim: this claimant's holdings row was gone (a reaper took it for gone); made it again"
-        );
-        sqlx::query(crate::statements::HOLD)
-            .bind(token)
-            .execute(&mut *conn)
-            .await?;
-        stamped = claim_stamp(token, holding, &ids)
-            .build()
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
-        if stamped == jobs.len() as u64 + 1 {
-            return Ok(jobs);
-        }
     }
     let mut read = QueryBuilder::<MySql>::new(
         "SELECT id, attempts FROM job_queue WHERE state = 'running' AND claim = ",
@@ -591,7 +573,7 @@ pub(super) async fn stamp(
     let kept = keep_stamped(jobs, &held);
     tracing::warn!(
         selected = ids.len(),
-        stamped = stamped.saturating_sub(1),
+        stamped,
         kept = kept.len(),
         "claim: rows locked FOR UPDATE SKIP LOCKED changed before they were stamped; keeping only \
          the rows that carry this worker's token (does the server really lock with SKIP LOCKED?)"
@@ -599,13 +581,41 @@ pub(super) async fn stamp(
     Ok(kept)
 }
 
-/// Whether `token` has a holdings row.
-async fn has_holdings(conn: &mut MySqlConnection, token: &str) -> Result<bool, sqlx::Error> {
-    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobq_holdings WHERE holder = ?")
-        .bind(token)
-        .fetch_one(&mut *conn)
-        .await?;
-    Ok(n > 0)
+/// Step 2a of a claim, in its transaction before the stamp: `holding` with `ids` becomes `token`'s
+/// holdings list ([`crate::statements::HOLDINGS_WRITE`]).
+///
+/// A claimant without a holdings row gets one again first. A reaper took it for gone and forgot it,
+/// with nothing of its running; its heartbeat registers it again. Its list is made again now, in this
+/// transaction, so that it does not claim nothing meanwhile (an idle worker's heartbeat may not notice
+/// for a while). A reset of this token in progress holds the list's key until it commits (`reap`), so
+/// the rows stamped after this are new claims, never rows being reset.
+async fn write_list(
+    conn: &mut MySqlConnection,
+    token: &str,
+    holding: Holding<'_>,
+    ids: &[u64],
+) -> Result<(), sqlx::Error> {
+    // Matched rows (CLIENT_FOUND_ROWS): 1 when the row is there, whether or not the list changed.
+    let written = holdings_write(token, holding, ids)
+        .build()
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    if written == 0 {
+        tracing::warn!(
+            claim = token,
+            "claim: this claimant's holdings row was gone (a reaper took it for gone); made it again"
+        );
+        sqlx::query(crate::statements::HOLD)
+            .bind(token)
+            .execute(&mut *conn)
+            .await?;
+        holdings_write(token, holding, ids)
+            .build()
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
 }
 
 /// The selected jobs that `held` (rows under our token, with their attempts) shows this claim stamped:

@@ -7,6 +7,7 @@ use super::Slice;
 use crate::job::AttemptKey;
 use crate::statements::{
     CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
+    HOLDINGS_WRITE,
 };
 
 /// [`CLAIM_SELECT`] with its parameters bound: the pick from `slice` of the due rows.
@@ -103,17 +104,34 @@ pub(crate) fn this_host() -> &'static str {
     &crate::claimant::token::ProcessIdentity::current().host
 }
 
-/// Step 2's statement, [`CLAIM_STAMP`], with its parameters bound (the ids padded, see
-/// [`crate::db::push_id_list`]), writing `holding` with `ids` to the claimant's holdings list.
-pub(super) fn claim_stamp<'a>(
+/// Step 2a's statement, [`HOLDINGS_WRITE`], with its parameters bound: `holding` with `ids` becomes
+/// `token`'s holdings list.
+pub(super) fn holdings_write<'a>(
     token: &'a str,
     holding: Holding<'_>,
     ids: &[u64],
 ) -> QueryBuilder<'a, MySql> {
-    let [head, keep_at, list_at, token_at, ids_at, tail] = CLAIM_STAMP.parts() else {
-        unreachable!("CLAIM_STAMP has five parameters")
+    let [head, list_at, token_at, tail] = HOLDINGS_WRITE.parts() else {
+        unreachable!("HOLDINGS_WRITE has three parameters")
     };
-    let mut update = listing([head, keep_at, list_at, token_at], token, holding, ids);
+    let mut update = QueryBuilder::<MySql>::new(*head);
+    update.push_bind(holding.keep);
+    update.push(*list_at);
+    update.push_bind(holding.list_with(ids));
+    update.push(*token_at);
+    update.push_bind(token);
+    update.push(*tail);
+    update
+}
+
+/// Step 2b's statement, [`CLAIM_STAMP`], with its parameters bound (the ids padded, see
+/// [`crate::db::push_id_list`]).
+pub(super) fn claim_stamp<'a>(token: &'a str, ids: &[u64]) -> QueryBuilder<'a, MySql> {
+    let [head, ids_at, tail] = CLAIM_STAMP.parts() else {
+        unreachable!("CLAIM_STAMP has two parameters")
+    };
+    let mut update = QueryBuilder::<MySql>::new(*head);
+    update.push_bind(token);
     update.push(*ids_at);
     crate::db::push_id_list(&mut update, ids);
     update.push(*tail);
@@ -121,28 +139,17 @@ pub(super) fn claim_stamp<'a>(
 }
 
 /// [`CLAIM_STAMP_CARRYING`] with its parameters bound: the finishes `carry` (distinct (id, attempt)
-/// pairs) and the locked `ids`, both lists padded to a power of two (see [`crate::db::push_id_list`]),
-/// and the holdings list as [`claim_stamp`] writes it.
+/// pairs) and the locked `ids`, both lists padded to a power of two (see [`crate::db::push_id_list`]).
 pub(super) fn claim_stamp_carrying<'a>(
     token: &'a str,
-    holding: Holding<'_>,
     carry: &[AttemptKey],
     ids: &[u64],
 ) -> QueryBuilder<'a, MySql> {
-    let [
-        head,
-        keep_at,
-        list_at,
-        token_at,
-        fence_at,
-        pairs_at,
-        ids_at,
-        tail,
-    ] = CLAIM_STAMP_CARRYING.parts()
-    else {
-        unreachable!("CLAIM_STAMP_CARRYING has seven parameters")
+    let [head, fence_at, pairs_at, ids_at, tail] = CLAIM_STAMP_CARRYING.parts() else {
+        unreachable!("CLAIM_STAMP_CARRYING has four parameters")
     };
-    let mut update = listing([head, keep_at, list_at, token_at], token, holding, ids);
+    let mut update = QueryBuilder::<MySql>::new(*head);
+    update.push_bind(token);
     update.push(*fence_at);
     update.push_bind(token);
     update.push(*pairs_at);
@@ -153,26 +160,7 @@ pub(super) fn claim_stamp_carrying<'a>(
     update
 }
 
-/// The part every stamp begins with, up to the token it stamps: the join with the claimant's holdings
-/// row and the list it writes there, `holding` with `ids`.
-fn listing<'a>(
-    [head, keep_at, list_at, token_at]: [&&'static str; 4],
-    token: &'a str,
-    holding: Holding<'_>,
-    ids: &[u64],
-) -> QueryBuilder<'a, MySql> {
-    let mut update = QueryBuilder::<MySql>::new(*head);
-    update.push_bind(token);
-    update.push(*keep_at);
-    update.push_bind(holding.keep);
-    update.push(*list_at);
-    update.push_bind(holding.list_with(ids));
-    update.push(*token_at);
-    update.push_bind(token);
-    update
-}
-
-/// What a stamp writes to its claimant's holdings list (schema 38, [`crate::statements::HOLDINGS_SET`]): the rows the
+/// What a claim writes to its claimant's holdings list (schema 38, [`HOLDINGS_WRITE`]): the rows the
 /// claimant may still be running besides the ones it stamps, and whether the list keeps what it held.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Holding<'a> {
@@ -231,21 +219,16 @@ mod tests {
             keep: false,
         };
         assert_eq!(
-            claim_stamp("t", none, &[1, 2, 3]).sql(),
-            CLAIM_STAMP.sql(&["?", "?", "?", "?", &placeholders(4)])
+            holdings_write("t", none, &[1, 2, 3]).sql(),
+            HOLDINGS_WRITE.sql(&["?", "?", "?"])
         );
         assert_eq!(
-            claim_stamp_carrying(
-                "t",
-                none,
-                &crate::job::keys(&[(1, 1), (2, 1), (3, 2)]),
-                &[7, 8]
-            )
-            .sql(),
+            claim_stamp("t", &[1, 2, 3]).sql(),
+            CLAIM_STAMP.sql(&["?", &placeholders(4)])
+        );
+        assert_eq!(
+            claim_stamp_carrying("t", &crate::job::keys(&[(1, 1), (2, 1), (3, 2)]), &[7, 8]).sql(),
             CLAIM_STAMP_CARRYING.sql(&[
-                "?",
-                "?",
-                "?",
                 "?",
                 "?",
                 &crate::statements::pair_placeholders(4),
@@ -253,11 +236,8 @@ mod tests {
             ])
         );
         assert_eq!(
-            claim_stamp_carrying("t", none, &crate::job::keys(&[(1, 1)]), &[7]).sql(),
+            claim_stamp_carrying("t", &crate::job::keys(&[(1, 1)]), &[7]).sql(),
             CLAIM_STAMP_CARRYING.sql(&[
-                "?",
-                "?",
-                "?",
                 "?",
                 "?",
                 &crate::statements::pair_placeholders(crate::statements::MIN_PAIRS),
