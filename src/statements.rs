@@ -201,8 +201,8 @@ const PICK_SLICE: [&str; 3] = [
 /// holds, unless the queue is paused (schema 11) or pinned to hosts other than this worker's (schema
 /// 15), or nothing of the claim's kinds is due there (the guard, see `DUE`). Parameters: the queue four
 /// times, the worker's host, the queue, the kinds (a list), the kinds again, how many slices and which
-/// one (`PICK_SLICE`; 1 and 0 for the whole queue), how many rows to pick ([`CLAIM_PICK_AHEAD`] times
-/// the claim's rows), the queue, the most rows to lock. `waited_us`
+/// one (`PICK_SLICE`; 1 and 0 for the whole queue), how many rows to pick ([`pick_ahead`] times the
+/// claim's rows), the queue, the most rows to lock. `waited_us`
 /// is how long each row was due before this claim, by the server's clock (the pickup delay metric; no
 /// clock skew).
 ///
@@ -222,8 +222,8 @@ const PICK_SLICE: [&str; 3] = [
 /// two rounds) 4,750–6,050 jobs/s against 3,070–3,270.
 ///
 /// The pick reads rows that other claims in flight are locking (they still look ready to a
-/// non-locking read), so it picks [`CLAIM_PICK_AHEAD`] times the rows wanted and the outer LIMIT stops
-/// once it has locked enough: concurrent claimers then lock different rows of the same pick. The outer
+/// non-locking read), so it picks a claim's worth for each claimer ([`pick_ahead`]) and the outer LIMIT
+/// stops once it has locked enough: concurrent claimers then lock different rows of the same pick. The outer
 /// query has no ORDER BY on purpose: sorting the joined rows would lock every picked row before the
 /// LIMIT, holding rows the claim does not take. It reads the materialized pick in the order the pick
 /// wrote it, which is claim order (MariaDB and MySQL both scan a derived table's temporary table in
@@ -267,13 +267,21 @@ pub const CLAIM_SELECT: Statement = Statement {
     ],
 };
 
-/// How many times the rows a claim wants [`CLAIM_SELECT`] picks: enough for four claimers picking at
-/// once to lock different rows of the same pick. Measured with `jobq bench --sections drain --sweep
+/// The most times the rows a claim wants [`CLAIM_SELECT`] picks: enough for four claimers picking at
+/// once to lock different rows of the same pick. Fewer claimers pick less ([`pick_ahead`]). Measured with `jobq bench --sections drain --sweep
 /// 1:10:10,4:10:10,2:2000:1000` (two rounds each): four workers of 10-row claims did 3,560–3,840
 /// jobs/s picking exactly the rows wanted, 4,330–4,530 picking twice as many, 5,860–6,040 picking four
-/// times as many (4,340–4,980 with the locking walk alone); one worker was not slower for it. Reading
-/// more entries of the claim index without locks costs little: they are index-only reads.
+/// times as many (4,340–4,980 with the locking walk alone); one worker was not slower for it. The
+/// entries are index-only reads, but not cheap during a drain, when the index's pages keep changing
+/// under the pick: `worker::slices` measures what reading fewer saves.
 pub const CLAIM_PICK_AHEAD: u32 = 4;
+
+/// How many times the rows it wants a claim picks when `claimers` claimers (itself among them) lock
+/// rows of the same queue on one server: one claim's worth for each, at most [`CLAIM_PICK_AHEAD`]
+/// (`worker::slices` counts them and says what the depth costs).
+pub fn pick_ahead(claimers: u32) -> u32 {
+    claimers.clamp(1, CLAIM_PICK_AHEAD)
+}
 
 /// Claim, step 1 when [`CLAIM_SELECT`] locked nothing in any of a worker's queues: lock the first due
 /// rows of one queue while walking the claim index, skipping rows another claim holds, so a claim

@@ -103,6 +103,24 @@ pub(crate) async fn worker_nodes(
         .collect())
 }
 
+/// The queues of each live worker (as [`worker_nodes`] counts them live), away from a cluster: every
+/// worker's claims there lock rows on the same server.
+pub(crate) async fn worker_queues(
+    conn: &mut MySqlConnection,
+) -> Result<Vec<Vec<String>>, sqlx::Error> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT CONVERT(queues USING utf8mb4) FROM jobq_processes WHERE role = 'worker' \
+         AND heartbeat_at > NOW(6) - INTERVAL GREATEST(3 * COALESCE(heartbeat_ms, 2000), 6000) * 1000 \
+         MICROSECOND",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(queues,)| queues.split(',').map(str::to_string).collect())
+        .collect())
+}
+
 /// How often a jobq process writes its heartbeat unless configured otherwise: 2 s, so that five beats fit
 /// in the default fence bound ([`crate::claimant::fence::DEFAULT_BOUND`]) and a worker whose session dropped has
 /// re-registered long before it would have to stop its jobs.

@@ -457,12 +457,14 @@ async fn claim_some(
     // (see `claim::Reach`).
     let sliced = slices.before_claim(conn).await.then_some(Pass {
         reach: claim::Reach::Picked,
-        slices: Some(&*slices),
+        sliced: true,
+        slices,
         running: &running,
     });
     let whole = [claim::Reach::Picked, claim::Reach::PastHeld].map(|reach| Pass {
         reach,
-        slices: None,
+        sliced: false,
+        slices,
         running: &running,
     });
     let mut result = Ok(Vec::new());
@@ -473,15 +475,20 @@ async fn claim_some(
         }
     }
     shared.finisher.give_back(carry);
+    if let Ok(jobs) = &result {
+        slices.after_claim(jobs.len() as u32, limit);
+    }
     result
 }
 
 /// How far one pass of [`claim_some`] looks in each queue, and whether in this worker's slice of its due
-/// rows (`None`: the whole queue).
+/// rows (else the whole queue).
 #[derive(Debug, Clone, Copy)]
 struct Pass<'a> {
     reach: claim::Reach,
-    slices: Option<&'a Slices>,
+    sliced: bool,
+    /// The slices, and how many claimers share each queue (how deep its pick reads).
+    slices: &'a Slices,
     /// The rows the worker may still be running, which every stamp lists (see `claim::Holding`).
     running: &'a [u64],
 }
@@ -499,6 +506,7 @@ async fn claim_parts(
     carry: &mut Carried,
     Pass {
         reach,
+        sliced,
         slices,
         running,
     }: Pass<'_>,
@@ -525,7 +533,12 @@ async fn claim_parts(
             limit: want,
             carry: &items,
             reach,
-            slice: slices.map_or(claim::Slice::WHOLE, |s| s.of(queue)),
+            slice: if sliced {
+                slices.of(queue)
+            } else {
+                claim::Slice::WHOLE
+            },
+            ahead: slices.ahead(queue),
         };
         let claim = if applying.is_empty() {
             claim::claim_batch_watched(conn, args, uncertain).await?

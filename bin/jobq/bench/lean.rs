@@ -15,8 +15,6 @@ use serde::Serialize;
 use sqlx::mysql::MySqlConnection;
 use sqlx::{ConnectOptions, Connection, Executor, Row};
 
-use jobq::statements::CLAIM_PICK_AHEAD;
-
 use super::{BResult, Ctx, Section};
 
 /// The lean table's name.
@@ -135,7 +133,7 @@ async fn cell(ctx: &Ctx, workers: u32, batch: u32, jobs: u64) -> BResult<LeanCel
     let t0 = Instant::now();
     let tasks: Vec<_> = conns
         .into_iter()
-        .map(|c| tokio::spawn(drain_one(c, batch)))
+        .map(|c| tokio::spawn(drain_one(c, batch, jobq::statements::pick_ahead(workers))))
         .collect();
     let mut claimed = 0u64;
     let mut failure = None;
@@ -177,8 +175,8 @@ async fn cell(ctx: &Ctx, workers: u32, batch: u32, jobs: u64) -> BResult<LeanCel
 }
 
 /// Claims and finishes until nothing is due; the rows it claimed.
-async fn drain_one(mut conn: MySqlConnection, batch: u32) -> Result<u64, sqlx::Error> {
-    let claimed = drain_table(&mut conn, TABLE, batch).await;
+async fn drain_one(mut conn: MySqlConnection, batch: u32, ahead: u32) -> Result<u64, sqlx::Error> {
+    let claimed = drain_table(&mut conn, TABLE, batch, ahead).await;
     let _ = conn.close().await;
     claimed
 }
@@ -188,18 +186,19 @@ pub(crate) fn create_sql(table: &str) -> String {
     CREATE.replace(TABLE, table)
 }
 
-/// Claims and finishes the lean table `table` (made by [`create_sql`]) on `conn` until nothing is due;
-/// the rows it claimed.
+/// Claims and finishes the lean table `table` (made by [`create_sql`]) on `conn` until nothing is due,
+/// each pick reading `ahead` claims' worth; the rows it claimed.
 pub(crate) async fn drain_table(
     conn: &mut MySqlConnection,
     table: &str,
     batch: u32,
+    ahead: u32,
 ) -> Result<u64, sqlx::Error> {
     let finish = FINISH.replace(TABLE, table);
     let mut claimed = 0;
     loop {
         let token: [u8; 16] = rand::random();
-        let n = retried!(claim(&mut *conn, table, &token, batch).await)?;
+        let n = retried!(claim(&mut *conn, table, &token, batch, ahead).await)?;
         if n == 0 {
             break;
         }
@@ -221,10 +220,11 @@ async fn claim(
     table: &str,
     token: &[u8; 16],
     batch: u32,
+    ahead: u32,
 ) -> Result<u64, sqlx::Error> {
     let mut tx = conn.begin().await?;
     let mut ids: Vec<u64> = sqlx::query_scalar(&LOCK_PICKED.replace(TABLE, table))
-        .bind(batch * CLAIM_PICK_AHEAD)
+        .bind(batch * ahead)
         .bind(batch)
         .fetch_all(&mut *tx)
         .await?;

@@ -20,9 +20,8 @@ use sqlx::mysql::MySqlConnection;
 use sqlx::{ConnectOptions, Connection, Executor, Row};
 
 use jobq::statements::{
-    CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
-    FINISH_DONE, FINISH_DONE_BATCH, HOLDINGS_WRITE, MIN_PAIRS, SESSION_SETUP, pair_placeholders,
-    placeholders,
+    CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING, FINISH_DONE,
+    FINISH_DONE_BATCH, HOLDINGS_WRITE, MIN_PAIRS, SESSION_SETUP, pair_placeholders, placeholders,
 };
 
 use super::cpu::CpuMeter;
@@ -154,7 +153,9 @@ pub(crate) async fn cell(
             std::process::id(),
             rand::random::<u64>()
         );
-        tasks.push(tokio::spawn(drain_one(conn, token, batch, finish)));
+        // Each pick reads a claim's worth for each connection, as a worker's does for each claimer.
+        let ahead = jobq::statements::pick_ahead(workers);
+        tasks.push(tokio::spawn(drain_one(conn, token, batch, ahead, finish)));
     }
     let (sum, failure) = join_all(tasks, jobs).await;
     let TaskResult {
@@ -253,6 +254,7 @@ async fn drain_one(
     mut conn: MySqlConnection,
     token: String,
     batch: u32,
+    ahead: u32,
     finish: FinishMode,
 ) -> Result<TaskResult, sqlx::Error> {
     let mut r = TaskResult {
@@ -270,7 +272,7 @@ async fn drain_one(
         .await?;
     loop {
         let c0 = Instant::now();
-        let (rows, carried) = retried!(claim(&mut conn, &token, batch, &carry).await)?;
+        let (rows, carried) = retried!(claim(&mut conn, &token, batch, ahead, &carry).await)?;
         r.claim_time += c0.elapsed();
         r.claims += 1;
         r.finished += carried;
@@ -365,6 +367,7 @@ async fn done_batch(
 async fn lock_due(
     tx: &mut MySqlConnection,
     batch: u32,
+    ahead: u32,
 ) -> Result<Vec<sqlx::mysql::MySqlRow>, sqlx::Error> {
     // The queue's due rows: the parameters both statements share, up to their LIMIT.
     let due = |sql| {
@@ -385,7 +388,7 @@ async fn lock_due(
     let rows = due(&pick)
         .bind(1)
         .bind(0)
-        .bind(batch * CLAIM_PICK_AHEAD)
+        .bind(batch * ahead)
         .bind(QUEUE)
         .bind(batch)
         .fetch_all(&mut *tx)
@@ -403,10 +406,11 @@ async fn claim(
     conn: &mut MySqlConnection,
     token: &str,
     batch: u32,
+    ahead: u32,
     carry: &[(u64, u16)],
 ) -> Result<(Vec<(u64, u16)>, u64), sqlx::Error> {
     let mut tx = conn.begin().await?;
-    let rows = lock_due(&mut tx, batch).await?;
+    let rows = lock_due(&mut tx, batch, ahead).await?;
     if rows.is_empty() {
         if carry.is_empty() {
             tx.rollback().await?;

@@ -16,6 +16,8 @@ use serde::Serialize;
 use sqlx::mysql::MySqlConnection;
 use sqlx::{ConnectOptions, Connection, Executor};
 
+use jobq::statements::CLAIM_PICK_AHEAD;
+
 use super::cpu::CpuMeter;
 use super::report::median;
 use super::rowcost::{finish_sql, list_sql, pick_sql, stamp_sql};
@@ -120,7 +122,7 @@ pub(crate) async fn run(ctx: &Ctx) -> BResult<Vec<TableCpu>> {
             let meter = CpuMeter::start(ctx.server_pid.as_deref());
             let t0 = Instant::now();
             let drained = if v.drain == Drain::Lean {
-                super::lean::drain_table(&mut conn, TABLE, BATCH as u32).await?
+                super::lean::drain_table(&mut conn, TABLE, BATCH as u32, CLAIM_PICK_AHEAD).await?
             } else {
                 drain(&mut conn, v).await?
             };

@@ -196,6 +196,10 @@ pub(crate) struct ClaimArgs<'a> {
     pub(crate) carry: &'a [AttemptKey],
     pub(crate) reach: Reach,
     pub(crate) slice: Slice,
+    /// How many times `limit` the pick reads ([`CLAIM_SELECT`]): one for each claimer that may be
+    /// locking rows of the same pick, this one among them, at most
+    /// [`crate::statements::CLAIM_PICK_AHEAD`].
+    pub(crate) ahead: u32,
 }
 
 impl ClaimArgs<'_> {
@@ -259,6 +263,7 @@ pub async fn claim_batch_carrying(
             carry: if carried { &[] } else { carry },
             reach,
             slice: Slice::WHOLE,
+            ahead: crate::statements::CLAIM_PICK_AHEAD,
         };
         let claim = crate::db::retry_transient("claim", TRIES, || async {
             let mut conn = pool.acquire().await?;
@@ -485,6 +490,7 @@ async fn lock_due(
         limit,
         reach,
         slice,
+        ahead,
         ..
     }: ClaimArgs<'_>,
 ) -> Result<Locked, sqlx::Error> {
@@ -495,7 +501,7 @@ async fn lock_due(
         });
     }
     let mut select = match reach {
-        Reach::Picked => claim_select(queue, kinds, slice, limit),
+        Reach::Picked => claim_select(queue, kinds, slice, limit, ahead),
         Reach::PastHeld => claim_select_past_locked(queue, kinds, limit),
     };
     let picked: Vec<ClaimedJob> = select.build_query_as().fetch_all(&mut *tx).await?;

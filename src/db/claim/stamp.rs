@@ -10,12 +10,14 @@ use crate::statements::{
     HOLDINGS_WRITE,
 };
 
-/// [`CLAIM_SELECT`] with its parameters bound: the pick from `slice` of the due rows.
+/// [`CLAIM_SELECT`] with its parameters bound: the pick from `slice` of the due rows, `ahead` times
+/// `limit` of them (at most [`CLAIM_PICK_AHEAD`] times).
 pub(super) fn claim_select<'a>(
     queue: &'a str,
     kinds: &'a [String],
     slice: Slice,
     limit: u32,
+    ahead: u32,
 ) -> QueryBuilder<'a, MySql> {
     let [
         due @ ..,
@@ -35,7 +37,7 @@ pub(super) fn claim_select<'a>(
     select.push(*index_at);
     select.push_bind(slice.index);
     select.push(*pick_at);
-    select.push_bind(limit.saturating_mul(CLAIM_PICK_AHEAD));
+    select.push_bind(limit.saturating_mul(ahead.clamp(1, CLAIM_PICK_AHEAD)));
     select.push(*recheck_at);
     select.push_bind(queue);
     select.push(*limit_at);
@@ -205,7 +207,7 @@ mod tests {
         let kinds = vec!["a".to_string(), "b".to_string()];
         let two = placeholders(2);
         assert_eq!(
-            claim_select("q", &kinds, Slice::WHOLE, 10).sql(),
+            claim_select("q", &kinds, Slice::WHOLE, 10, CLAIM_PICK_AHEAD).sql(),
             CLAIM_SELECT.sql(&[
                 "?", "?", "?", "?", "?", "?", &two, &two, "?", "?", "?", "?", "?"
             ])
