@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Where a drain's time goes on the server: fills a scratch database with N no-op jobs, drains them
+# with W worker processes (`jobq __bench-worker`, the library worker of `jobq bench`'s drain), and
+# prints jobs/s and the server's CPU per job read from /proc (so the server must run on this machine).
+# With --perf it also records the server with `perf record -g` during the drain and prints the
+# statements' share of its samples (perf resolves the server's exported functions; InnoDB's own are
+# not exported and show as addresses under the handler calls).
+#
+#   scripts/drain-profile.sh [--jobs N] [--workers W] [--concurrency C] [--batch B] [--runs R] [--perf]
+#
+# Needs a release build (cargo build --release) and a server at JOBQ_PROFILE_URL (default
+# mysql://root@127.0.0.1:3306), on which it creates and drops the database jobq_profile.
+set -euo pipefail
+
+JOBS=100000 WORKERS=2 CONC=2000 BATCH=1000 RUNS=1 PERF=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --jobs) JOBS=$2; shift 2 ;;
+    --workers) WORKERS=$2; shift 2 ;;
+    --concurrency) CONC=$2; shift 2 ;;
+    --batch) BATCH=$2; shift 2 ;;
+    --runs) RUNS=$2; shift 2 ;;
+    --perf) PERF=1; shift ;;
+    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "drain-profile: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+JOBQ=${JOBQ:-$ROOT/target/release/jobq}
+[ -x "$JOBQ" ] || { echo "drain-profile: no $JOBQ; run cargo build --release first" >&2; exit 1; }
+BASE=${JOBQ_PROFILE_URL:-mysql://root@127.0.0.1:3306}
+export JOBQ_DATABASE_URL=$BASE/jobq_profile
+hostport=${BASE#mysql://}; user=${hostport%%@*}; hostport=${hostport#*@}
+host=${hostport%%:*}; port=${hostport##*:}
+sql() { mysql -u"$user" -h"$host" -P"$port" "$@"; }
+PID=$(pidof mariadbd || pidof mysqld) || { echo "drain-profile: no server process on this machine" >&2; exit 1; }
+ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
+HZ=$(getconf CLK_TCK)
+trap 'sql -e "DROP DATABASE IF EXISTS jobq_profile" >/dev/null 2>&1 || true' EXIT
+
+for run in $(seq 1 "$RUNS"); do
+  sql -e "DROP DATABASE IF EXISTS jobq_profile; CREATE DATABASE jobq_profile"
+  "$JOBQ" migrate >/dev/null 2>&1
+  # MariaDB's sequence engine, else (MySQL 8) a recursive CTE.
+  sql jobq_profile -e "INSERT INTO job_queue (kind) SELECT 'bench.noop' FROM seq_1_to_$JOBS" 2>/dev/null ||
+    sql jobq_profile -e "SET SESSION cte_max_recursion_depth = $JOBS;
+      INSERT INTO job_queue (kind) WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $JOBS)
+      SELECT 'bench.noop' FROM n"
+  sleep 2
+  [ "$PERF" = 1 ] && { perf record -q -F 999 -g -p "$PID" -o /tmp/jobq-drain-profile.data 2>/dev/null & PERF_PID=$!; }
+  c0=$(ticks); t0=$(date +%s.%N)
+  pids=()
+  for _ in $(seq 1 "$WORKERS"); do
+    "$JOBQ" __bench-worker --concurrency "$CONC" --batch-size "$BATCH" --kind bench.noop 2>/dev/null &
+    pids+=($!)
+  done
+  wait "${pids[@]}"
+  t1=$(date +%s.%N); c1=$(ticks)
+  [ "$PERF" = 1 ] && { kill -INT "$PERF_PID"; wait "$PERF_PID" 2>/dev/null || true; }
+  done_jobs=$(sql -N jobq_profile -e "SELECT COUNT(*) FROM job_queue WHERE state = 'done' AND attempts = 1")
+  awk -v n="$JOBS" -v d="$done_jobs" -v t="$(echo "$t1 - $t0" | bc)" -v c="$((c1 - c0))" -v hz="$HZ" \
+    -v w="$WORKERS" -v cc="$CONC" -v b="$BATCH" -v r="$run" \
+    'BEGIN { printf "run %d, W=%d c=%d b=%d: %d jobs (%d done once) in %.2f s, %.0f jobs/s, server %.1f µs CPU per job\n", r, w, cc, b, n, d, t, n / t, c / hz * 1e6 / n }'
+  [ "$done_jobs" = "$JOBS" ] || { echo "drain-profile: only $done_jobs of $JOBS jobs done once" >&2; exit 1; }
+done
+
+if [ "$PERF" = 1 ]; then
+  echo "the server's samples by statement (inclusive):"
+  perf report -i /tmp/jobq-drain-profile.data --children --sort symbol --stdio -g none 2>/dev/null |
+    grep -E "\] (mysql_multi_update|mysql_update|handle_select|mysql_handle_single_derived|handler::ha_update_row|multi_update::send_eof|tpool::task_group::execute|trans_commit)( |$)" |
+    awk '{ printf "  %7s  %s\n", $1, $4 }'
+fi
