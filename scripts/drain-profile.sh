@@ -34,7 +34,9 @@ export JOBQ_DATABASE_URL=$BASE/jobq_profile
 hostport=${BASE#mysql://}; user=${hostport%%@*}; hostport=${hostport#*@}
 host=${hostport%%:*}; port=${hostport##*:}
 sql() { mysql -u"$user" -h"$host" -P"$port" "$@"; }
-PID=$(pidof mariadbd || pidof mysqld) || { echo "drain-profile: no server process on this machine" >&2; exit 1; }
+# The server's own pid file: other servers (a test cluster's nodes) may run beside it.
+PID=$(cat "$(sql -N -e 'SELECT @@pid_file')" 2>/dev/null) && [ -r "/proc/$PID/stat" ] ||
+  { echo "drain-profile: the server at $BASE does not run on this machine (no readable pid file)" >&2; exit 1; }
 ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
 HZ=$(getconf CLK_TCK)
 trap 'sql -e "DROP DATABASE IF EXISTS jobq_profile" >/dev/null 2>&1 || true' EXIT

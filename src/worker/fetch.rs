@@ -475,9 +475,6 @@ async fn claim_some(
         }
     }
     shared.finisher.give_back(carry);
-    if let Ok(jobs) = &result {
-        slices.after_claim(jobs.len() as u32, limit);
-    }
     result
 }
 

@@ -23,7 +23,8 @@
 //! six drains of each alternating, took 44.2 µs of the server's CPU per job reading two claims' worth
 //! against 48.5 reading four (medians), and drained 35,400 jobs/s against 33,100; four processes did
 //! no better with two (27,200 against 28,400 jobs/s). So the count is read every [`READ_EVERY`] on any
-//! server; until it is known a pick reads [`CLAIM_PICK_AHEAD`] claims' worth.
+//! server (every [`AFTER_CONFLICT`] through a worker's first [`READ_EVERY`]); until it is known a pick
+//! reads [`CLAIM_PICK_AHEAD`] claims' worth.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -42,7 +43,8 @@ const READ_EVERY: Duration = Duration::from_secs(2);
 /// How soon after a lock conflict the slices are read again: a conflict says that claimers on another
 /// node share this worker's rows (workers that started or stopped since the last read), and at the
 /// start of a drain, when workers on every node register at about the same time, the first read may
-/// not have seen them all. Also how soon after a short claim the claimers are counted again.
+/// not have seen them all. For the same reason the claimers are counted this often through a worker's
+/// first [`READ_EVERY`].
 const AFTER_CONFLICT: Duration = Duration::from_millis(200);
 
 /// How often one claim picks from the whole queues first. Such a claim races the other nodes for the
@@ -64,23 +66,27 @@ pub(super) struct Slices {
     read_at: Option<Instant>,
     /// The claim connection's lock conflicts at the last read.
     conflicts_seen: u64,
-    /// Whether a claim since the last read got some rows but fewer than it asked for.
-    short: bool,
+    /// When the first read was made.
+    first_read_at: Option<Instant>,
     /// When a claim last picked from the whole queues first.
     opened_at: Option<Instant>,
 }
 
 impl Slices {
-    /// Whether this claim picks from this worker's slices first. Reads the slices again when the last
-    /// read is older than [`READ_EVERY`], or [`AFTER_CONFLICT`] after a lock conflict; a failed read
-    /// keeps the last ones (slices only spare conflicts, and stale ones cost a few).
+    /// Whether this claim picks from this worker's slices first. Reads the slices and the claimers
+    /// again when the last read is older than [`READ_EVERY`], or [`AFTER_CONFLICT`] after a lock
+    /// conflict or while the worker is starting; a failed read keeps the last ones (slices only spare
+    /// conflicts, and stale ones cost a few; a stale count of claimers makes claims shorter or their
+    /// picks deeper).
     pub(super) async fn before_claim(&mut self, conn: &mut Dedicated) -> bool {
         let stale = |every| self.read_at.is_none_or(|t| t.elapsed() >= every);
         let conflicted =
             self.on_cluster != Some(false) && conn.lock_conflicts() != self.conflicts_seen;
-        if stale(READ_EVERY) || ((conflicted || self.short) && stale(AFTER_CONFLICT)) {
+        // Workers that start together each read before the others have registered.
+        let starting = self.first_read_at.is_none_or(|t| t.elapsed() < READ_EVERY);
+        if stale(READ_EVERY) || ((conflicted || starting) && stale(AFTER_CONFLICT)) {
             self.conflicts_seen = conn.lock_conflicts();
-            self.short = false;
+            self.first_read_at.get_or_insert_with(Instant::now);
             self.read(conn).await;
         }
         if self.on_cluster == Some(false) || self.by_queue.is_empty() {
@@ -93,13 +99,6 @@ impl Slices {
                 false
             }
         }
-    }
-
-    /// Notes a claim's outcome: one that got some rows but fewer than `asked` met other claimers'
-    /// locks (or the end of the queue), so the count of claimers is read again soon: workers that
-    /// start together each read it before the others have registered.
-    pub(super) fn after_claim(&mut self, got: u32, asked: u32) {
-        self.short |= got > 0 && got < asked;
     }
 
     /// How many times its `limit` a claim of `queue` picks: one for each claimer of the queue where
