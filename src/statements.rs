@@ -306,23 +306,14 @@ pub const CLAIM_SELECT_PAST_LOCKED: Statement = Statement {
     ],
 };
 
-/// Claim, step 2a, in the claim's transaction before the stamp: write the claimant's holdings list
-/// (schema 38), so a row never runs under a token without being on that token's list. The list (a JSON
-/// array of ids) becomes the one given or, when the flag is true, what it held with the given ids
-/// added. A worker gives every row it may still be running plus the rows it stamps, so rows finished
-/// since drop off; it keeps what the list held while a claim of its own may have committed unseen
-/// (until its reconcile has handed such rows back). Parameters: the flag, the ids (a JSON array), the
-/// token. It matches no row when the claimant has none (a reaper forgot it): the claim then makes the
-/// row again before it stamps (`db::claim`).
-///
-/// Its own statement, not a join in the stamp: MariaDB 10.11 updates a multi-table UPDATE's
-/// `job_queue` after the join, each stamped row written to a temporary table and read back by
-/// position (`Handler_tmp_write`, `Handler_read_rnd`). A profile of the server through a drain put a
-/// third of its time in that statement. Apart, one more round trip per claim: two worker processes
-/// draining 100,000 jobs in 1,000-row claims, eleven drains of each build alternating, took 47.0 µs
-/// of the server's CPU per job against 51.6 (medians) and drained 34,200 jobs/s against 31,100; one
-/// worker at the defaults (10-row claims) drained 6,200 jobs/s with either. The list's row lock is
-/// taken after the claimed rows' locks, as the join took it.
+/// Claim, step 2a for a claim of [`LIST_APART_FROM`] rows or more, in the claim's transaction before
+/// the stamp: write the claimant's holdings list (schema 38), so a row never runs under a token without
+/// being on that token's list. The list (a JSON array of ids) becomes the one given or, when the flag is
+/// true, what it held with the given ids added. A worker gives every row it may still be running plus
+/// the rows it stamps, so rows finished since drop off; it keeps what the list held while a claim of
+/// its own may have committed unseen (until its reconcile has handed such rows back). Parameters: the
+/// flag, the ids (a JSON array), the token. It matches no row when the claimant has none (a reaper
+/// forgot it): the claim then makes the row again before it stamps (`db::claim`).
 pub const HOLDINGS_WRITE: Statement = Statement {
     parts: &[
         "UPDATE jobq_holdings SET held_ids = JSON_MERGE_PRESERVE(IF(",
@@ -375,8 +366,54 @@ pub const UNHOLD: &str = concat!(
     ")"
 );
 
-/// Claim, step 2b, in the same transaction, after [`HOLDINGS_WRITE`]: stamp the claim token on the
-/// locked rows. Parameters: the token, the ids (a list). It checks again that each row is still claimable, so that an engine that accepts
+/// The fewest rows a claim stamps with its holdings list written apart ([`HOLDINGS_WRITE`], then
+/// [`CLAIM_STAMP`] or [`CLAIM_STAMP_CARRYING`]); a smaller claim writes it in the stamp
+/// ([`CLAIM_STAMP_LISTING`], [`CLAIM_STAMP_CARRYING_LISTING`]).
+///
+/// MariaDB 10.11 updates a multi-table UPDATE's `job_queue` after the join, each stamped row written
+/// to a temporary table and read back by position (`Handler_tmp_write`, `Handler_read_rnd`); apart, the
+/// list costs a round trip. Timed from one connection, the stamp of 30 rows took 1.19 ms joined against
+/// 1.22 apart, 60 rows 2.13 against 2.07, 120 rows 3.48 against 3.10, 1,000 rows 17.8 against 16.5
+/// (medians); a profile of the server through a drain of 1,000-row claims put a third of its time in
+/// the joined stamp. Two worker processes draining 100,000 jobs in 1,000-row claims, eleven drains of
+/// each alternating, took 47.0 µs of the server's CPU per job apart against 51.6 joined (medians), and
+/// drained 34,200 jobs/s against 31,100. At jobq's defaults (10-row claims) the round trip would be a
+/// quarter more per claim (`jobq bench` holds the defaults to half a round trip per job).
+pub const LIST_APART_FROM: usize = 50;
+
+/// The head of a stamp that writes the claimant's holdings list in the same statement (schema 38):
+/// `job_queue` by primary key, joined with the claimant's one row of `jobq_holdings`. A claimant without
+/// a holdings row stamps nothing. Followed by the token, then [`HOLDINGS_SET`]. The two tables share no
+/// column name (a name both had would be ambiguous unqualified: error 1052).
+macro_rules! listing_head {
+    () => {
+        "UPDATE job_queue FORCE INDEX (PRIMARY) JOIN jobq_holdings h ON h.holder = "
+    };
+}
+
+/// The write of the list in a joined stamp, after [`listing_head!`]'s token, as [`HOLDINGS_WRITE`]
+/// writes it. Parameters: the flag, the ids (a JSON array), followed by `), ` and the stamp's own SET.
+const HOLDINGS_SET: [&str; 2] = [
+    " SET h.held_ids = JSON_MERGE_PRESERVE(IF(",
+    ", h.held_ids, '[]'), ",
+];
+
+/// The stamp's assignments up to the token.
+macro_rules! stamp_set {
+    () => {
+        "state = 'running', claim = "
+    };
+}
+
+/// The stamp's text after the token, up to and after its ids: [`CLAIM_STAMP`]'s last two parts.
+const STAMP_REST: [&str; 2] = [
+    ", claimed_at = NOW(6), started_at = NOW(6), finished_at = NULL, attempts = attempts + 1 \
+     WHERE id IN (",
+    ") AND state IN ('queued', 'retry') AND run_at <= NOW(6)",
+];
+
+/// Claim, step 2, in the same transaction: stamp the claim token on the locked rows of a claim of
+/// [`LIST_APART_FROM`] rows or more, after [`HOLDINGS_WRITE`]. Parameters: the token, the ids (a list). It checks again that each row is still claimable, so that an engine that accepts
 /// SKIP LOCKED without locking cannot let two claims stamp one row (see `stamp_selected` in
 /// `db/claim.rs`).
 ///
@@ -391,20 +428,59 @@ pub const CLAIM_STAMP: Statement = Statement {
     parts: &[
         concat!(
             unchecked!(),
-            "UPDATE job_queue FORCE INDEX (PRIMARY) SET state = 'running', claim = "
+            "UPDATE job_queue FORCE INDEX (PRIMARY) SET ",
+            stamp_set!()
         ),
-        ", claimed_at = NOW(6), started_at = NOW(6), finished_at = NULL, attempts = attempts + 1 \
-         WHERE id IN (",
-        ") AND state IN ('queued', 'retry') AND run_at <= NOW(6)",
+        STAMP_REST[0],
+        STAMP_REST[1],
     ],
 };
 
-/// Claim, step 2b, when the claim carries done finishes of the worker's earlier jobs (`db::claim`): one
+/// [`CLAIM_STAMP`] for a claim of fewer than [`LIST_APART_FROM`] rows: the same stamp, joined with the
+/// claimant's holdings row, whose list it writes as [`HOLDINGS_WRITE`] does. Parameters: the token (its
+/// holdings row), whether the list keeps what it held, the list, the token (to stamp), the ids (a list).
+/// Matched rows count the holdings row as one more; a claimant with no holdings row matches nothing.
+pub const CLAIM_STAMP_LISTING: Statement = Statement {
+    parts: &[
+        concat!(unchecked!(), listing_head!()),
+        HOLDINGS_SET[0],
+        HOLDINGS_SET[1],
+        concat!("), ", stamp_set!()),
+        STAMP_REST[0],
+        STAMP_REST[1],
+    ],
+};
+
+/// The carrying stamp's assignments up to the token it stamps.
+macro_rules! carrying_set {
+    () => {
+        "finished_at = IF(state = 'running', NOW(6), NULL), \
+         claimed_at = IF(state = 'running', claimed_at, NOW(6)), \
+         started_at = IF(state = 'running', started_at, NOW(6)), \
+         attempts = IF(state = 'running', attempts, attempts + 1), \
+         claim = IF(state = 'running', NULL, "
+    };
+}
+
+/// The carrying stamp's text after the token it stamps: [`CLAIM_STAMP_CARRYING`]'s last four parts.
+const CARRYING_REST: [&str; 4] = [
+    "), state = IF(state = 'running', 'done', 'running') WHERE (claim = ",
+    concat!(
+        " AND state = 'running'",
+        no_dependents!(),
+        " AND (id, attempts) IN ("
+    ),
+    ")) OR (id IN (",
+    ") AND state IN ('queued', 'retry') AND run_at <= NOW(6))",
+];
+
+/// Claim, step 2, when the claim carries done finishes of the worker's earlier jobs (`db::claim`): one
 /// UPDATE finishes those rows as done, fenced as [`FINISH_DONE_BATCH`] fences them (a job with
 /// dependents makes it fall short, and is finished by the finisher), and stamps the
 /// locked rows, checked as [`CLAIM_STAMP`] checks them (a stale token on a queued row is overwritten).
-/// [`HOLDINGS_WRITE`] comes before it, as before [`CLAIM_STAMP`]. A claim that carries a batch of
-/// outcomes is then five round trips and one commit: BEGIN, [`CLAIM_SELECT`], the list, this, COMMIT.
+/// [`HOLDINGS_WRITE`] comes before it, as before [`CLAIM_STAMP`]; a smaller claim sends
+/// [`CLAIM_STAMP_CARRYING_LISTING`] instead. A claim that carries a batch of outcomes is then five round
+/// trips (four for a small one) and one commit: BEGIN, [`CLAIM_SELECT`], the list, this, COMMIT.
 /// Parameters: the token (to stamp), the token (the finishes' fence), the (id, attempt) pairs to
 /// finish (a list), the ids to stamp (a list).
 ///
@@ -412,7 +488,8 @@ pub const CLAIM_STAMP: Statement = Statement {
 /// and every assignment tells them apart by the row's old `state`. `state` is assigned last, so each
 /// other assignment reads its old value whether the server assigns left to right (a single-table
 /// UPDATE on MySQL, and on MariaDB by default) or all from the row as it was (MariaDB's
-/// `SIMULTANEOUS_ASSIGNMENT` mode). When it changes fewer rows than it names, an UPDATE cannot say
+/// `SIMULTANEOUS_ASSIGNMENT` mode, and a table a multi-table UPDATE changes after the join, as
+/// MariaDB 10.11 does `job_queue` in [`CLAIM_STAMP_CARRYING_LISTING`]). When it changes fewer rows than it names, an UPDATE cannot say
 /// which branch fell short: the claim is rolled back and made again with the finish and the stamp
 /// apart.
 ///
@@ -422,21 +499,29 @@ pub const CLAIM_STAMP_CARRYING: Statement = Statement {
     parts: &[
         concat!(
             unchecked!(),
-            "UPDATE job_queue FORCE INDEX (PRIMARY) SET \
-         finished_at = IF(state = 'running', NOW(6), NULL), \
-         claimed_at = IF(state = 'running', claimed_at, NOW(6)), \
-         started_at = IF(state = 'running', started_at, NOW(6)), \
-         attempts = IF(state = 'running', attempts, attempts + 1), \
-         claim = IF(state = 'running', NULL, "
+            "UPDATE job_queue FORCE INDEX (PRIMARY) SET ",
+            carrying_set!()
         ),
-        "), state = IF(state = 'running', 'done', 'running') WHERE (claim = ",
-        concat!(
-            " AND state = 'running'",
-            no_dependents!(),
-            " AND (id, attempts) IN ("
-        ),
-        ")) OR (id IN (",
-        ") AND state IN ('queued', 'retry') AND run_at <= NOW(6))",
+        CARRYING_REST[0],
+        CARRYING_REST[1],
+        CARRYING_REST[2],
+        CARRYING_REST[3],
+    ],
+};
+
+/// [`CLAIM_STAMP_CARRYING`] for a claim of fewer than [`LIST_APART_FROM`] rows, joined with the
+/// claimant's holdings row as [`CLAIM_STAMP_LISTING`] is. Parameters: the token (its holdings row),
+/// whether the list keeps what it held, the list, then [`CLAIM_STAMP_CARRYING`]'s.
+pub const CLAIM_STAMP_CARRYING_LISTING: Statement = Statement {
+    parts: &[
+        concat!(unchecked!(), listing_head!()),
+        HOLDINGS_SET[0],
+        HOLDINGS_SET[1],
+        concat!("), ", carrying_set!()),
+        CARRYING_REST[0],
+        CARRYING_REST[1],
+        CARRYING_REST[2],
+        CARRYING_REST[3],
     ],
 };
 

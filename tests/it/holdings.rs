@@ -76,8 +76,8 @@ async fn every_running_row_is_on_its_claimants_list_and_the_list_goes_with_it() 
     );
 }
 
-/// A stamp joins the claimant's holdings row: a claimant whose row is gone (a reaper forgot it) has
-/// it made again by its claim, which then lists what it stamped.
+/// A claim writes the claimant's holdings row before it stamps: a claimant whose row is gone (a reaper
+/// forgot it) has it made again by its claim, which then lists what it stamped.
 #[tokio::test]
 async fn a_claim_whose_list_is_gone_makes_it_again() {
     let db = TestDb::new().await;

@@ -23,8 +23,8 @@ use sqlx::{Connection, Executor, MySqlConnection, Row};
 use super::report::{BacklogReport, ClaimCost, UrgentPickup};
 use super::{BResult, Ctx, Section, Settings, now_us, quantile};
 use jobq::statements::{
-    CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, HOLDINGS_WRITE,
-    placeholders,
+    CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_LISTING,
+    HOLDINGS_WRITE, LIST_APART_FROM, placeholders,
 };
 use jobq::{
     CancellationToken, ConnectConfig, Handlers, JobContext, Mode, NewJob, Worker, WorkerConfig,
@@ -287,14 +287,24 @@ async fn claim_rolled_back(
         }
     }
     if !ids.is_empty() {
-        sqlx::query(&HOLDINGS_WRITE.sql(&["?", "?", "?"]))
-            .bind(false)
-            .bind(super::raw::held_list(ids.iter().copied()))
-            .bind("bench-backlog")
-            .execute(&mut *tx)
-            .await?;
-        let sql = CLAIM_STAMP.sql(&["?", &placeholders(ids.len())]);
-        let mut q = sqlx::query(&sql).bind("bench-backlog");
+        // As a worker writes the list: apart from the stamp for a large claim, in it for a small one.
+        let held = super::raw::held_list(ids.iter().copied());
+        let sql = if ids.len() >= LIST_APART_FROM {
+            sqlx::query(&HOLDINGS_WRITE.sql(&["?", "?", "?"]))
+                .bind(false)
+                .bind(&held)
+                .bind("bench-backlog")
+                .execute(&mut *tx)
+                .await?;
+            CLAIM_STAMP.sql(&["?", &placeholders(ids.len())])
+        } else {
+            CLAIM_STAMP_LISTING.sql(&["?", "?", "?", "?", &placeholders(ids.len())])
+        };
+        let mut q = sqlx::query(&sql);
+        if ids.len() < LIST_APART_FROM {
+            q = q.bind("bench-backlog").bind(false).bind(&held);
+        }
+        q = q.bind("bench-backlog");
         for id in &ids {
             q = q.bind(*id);
         }

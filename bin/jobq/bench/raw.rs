@@ -20,8 +20,9 @@ use sqlx::mysql::MySqlConnection;
 use sqlx::{ConnectOptions, Connection, Executor, Row};
 
 use jobq::statements::{
-    CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING, FINISH_DONE,
-    FINISH_DONE_BATCH, HOLDINGS_WRITE, MIN_PAIRS, SESSION_SETUP, pair_placeholders, placeholders,
+    CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
+    CLAIM_STAMP_CARRYING_LISTING, CLAIM_STAMP_LISTING, FINISH_DONE, FINISH_DONE_BATCH,
+    HOLDINGS_WRITE, LIST_APART_FROM, MIN_PAIRS, SESSION_SETUP, pair_placeholders, placeholders,
 };
 
 use super::cpu::CpuMeter;
@@ -429,15 +430,32 @@ async fn claim(
     // The holdings list, as a worker writes it: the rows it may still run (the ones this claim
     // finishes) and the rows it stamps.
     let held = held_list(carry.iter().chain(&claimed).map(|&(id, _)| id));
-    sqlx::query(&HOLDINGS_WRITE.sql(&["?", "?", "?"]))
-        .bind(false)
-        .bind(held)
-        .bind(token)
-        .execute(&mut *tx)
-        .await?;
+    // Apart from the stamp for a large claim, in it for a small one, as a worker writes it.
+    let apart = claimed.len() >= LIST_APART_FROM;
+    if apart {
+        sqlx::query(&HOLDINGS_WRITE.sql(&["?", "?", "?"]))
+            .bind(false)
+            .bind(&held)
+            .bind(token)
+            .execute(&mut *tx)
+            .await?;
+    }
+    let listing = |sql: &'static jobq::statements::Statement, gaps: &[&str]| {
+        if apart {
+            sql.sql(gaps)
+        } else {
+            let joined = if sql == &CLAIM_STAMP {
+                &CLAIM_STAMP_LISTING
+            } else {
+                &CLAIM_STAMP_CARRYING_LISTING
+            };
+            joined.sql(&[&["?", "?", "?"][..], gaps].concat())
+        }
+    };
+    let joined = (!apart).then_some((token, held.as_str()));
     if carry.is_empty() {
-        let sql = CLAIM_STAMP.sql(&["?", &placeholders(claimed.len())]);
-        let mut q = sqlx::query(&sql).bind(token);
+        let sql = listing(&CLAIM_STAMP, &["?", &placeholders(claimed.len())]);
+        let mut q = bind_list(sqlx::query(&sql), joined).bind(token);
         for &(id, _) in &claimed {
             q = q.bind(id);
         }
@@ -446,13 +464,16 @@ async fn claim(
         return Ok((claimed, 0));
     }
     let carry = as_sent(carry);
-    let sql = CLAIM_STAMP_CARRYING.sql(&[
-        "?",
-        "?",
-        &pair_placeholders(carry.len()),
-        &placeholders(claimed.len()),
-    ]);
-    let mut q = sqlx::query(&sql).bind(token).bind(token);
+    let sql = listing(
+        &CLAIM_STAMP_CARRYING,
+        &[
+            "?",
+            "?",
+            &pair_placeholders(carry.len()),
+            &placeholders(claimed.len()),
+        ],
+    );
+    let mut q = bind_list(sqlx::query(&sql), joined).bind(token).bind(token);
     for &(id, attempt) in &carry {
         q = q.bind(id).bind(attempt);
     }
@@ -461,8 +482,21 @@ async fn claim(
     }
     let changed = q.execute(&mut *tx).await?.rows_affected();
     tx.commit().await?;
-    let finished = changed.saturating_sub(claimed.len() as u64);
+    // A joined list's holdings row is one more matched row.
+    let finished = changed.saturating_sub(claimed.len() as u64 + u64::from(!apart));
     Ok((claimed, finished))
+}
+
+/// The parameters a joined stamp begins with (the token of the holdings row, keep nothing, the list),
+/// when `joined` gives them.
+fn bind_list<'q>(
+    q: sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>,
+    joined: Option<(&'q str, &'q str)>,
+) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
+    match joined {
+        Some((token, list)) => q.bind(token).bind(false).bind(list),
+        None => q,
+    }
 }
 
 /// A holdings list as the claim writes it: a JSON array of ids.

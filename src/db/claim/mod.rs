@@ -7,17 +7,18 @@
 //!    ([`CLAIM_SELECT`] says why in two steps). SKIP LOCKED lets concurrent claimers pass each other
 //!    instead of queueing behind the same first rows; the total ORDER BY means every claimer picks
 //!    rows in the same order.
-//! 2. Write the claimant's holdings list: the rows it may still run and the rows it is about to stamp
-//!    (schema 38; `jobq::statements::HOLDINGS_WRITE`).
-//! 3. `UPDATE … WHERE id IN (…)` on exactly those rows, by primary key: stamp the token, count the
-//!    attempt, mark them running. The UPDATE checks again that each row is still claimable and the
-//!    claim keeps only the rows it stamped (see [`stamp_selected`]).
-//! 4. COMMIT.
+//! 2. `UPDATE … WHERE id IN (…)` on exactly those rows, by primary key: stamp the token, count the
+//!    attempt, mark them running, and write the claimant's holdings list: the rows it may still run and
+//!    the rows it stamps (schema 38; in the same statement, or for a claim of
+//!    `jobq::statements::LIST_APART_FROM` rows or more in one of its own just before). The UPDATE
+//!    checks again that each row is still claimable and the claim keeps only the rows it stamped (see
+//!    [`stamp_selected`]).
+//! 3. COMMIT.
 //!
-//! A claim may also carry done finishes of the worker's earlier jobs (`worker::finisher`): step 3 is
+//! A claim may also carry done finishes of the worker's earlier jobs (`worker::finisher`): step 2 is
 //! then one UPDATE that finishes those rows, fenced by token and attempt, and stamps the locked ones
-//! ([`CLAIM_STAMP_CARRYING`]), so one commit (one log flush on a durable server) and five round trips
-//! record a batch of outcomes and claim the next batch. At jobq's defaults (10-row claims of short
+//! ([`CLAIM_STAMP_CARRYING`]), so one commit (one log flush on a durable server) and four round trips
+//! (five with the list apart) record a batch of outcomes and claim the next batch. At jobq's defaults (10-row claims of short
 //! jobs) that took a worker from 0.70 round trips per job (a claim of four, a finish of three) to
 //! 0.50 with the finish as a statement of its own in the claim's transaction, and to about 0.40 with
 //! this (`jobq bench --sections drain --sweep 1:10:10`, commands per job at the wire). When the UPDATE
@@ -48,6 +49,7 @@ use crate::db::row::{opt_text, text};
 use crate::error::Result;
 use crate::id::JobId;
 use crate::job::AttemptKey;
+use crate::statements::LIST_APART_FROM;
 pub(crate) use stamp::Holding;
 pub(crate) use stamp::this_host;
 use stamp::{
@@ -413,8 +415,9 @@ async fn claim_once(conn: &mut MySqlConnection, args: ClaimArgs<'_>) -> Result<C
     claim_apart(conn, args).await
 }
 
-/// The claim that carries finishes, in five round trips: BEGIN, the locking SELECT, the holdings list,
-/// [`CLAIM_STAMP_CARRYING`] (or the finish alone when nothing is due), COMMIT. `None`, rolled back,
+/// The claim that carries finishes, in four round trips: BEGIN, the locking SELECT,
+/// [`CLAIM_STAMP_CARRYING`] (or the finish alone when nothing is due), COMMIT; five with the holdings
+/// list apart (see [`stamp_listed`]). `None`, rolled back,
 /// when the UPDATE changed fewer rows than it named: a finish's fence did not match or a row was not
 /// claimable after all, and the UPDATE cannot say which.
 async fn claim_carrying(
@@ -433,13 +436,18 @@ async fn claim_carrying(
         crate::db::finish::done_batch_in(&mut tx, token, carry).await?
     } else {
         let ids: Vec<u64> = jobs.iter().map(|j| j.id.0).collect();
-        write_list(&mut tx, token.as_str(), holding, &ids).await?;
-        let changed = claim_stamp_carrying(token.as_str(), carry, &ids)
-            .build()
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        changed == (carry.len() + ids.len()) as u64
+        let apart = ids.len() >= LIST_APART_FROM;
+        if apart {
+            write_list(&mut tx, token.as_str(), holding, &ids).await?;
+        }
+        let changed =
+            claim_stamp_carrying(token.as_str(), (!apart).then_some(holding), carry, &ids)
+                .build()
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+        // A joined list's holdings row is one more matched row.
+        changed == (carry.len() + ids.len() + usize::from(!apart)) as u64
     };
     if !all_changed {
         tx.rollback().await?;
@@ -557,14 +565,7 @@ pub(super) async fn stamp(
         return Ok(jobs);
     }
     let ids: Vec<u64> = jobs.iter().map(|j| j.id.0).collect();
-    write_list(conn, token, holding, &ids).await?;
-    // rows_affected counts matched rows (sqlx sets CLIENT_FOUND_ROWS), and every matched row changes
-    // anyway (attempts goes up); a repeated id of the padded list matches its row once.
-    let stamped = claim_stamp(token, &ids)
-        .build()
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
+    let stamped = stamp_listed(conn, token, holding, &ids).await?;
     if stamped == jobs.len() as u64 {
         return Ok(jobs);
     }
@@ -587,14 +588,43 @@ pub(super) async fn stamp(
     Ok(kept)
 }
 
-/// Step 2a of a claim, in its transaction before the stamp: `holding` with `ids` becomes `token`'s
-/// holdings list ([`crate::statements::HOLDINGS_WRITE`]).
+/// Stamps `token` on `ids` and writes `holding` with them to `token`'s holdings list: apart, before
+/// the stamp, for a claim of [`LIST_APART_FROM`] rows or more, else in the stamp. The rows stamped.
 ///
-/// A claimant without a holdings row gets one again first. A reaper took it for gone and forgot it,
-/// with nothing of its running; its heartbeat registers it again. Its list is made again now, in this
+/// A claimant without a holdings row gets one again. A reaper took it for gone and forgot it, with
+/// nothing of its running; its heartbeat registers it again. Its list is made again now, in this
 /// transaction, so that it does not claim nothing meanwhile (an idle worker's heartbeat may not notice
 /// for a while). A reset of this token in progress holds the list's key until it commits (`reap`), so
-/// the rows stamped after this are new claims, never rows being reset.
+/// the rows stamped here are new claims, never rows being reset.
+async fn stamp_listed(
+    conn: &mut MySqlConnection,
+    token: &str,
+    holding: Holding<'_>,
+    ids: &[u64],
+) -> Result<u64, sqlx::Error> {
+    // rows_affected counts matched rows (sqlx sets CLIENT_FOUND_ROWS), and every matched row changes
+    // anyway (attempts goes up); a repeated id of the padded list matches its row once.
+    if ids.len() >= LIST_APART_FROM {
+        write_list(conn, token, holding, ids).await?;
+        return Ok(claim_stamp(token, None, ids)
+            .build()
+            .execute(&mut *conn)
+            .await?
+            .rows_affected());
+    }
+    // Joined: the holdings row is one more matched row, and without it nothing matches.
+    let stamp = || claim_stamp(token, Some(holding), ids);
+    let matched = stamp().build().execute(&mut *conn).await?.rows_affected();
+    if matched > 0 || has_holdings(conn, token).await? {
+        return Ok(matched.saturating_sub(1));
+    }
+    hold_again(conn, token).await?;
+    let matched = stamp().build().execute(&mut *conn).await?.rows_affected();
+    Ok(matched.saturating_sub(1))
+}
+
+/// Writes `holding` with `ids` as `token`'s holdings list ([`crate::statements::HOLDINGS_WRITE`]),
+/// making the row again first when it is gone (see [`stamp_listed`]).
 async fn write_list(
     conn: &mut MySqlConnection,
     token: &str,
@@ -602,26 +632,34 @@ async fn write_list(
     ids: &[u64],
 ) -> Result<(), sqlx::Error> {
     // Matched rows (CLIENT_FOUND_ROWS): 1 when the row is there, whether or not the list changed.
-    let written = holdings_write(token, holding, ids)
-        .build()
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
-    if written == 0 {
-        tracing::warn!(
-            claim = token,
-            "claim: this claimant's holdings row was gone (a reaper took it for gone); made it again"
-        );
-        sqlx::query(crate::statements::HOLD)
-            .bind(token)
-            .execute(&mut *conn)
-            .await?;
-        holdings_write(token, holding, ids)
-            .build()
-            .execute(&mut *conn)
-            .await?;
+    let write = || holdings_write(token, holding, ids);
+    if write().build().execute(&mut *conn).await?.rows_affected() == 0 {
+        hold_again(conn, token).await?;
+        write().build().execute(&mut *conn).await?;
     }
     Ok(())
+}
+
+/// Makes `token`'s holdings row again, found gone by a claim (see [`stamp_listed`]).
+async fn hold_again(conn: &mut MySqlConnection, token: &str) -> Result<(), sqlx::Error> {
+    tracing::warn!(
+        claim = token,
+        "claim: this claimant's holdings row was gone (a reaper took it for gone); made it again"
+    );
+    sqlx::query(crate::statements::HOLD)
+        .bind(token)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+/// Whether `token` has a holdings row.
+async fn has_holdings(conn: &mut MySqlConnection, token: &str) -> Result<bool, sqlx::Error> {
+    let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM jobq_holdings WHERE holder = ?")
+        .bind(token)
+        .fetch_one(&mut *conn)
+        .await?;
+    Ok(n > 0)
 }
 
 /// The selected jobs that `held` (rows under our token, with their attempts) shows this claim stamped:

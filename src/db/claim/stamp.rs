@@ -7,7 +7,7 @@ use super::Slice;
 use crate::job::AttemptKey;
 use crate::statements::{
     CLAIM_PICK_AHEAD, CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
-    HOLDINGS_WRITE,
+    CLAIM_STAMP_CARRYING_LISTING, CLAIM_STAMP_LISTING, HOLDINGS_WRITE,
 };
 
 /// [`CLAIM_SELECT`] with its parameters bound: the pick from `slice` of the due rows, `ahead` times
@@ -126,32 +126,79 @@ pub(super) fn holdings_write<'a>(
     update
 }
 
-/// Step 2b's statement, [`CLAIM_STAMP`], with its parameters bound (the ids padded, see
+/// Step 2's statement, [`CLAIM_STAMP`] (after [`holdings_write`]) or, with `holding` to write in the
+/// same statement, [`CLAIM_STAMP_LISTING`], with its parameters bound (the ids padded, see
 /// [`crate::db::push_id_list`]).
-pub(super) fn claim_stamp<'a>(token: &'a str, ids: &[u64]) -> QueryBuilder<'a, MySql> {
-    let [head, ids_at, tail] = CLAIM_STAMP.parts() else {
-        unreachable!("CLAIM_STAMP has two parameters")
+pub(super) fn claim_stamp<'a>(
+    token: &'a str,
+    holding: Option<Holding<'_>>,
+    ids: &[u64],
+) -> QueryBuilder<'a, MySql> {
+    let (mut update, [ids_at, tail]) = match holding {
+        None => {
+            let [head, ids_at, tail] = CLAIM_STAMP.parts() else {
+                unreachable!("CLAIM_STAMP has two parameters")
+            };
+            let mut update = QueryBuilder::<MySql>::new(*head);
+            update.push_bind(token);
+            (update, [ids_at, tail])
+        }
+        Some(holding) => {
+            let [head, keep_at, list_at, token_at, ids_at, tail] = CLAIM_STAMP_LISTING.parts()
+            else {
+                unreachable!("CLAIM_STAMP_LISTING has five parameters")
+            };
+            let mut update = listing([head, keep_at, list_at], token, holding, ids);
+            update.push(*token_at);
+            update.push_bind(token);
+            (update, [ids_at, tail])
+        }
     };
-    let mut update = QueryBuilder::<MySql>::new(*head);
-    update.push_bind(token);
     update.push(*ids_at);
     crate::db::push_id_list(&mut update, ids);
     update.push(*tail);
     update
 }
 
-/// [`CLAIM_STAMP_CARRYING`] with its parameters bound: the finishes `carry` (distinct (id, attempt)
-/// pairs) and the locked `ids`, both lists padded to a power of two (see [`crate::db::push_id_list`]).
+/// [`CLAIM_STAMP_CARRYING`] (after [`holdings_write`]) or, with `holding` to write in the same
+/// statement, [`CLAIM_STAMP_CARRYING_LISTING`], with its parameters bound: the finishes `carry`
+/// (distinct (id, attempt) pairs) and the locked `ids`, both lists padded to a power of two (see
+/// [`crate::db::push_id_list`]).
 pub(super) fn claim_stamp_carrying<'a>(
     token: &'a str,
+    holding: Option<Holding<'_>>,
     carry: &[AttemptKey],
     ids: &[u64],
 ) -> QueryBuilder<'a, MySql> {
-    let [head, fence_at, pairs_at, ids_at, tail] = CLAIM_STAMP_CARRYING.parts() else {
-        unreachable!("CLAIM_STAMP_CARRYING has four parameters")
+    let (mut update, [fence_at, pairs_at, ids_at, tail]) = match holding {
+        None => {
+            let [head, fence_at, pairs_at, ids_at, tail] = CLAIM_STAMP_CARRYING.parts() else {
+                unreachable!("CLAIM_STAMP_CARRYING has four parameters")
+            };
+            let mut update = QueryBuilder::<MySql>::new(*head);
+            update.push_bind(token);
+            (update, [fence_at, pairs_at, ids_at, tail])
+        }
+        Some(holding) => {
+            let [
+                head,
+                keep_at,
+                list_at,
+                token_at,
+                fence_at,
+                pairs_at,
+                ids_at,
+                tail,
+            ] = CLAIM_STAMP_CARRYING_LISTING.parts()
+            else {
+                unreachable!("CLAIM_STAMP_CARRYING_LISTING has seven parameters")
+            };
+            let mut update = listing([head, keep_at, list_at], token, holding, ids);
+            update.push(*token_at);
+            update.push_bind(token);
+            (update, [fence_at, pairs_at, ids_at, tail])
+        }
     };
-    let mut update = QueryBuilder::<MySql>::new(*head);
-    update.push_bind(token);
     update.push(*fence_at);
     update.push_bind(token);
     update.push(*pairs_at);
@@ -159,6 +206,23 @@ pub(super) fn claim_stamp_carrying<'a>(
     update.push(*ids_at);
     crate::db::push_id_list(&mut update, ids);
     update.push(*tail);
+    update
+}
+
+/// The part every joined stamp begins with, up to the token it stamps: the join with the claimant's
+/// holdings row and the list it writes there, `holding` with `ids`.
+fn listing<'a>(
+    [head, keep_at, list_at]: [&&'static str; 3],
+    token: &'a str,
+    holding: Holding<'_>,
+    ids: &[u64],
+) -> QueryBuilder<'a, MySql> {
+    let mut update = QueryBuilder::<MySql>::new(*head);
+    update.push_bind(token);
+    update.push(*keep_at);
+    update.push_bind(holding.keep);
+    update.push(*list_at);
+    update.push_bind(holding.list_with(ids));
     update
 }
 
@@ -225,20 +289,25 @@ mod tests {
             HOLDINGS_WRITE.sql(&["?", "?", "?"])
         );
         assert_eq!(
-            claim_stamp("t", &[1, 2, 3]).sql(),
+            claim_stamp("t", None, &[1, 2, 3]).sql(),
             CLAIM_STAMP.sql(&["?", &placeholders(4)])
         );
         assert_eq!(
-            claim_stamp_carrying("t", &crate::job::keys(&[(1, 1), (2, 1), (3, 2)]), &[7, 8]).sql(),
-            CLAIM_STAMP_CARRYING.sql(&[
-                "?",
-                "?",
-                &crate::statements::pair_placeholders(4),
-                &placeholders(2)
-            ])
+            claim_stamp("t", Some(none), &[1, 2, 3]).sql(),
+            CLAIM_STAMP_LISTING.sql(&["?", "?", "?", "?", &placeholders(4)])
+        );
+        let three = crate::job::keys(&[(1, 1), (2, 1), (3, 2)]);
+        let pairs = crate::statements::pair_placeholders(4);
+        assert_eq!(
+            claim_stamp_carrying("t", None, &three, &[7, 8]).sql(),
+            CLAIM_STAMP_CARRYING.sql(&["?", "?", &pairs, &placeholders(2)])
         );
         assert_eq!(
-            claim_stamp_carrying("t", &crate::job::keys(&[(1, 1)]), &[7]).sql(),
+            claim_stamp_carrying("t", Some(none), &three, &[7, 8]).sql(),
+            CLAIM_STAMP_CARRYING_LISTING.sql(&["?", "?", "?", "?", "?", &pairs, &placeholders(2)])
+        );
+        assert_eq!(
+            claim_stamp_carrying("t", None, &crate::job::keys(&[(1, 1)]), &[7]).sql(),
             CLAIM_STAMP_CARRYING.sql(&[
                 "?",
                 "?",
