@@ -479,10 +479,12 @@ async fn a_dead_host_is_rescued_by_another_hosts_reaper_and_a_live_one_is_left_a
     // Host B dies holding running jobs.
     db.insert_jobs("slow", 8).await;
     wait_until("host B running jobs", Duration::from_secs(20), || async {
-        let rows = running(&db).await;
+        // Nothing queued first, then the running rows: read the other way round, a row claimed
+        // between the two reads would be on host B without being checked as started.
         let queued: i64 = db
             .scalar("SELECT COUNT(*) FROM job_queue WHERE state = 'queued'")
             .await;
+        let rows = running(&db).await;
         let on_b: Vec<_> = rows.iter().filter(|r| r.1.starts_with("hostB:")).collect();
         let started = effects(&dir);
         queued == 0
