@@ -289,22 +289,22 @@ async fn claim_rolled_back(
     if !ids.is_empty() {
         // As a worker writes the list: apart from the stamp for a large claim, in it for a small one.
         let held = super::raw::held_list(ids.iter().copied());
-        let sql = if ids.len() >= LIST_APART_FROM {
+        let apart = ids.len() >= LIST_APART_FROM;
+        if apart {
             sqlx::query(&HOLDINGS_WRITE.sql(&["?", "?", "?"]))
                 .bind(false)
                 .bind(&held)
                 .bind("bench-backlog")
                 .execute(&mut *tx)
                 .await?;
-            CLAIM_STAMP.sql(&["?", &placeholders(ids.len())])
-        } else {
-            CLAIM_STAMP_LISTING.sql(&["?", "?", "?", "?", &placeholders(ids.len())])
-        };
-        let mut q = sqlx::query(&sql);
-        if ids.len() < LIST_APART_FROM {
-            q = q.bind("bench-backlog").bind(false).bind(&held);
         }
-        q = q.bind("bench-backlog");
+        let sql = super::raw::stamp_text(
+            apart,
+            [&CLAIM_STAMP, &CLAIM_STAMP_LISTING],
+            &["?", &placeholders(ids.len())],
+        );
+        let joined = (!apart).then_some(("bench-backlog", held.as_str()));
+        let mut q = super::raw::bind_list(sqlx::query(&sql), joined).bind("bench-backlog");
         for id in &ids {
             q = q.bind(*id);
         }

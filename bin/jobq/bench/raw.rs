@@ -22,7 +22,8 @@ use sqlx::{ConnectOptions, Connection, Executor, Row};
 use jobq::statements::{
     CLAIM_SELECT, CLAIM_SELECT_PAST_LOCKED, CLAIM_STAMP, CLAIM_STAMP_CARRYING,
     CLAIM_STAMP_CARRYING_LISTING, CLAIM_STAMP_LISTING, FINISH_DONE, FINISH_DONE_BATCH,
-    HOLDINGS_WRITE, LIST_APART_FROM, MIN_PAIRS, SESSION_SETUP, pair_placeholders, placeholders,
+    HOLDINGS_WRITE, LIST_APART_FROM, MIN_PAIRS, SESSION_SETUP, Statement, pair_placeholders,
+    placeholders,
 };
 
 use super::cpu::CpuMeter;
@@ -440,21 +441,13 @@ async fn claim(
             .execute(&mut *tx)
             .await?;
     }
-    let listing = |sql: &'static jobq::statements::Statement, gaps: &[&str]| {
-        if apart {
-            sql.sql(gaps)
-        } else {
-            let joined = if sql == &CLAIM_STAMP {
-                &CLAIM_STAMP_LISTING
-            } else {
-                &CLAIM_STAMP_CARRYING_LISTING
-            };
-            joined.sql(&[&["?", "?", "?"][..], gaps].concat())
-        }
-    };
     let joined = (!apart).then_some((token, held.as_str()));
     if carry.is_empty() {
-        let sql = listing(&CLAIM_STAMP, &["?", &placeholders(claimed.len())]);
+        let sql = stamp_text(
+            apart,
+            [&CLAIM_STAMP, &CLAIM_STAMP_LISTING],
+            &["?", &placeholders(claimed.len())],
+        );
         let mut q = bind_list(sqlx::query(&sql), joined).bind(token);
         for &(id, _) in &claimed {
             q = q.bind(id);
@@ -464,8 +457,9 @@ async fn claim(
         return Ok((claimed, 0));
     }
     let carry = as_sent(carry);
-    let sql = listing(
-        &CLAIM_STAMP_CARRYING,
+    let sql = stamp_text(
+        apart,
+        [&CLAIM_STAMP_CARRYING, &CLAIM_STAMP_CARRYING_LISTING],
         &[
             "?",
             "?",
@@ -487,9 +481,19 @@ async fn claim(
     Ok((claimed, finished))
 }
 
+/// A stamp's text with `gaps` for its own parameters: `single` when the list is written `apart`, else
+/// `joined`, whose list parameters come first (the token of the holdings row, the flag, the list).
+pub(crate) fn stamp_text(apart: bool, [single, joined]: [&Statement; 2], gaps: &[&str]) -> String {
+    if apart {
+        single.sql(gaps)
+    } else {
+        joined.sql(&[&["?", "?", "?"][..], gaps].concat())
+    }
+}
+
 /// The parameters a joined stamp begins with (the token of the holdings row, keep nothing, the list),
 /// when `joined` gives them.
-fn bind_list<'q>(
+pub(crate) fn bind_list<'q>(
     q: sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>,
     joined: Option<(&'q str, &'q str)>,
 ) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
