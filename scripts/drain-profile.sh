@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Where a drain's time goes on the server: fills a scratch database with N no-op jobs, drains them
 # with W worker processes (`jobq __bench-worker`, the library worker of `jobq bench`'s drain), and
-# prints jobs/s and the server's CPU per job read from /proc (so the server must run on this machine).
+# prints jobs/s and the server's and the workers' CPU per job read from /proc (so the server must run
+# on this machine).
 # With --perf it also records the server with `perf record -g` during the drain and prints the
 # statements' share of its samples (perf resolves the server's exported functions; InnoDB's own are
 # not exported and show as addresses under the handler calls).
@@ -21,7 +22,7 @@ while [ $# -gt 0 ]; do
     --batch) BATCH=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
-    -h|--help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "drain-profile: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -38,6 +39,8 @@ sql() { mysql -u"$user" -h"$host" -P"$port" "$@"; }
 PID=$(cat "$(sql -N -e 'SELECT @@pid_file')" 2>/dev/null) && [ -r "/proc/$PID/stat" ] ||
   { echo "drain-profile: the server at $BASE does not run on this machine (no readable pid file)" >&2; exit 1; }
 ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
+# The CPU of this shell's waited-for children: the worker processes, read around their drain.
+child_ticks() { awk '{print $16 + $17}' "/proc/$$/stat"; }
 HZ=$(getconf CLK_TCK)
 trap 'sql -e "DROP DATABASE IF EXISTS jobq_profile" >/dev/null 2>&1 || true' EXIT
 
@@ -51,19 +54,19 @@ for run in $(seq 1 "$RUNS"); do
       SELECT 'bench.noop' FROM n"
   sleep 2
   [ "$PERF" = 1 ] && { perf record -q -F 999 -g -p "$PID" -o /tmp/jobq-drain-profile.data 2>/dev/null & PERF_PID=$!; }
-  c0=$(ticks); t0=$(date +%s.%N)
+  c0=$(ticks); w0=$(child_ticks); t0=$(date +%s.%N)
   pids=()
   for _ in $(seq 1 "$WORKERS"); do
     "$JOBQ" __bench-worker --concurrency "$CONC" --batch-size "$BATCH" --kind bench.noop 2>/dev/null &
     pids+=($!)
   done
   wait "${pids[@]}"
-  t1=$(date +%s.%N); c1=$(ticks)
+  t1=$(date +%s.%N); c1=$(ticks); w1=$(child_ticks)
   [ "$PERF" = 1 ] && { kill -INT "$PERF_PID"; wait "$PERF_PID" 2>/dev/null || true; }
   done_jobs=$(sql -N jobq_profile -e "SELECT COUNT(*) FROM job_queue WHERE state = 'done' AND attempts = 1")
-  awk -v n="$JOBS" -v d="$done_jobs" -v t="$(echo "$t1 - $t0" | bc)" -v c="$((c1 - c0))" -v hz="$HZ" \
+  awk -v n="$JOBS" -v d="$done_jobs" -v t="$(echo "$t1 - $t0" | bc)" -v c="$((c1 - c0))" -v wc="$((w1 - w0))" -v hz="$HZ" \
     -v w="$WORKERS" -v cc="$CONC" -v b="$BATCH" -v r="$run" \
-    'BEGIN { printf "run %d, W=%d c=%d b=%d: %d jobs (%d done once) in %.2f s, %.0f jobs/s, server %.1f µs CPU per job\n", r, w, cc, b, n, d, t, n / t, c / hz * 1e6 / n }'
+    'BEGIN { printf "run %d, W=%d c=%d b=%d: %d jobs (%d done once) in %.2f s, %.0f jobs/s, server %.1f, workers %.1f µs CPU per job\n", r, w, cc, b, n, d, t, n / t, c / hz * 1e6 / n, wc / hz * 1e6 / n }'
   [ "$done_jobs" = "$JOBS" ] || { echo "drain-profile: only $done_jobs of $JOBS jobs done once" >&2; exit 1; }
 done
 
