@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use jobq::{ConnectConfig, Mode};
 use sqlx::{ConnectOptions, Connection, Executor, MySqlPool};
@@ -79,16 +79,17 @@ async fn measure(ctx: &Ctx, urls: &[String]) -> BResult<ClusterReport> {
     jobq::migrate(&pool).await?;
     let mut status = Vec::new();
     for url in urls {
-        status.push(
-            jobq::connect(&ConnectConfig::new(url)?.max_connections(STATUS_CONNECTIONS)).await?,
-        );
+        let config = ConnectConfig::new(url)?;
+        let name = config.redacted_url().to_string();
+        let pool = jobq::connect(&config.max_connections(STATUS_CONNECTIONS)).await?;
+        status.push((name, pool));
     }
     let mut runs = Vec::new();
     for (layout, settings, n) in plan(urls.len()) {
         runs.push(drain_on(ctx, &pool, &status, layout, settings, &urls[..n]).await?);
     }
     pool.close().await;
-    for p in status {
+    for (_, p) in status {
         p.close().await;
     }
     Ok(ClusterReport { runs })
@@ -99,7 +100,7 @@ async fn measure(ctx: &Ctx, urls: &[String]) -> BResult<ClusterReport> {
 async fn drain_on(
     ctx: &Ctx,
     pool: &MySqlPool,
-    status: &[MySqlPool],
+    status: &[(String, MySqlPool)],
     layout: Layout,
     settings: Settings,
     nodes: &[String],
@@ -126,7 +127,7 @@ async fn drain_on(
     pool.execute("ANALYZE TABLE job_queue").await?;
     let before = conflicts(status).await?;
     let t0 = Instant::now();
-    let failed = run_workers(ctx, settings, &workers).await?;
+    let failed = run_workers(ctx, settings, &workers, drain_limit(jobs)).await?;
     let secs = t0.elapsed().as_secs_f64();
     let conflicts = conflicts(status).await? - before;
     let done: i64 =
@@ -184,12 +185,26 @@ async fn insert_spread(pool: &MySqlPool, queues: &[&str], n: u64) -> BResult<()>
     Ok(())
 }
 
+/// How long one drain of `jobs` jobs may take: long enough for a slow host (200 jobs/s), and a bound
+/// on a drain whose node died under it. Its workers then retry that node for as long as they run, as
+/// jobq's workers ride out an outage; without a bound the run would wait for them forever. (A node of
+/// `scripts/galera.sh` is killed at its memory limit when it grows; see that script.)
+fn drain_limit(jobs: u64) -> Duration {
+    Duration::from_secs_f64((jobs as f64 / 200.0).max(60.0))
+}
+
+/// How long stopped workers get to end, and a node to answer whether it is up.
+const STOP_WAIT: Duration = Duration::from_secs(30);
+const PROBE_WAIT: Duration = Duration::from_secs(5);
+
 /// Starts the draining `workers` (node URL, queue) and waits for all of them: the last failure, if one
-/// failed.
+/// failed. A drain still running after `limit` is stopped, and the section fails naming the nodes that
+/// do not answer.
 async fn run_workers(
     ctx: &Ctx,
     settings: Settings,
     workers: &[(&str, String)],
+    limit: Duration,
 ) -> BResult<Option<String>> {
     let shutdown = ctx.stop.child_token();
     let calls = Arc::new(AtomicU64::new(0));
@@ -210,25 +225,77 @@ async fn run_workers(
             .await?,
         );
     }
-    let mut failed = None;
-    for r in running {
-        if let (_, Some(e)) = r.join().await {
-            failed = Some(e);
+    let joined = async {
+        let mut failed = None;
+        for r in running {
+            if let (_, Some(e)) = r.join().await {
+                failed = Some(e);
+            }
+        }
+        failed
+    };
+    let mut joined = std::pin::pin!(joined);
+    if let Ok(failed) = tokio::time::timeout(limit, &mut joined).await {
+        return Ok(failed);
+    }
+    shutdown.cancel();
+    let _ = tokio::time::timeout(STOP_WAIT, &mut joined).await;
+    let mut silent = Vec::new();
+    let mut probed = Vec::new();
+    for url in workers.iter().map(|(url, _)| *url) {
+        if probed.contains(&url) {
+            continue;
+        }
+        probed.push(url);
+        if let Err(why) = probe(url).await {
+            let name = ConnectConfig::new(url)
+                .map_or_else(|_| "?".into(), |c| c.redacted_url().to_string());
+            silent.push(format!("{name} ({why})"));
         }
     }
-    Ok(failed)
+    Err(BenchError::Setup(format!(
+        "cluster: a drain did not end within {} s: {}",
+        limit.as_secs(),
+        match silent.as_slice() {
+            [] => "every node answers; the workers were stopped".to_string(),
+            _ => format!("not answering: {}", silent.join(", ")),
+        }
+    )))
 }
 
-/// Certification failures and brute-force aborts, summed over the nodes.
-async fn conflicts(nodes: &[MySqlPool]) -> BResult<u64> {
+/// Whether the node at `url` answers a statement within [`PROBE_WAIT`]; why not, if it does not.
+async fn probe(url: &str) -> Result<(), String> {
+    let answer = async {
+        let mut conn = ConnectConfig::new(url)
+            .map_err(|e| e.to_string())?
+            .connect_options()
+            .connect()
+            .await
+            .map_err(|e| e.to_string())?;
+        conn.execute("DO 0").await.map_err(|e| e.to_string())?;
+        let _ = conn.close().await;
+        Ok(())
+    };
+    tokio::time::timeout(PROBE_WAIT, answer)
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer in {} s", PROBE_WAIT.as_secs())))
+}
+
+/// Certification failures and brute-force aborts, summed over the nodes (URL without its password, pool).
+async fn conflicts(nodes: &[(String, MySqlPool)]) -> BResult<u64> {
     let mut sum = 0;
-    for pool in nodes {
+    for (url, pool) in nodes {
         let rows: Vec<(String, String)> = sqlx::query_as(
             "SHOW GLOBAL STATUS WHERE Variable_name IN \
              ('wsrep_local_cert_failures', 'wsrep_local_bf_aborts')",
         )
         .fetch_all(pool)
-        .await?;
+        .await
+        .map_err(|e| {
+            BenchError::Setup(format!(
+                "cluster: cannot read the conflict counters of the node at {url}: {e}"
+            ))
+        })?;
         if rows.is_empty() {
             return Err(BenchError::Setup(
                 "cluster: a node has no wsrep counters; --cluster must name Galera nodes".into(),

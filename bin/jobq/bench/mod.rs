@@ -253,7 +253,20 @@ async fn run_sections(mut ctx: Ctx, name: &str) -> BResult<BenchReport> {
     }
     if ctx.cfg.runs(Section::Cluster) && !ctx.cfg.cluster_urls.is_empty() {
         let urls = ctx.cfg.cluster_urls.clone();
-        report.cluster = Some(cluster::run(&ctx, &urls).await?);
+        // Last, and on other servers: a cluster that fails the run must not take the other
+        // sections' figures with it.
+        match cluster::run(&ctx, &urls).await {
+            Ok(cluster) => report.cluster = Some(cluster),
+            Err(e) => {
+                ctx.progress(format!("cluster: stopped: {e}"));
+                ctx.check(
+                    Section::Cluster,
+                    "the cluster section ran to its end",
+                    false,
+                    e.to_string(),
+                );
+            }
+        }
     }
     report.load.end = cpu::loadavg();
     report.elapsed_secs = started.elapsed().as_secs_f64();
