@@ -491,9 +491,9 @@ async fn claim_apart(
 }
 
 /// When each step of a committed claim ended, for a trace event (`JOBQ_LOG=jobq::db::claim=trace`)
-/// that says where its time went: a job's pickup delay under a steady stream is about one and a half
-/// claims (half a claim waiting for the one under way to end, then its own), so which step is slow is
-/// what an operator chasing latency needs to know. Four clock reads per claim.
+/// that says where its time went: a job's pickup delay under a steady stream is one to one and a half
+/// claims (what is left of the claim under way when it arrives, then the claim that takes it), so
+/// which step is slow is what an operator chasing latency needs to know. Four clock reads per claim.
 struct Clock {
     began: Instant,
     /// BEGIN, with a carried finish when it is made apart.
