@@ -3,17 +3,19 @@
 # with W worker processes (`jobq __bench-worker`, the library worker of `jobq bench`'s drain), and
 # prints jobs/s and the server's and the workers' CPU per job read from /proc (so the server must run
 # on this machine).
+# With --alter it changes jobq's table after migrating, to measure what one part of the schema costs:
+# CLAUSES is what follows `ALTER TABLE job_queue` (e.g. --alter 'DROP INDEX due_kinds').
 # With --perf it also records the server with `perf record -g` during the drain and prints the
 # statements' share of its samples (perf resolves the server's exported functions; InnoDB's own are
 # not exported and show as addresses under the handler calls).
 #
-#   scripts/drain-profile.sh [--jobs N] [--workers W] [--concurrency C] [--batch B] [--runs R] [--perf]
+#   scripts/drain-profile.sh [--jobs N] [--workers W] [--concurrency C] [--batch B] [--runs R] [--alter CLAUSES] [--perf]
 #
 # Needs a release build (cargo build --release) and a server at JOBQ_PROFILE_URL (default
 # mysql://root@127.0.0.1:3306), on which it creates and drops the database jobq_profile.
 set -euo pipefail
 
-JOBS=100000 WORKERS=2 CONC=2000 BATCH=1000 RUNS=1 PERF=0
+JOBS=100000 WORKERS=2 CONC=2000 BATCH=1000 RUNS=1 PERF=0 ALTER=
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs) JOBS=$2; shift 2 ;;
@@ -21,8 +23,9 @@ while [ $# -gt 0 ]; do
     --concurrency) CONC=$2; shift 2 ;;
     --batch) BATCH=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
+    --alter) ALTER=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "drain-profile: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -39,6 +42,8 @@ sql() { mysql -u"$user" -h"$host" -P"$port" "$@"; }
 PID=$(cat "$(sql -N -e 'SELECT @@pid_file')" 2>/dev/null) && [ -r "/proc/$PID/stat" ] ||
   { echo "drain-profile: the server at $BASE does not run on this machine (no readable pid file)" >&2; exit 1; }
 ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
+# Undo records purge has still to clean up (committed transactions' history).
+unpurged() { sql -N -e "SELECT COUNT FROM information_schema.INNODB_METRICS WHERE NAME = 'trx_rseg_history_len'"; }
 # The CPU of this shell's waited-for children: the worker processes, read around their drain.
 child_ticks() { awk '{print $16 + $17}' "/proc/$$/stat"; }
 HZ=$(getconf CLK_TCK)
@@ -47,12 +52,14 @@ trap 'sql -e "DROP DATABASE IF EXISTS jobq_profile" >/dev/null 2>&1 || true' EXI
 for run in $(seq 1 "$RUNS"); do
   sql -e "DROP DATABASE IF EXISTS jobq_profile; CREATE DATABASE jobq_profile"
   "$JOBQ" migrate >/dev/null 2>&1
+  [ -z "$ALTER" ] || sql jobq_profile -e "ALTER TABLE job_queue $ALTER"
   # MariaDB's sequence engine, else (MySQL 8) a recursive CTE.
   sql jobq_profile -e "INSERT INTO job_queue (kind) SELECT 'bench.noop' FROM seq_1_to_$JOBS" 2>/dev/null ||
     sql jobq_profile -e "SET SESSION cte_max_recursion_depth = $JOBS;
       INSERT INTO job_queue (kind) WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < $JOBS)
       SELECT 'bench.noop' FROM n"
   sleep 2
+  h0=$(unpurged)
   [ "$PERF" = 1 ] && { perf record -q -F 999 -g -p "$PID" -o /tmp/jobq-drain-profile.data 2>/dev/null & PERF_PID=$!; }
   c0=$(ticks); w0=$(child_ticks); t0=$(date +%s.%N)
   pids=()
@@ -62,11 +69,14 @@ for run in $(seq 1 "$RUNS"); do
   done
   wait "${pids[@]}"
   t1=$(date +%s.%N); c1=$(ticks); w1=$(child_ticks)
+  # The server's work for the drain goes on in purge after it; count it, waiting up to 20 s.
+  for _ in $(seq 1 100); do [ "$(unpurged)" -le $((h0 + 10)) ] && break; sleep 0.2; done
+  c2=$(ticks)
   [ "$PERF" = 1 ] && { kill -INT "$PERF_PID"; wait "$PERF_PID" 2>/dev/null || true; }
   done_jobs=$(sql -N jobq_profile -e "SELECT COUNT(*) FROM job_queue WHERE state = 'done' AND attempts = 1")
-  awk -v n="$JOBS" -v d="$done_jobs" -v t="$(echo "$t1 - $t0" | bc)" -v c="$((c1 - c0))" -v wc="$((w1 - w0))" -v hz="$HZ" \
+  awk -v n="$JOBS" -v d="$done_jobs" -v t="$(echo "$t1 - $t0" | bc)" -v c="$((c1 - c0))" -v wc="$((w1 - w0))" -v cp="$((c2 - c0))" -v hz="$HZ" \
     -v w="$WORKERS" -v cc="$CONC" -v b="$BATCH" -v r="$run" \
-    'BEGIN { printf "run %d, W=%d c=%d b=%d: %d jobs (%d done once) in %.2f s, %.0f jobs/s, server %.1f, workers %.1f µs CPU per job\n", r, w, cc, b, n, d, t, n / t, c / hz * 1e6 / n, wc / hz * 1e6 / n }'
+    'BEGIN { printf "run %d, W=%d c=%d b=%d: %d jobs (%d done once) in %.2f s, %.0f jobs/s, server %.1f (%.1f with purge), workers %.1f µs CPU per job\n", r, w, cc, b, n, d, t, n / t, c / hz * 1e6 / n, cp / hz * 1e6 / n, wc / hz * 1e6 / n }'
   [ "$done_jobs" = "$JOBS" ] || { echo "drain-profile: only $done_jobs of $JOBS jobs done once" >&2; exit 1; }
 done
 
