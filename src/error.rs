@@ -109,6 +109,17 @@ pub enum Error {
         known: i64,
     },
 
+    /// A statement of one migration failed; the migrations before it are applied, and a new run starts
+    /// again at this one.
+    #[error("{name}: {source}")]
+    Migration {
+        /// The migration's file in `migrations/`.
+        name: &'static str,
+        /// What the server answered.
+        #[source]
+        source: sqlx::Error,
+    },
+
     /// Another `jobq migrate` held the migration lock for as long as this one waited.
     #[error(
         "another `jobq migrate` has held the migration lock for {} s; try again",

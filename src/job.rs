@@ -104,8 +104,8 @@ impl State {
     }
 
     /// True for the states off a job's common path (waiting, retry, dead, cancelled): the ones the
-    /// `rare_state` index (schema 39) holds, whose entries move only when a job waits, fails, dies or is
-    /// cancelled.
+    /// `rare_state` index (schemas 39 and 42) holds, whose entries move only when a job waits, fails,
+    /// dies or is cancelled.
     pub(crate) fn is_rare(self) -> bool {
         matches!(
             self,

@@ -8,13 +8,13 @@ use crate::error::Result;
 use crate::job::State;
 
 /// Finished and waiting states' rows are counted up to this many. A state's stretch of the
-/// `rare_state (rare_state, finished_at)` index holds the row ids only, so finding each row's queue is
+/// `rare_state (rare_state, rare_at)` index holds the row ids only, so finding each row's queue is
 /// a primary-key lookup: 10,000 lookups take a few milliseconds, a million would take seconds.
 pub(crate) const QUEUE_COUNT_CAP: i64 = 10_000;
 
 /// Where the rows of `state` are found through an index: the index (for `FORCE INDEX`), and the
 /// condition that makes them a range of it, to be followed by `= ` and the state's name. Waiting,
-/// retry, dead and cancelled rows through `rare_state` (schema 39, in finished_at order), queued rows
+/// retry, dead and cancelled rows through `rare_state` (schema 39; in rare_at order, their finished_at, since schema 42), queued rows
 /// through the claim index (whose entries are the queued and retry rows). None for running rows, which
 /// the claimants' holdings lists name (`statements::listed_running!`), and for done rows, which no index
 /// holds apart (a job's common path moves no index entry when it ends: schema 41); see
@@ -95,7 +95,7 @@ pub(crate) async fn queue_state_counts(pool: &MySqlPool) -> Result<Vec<QueueStat
                  (SELECT COUNT(*) FROM (SELECT 1 FROM job_queue FORCE INDEX ({3}) \
                  WHERE {4} = '{0}' LIMIT {1}) c) AS seen \
                  FROM (SELECT queue FROM job_queue FORCE INDEX ({3}) WHERE {4} = '{0}' \
-                 ORDER BY finished_at DESC LIMIT {2}) t GROUP BY queue)",
+                 ORDER BY rare_at DESC LIMIT {2}) t GROUP BY queue)",
                 s.as_str(),
                 QUEUE_COUNT_CAP + 1,
                 QUEUE_COUNT_CAP,

@@ -236,6 +236,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "0041_drop_state_claim.sql",
         sql: include_str!("../../migrations/0041_drop_state_claim.sql"),
     },
+    Migration {
+        version: 42,
+        name: "0042_rare_at.sql",
+        sql: include_str!("../../migrations/0042_rare_at.sql"),
+    },
 ];
 
 /// The schema version this build needs.
@@ -313,7 +318,12 @@ async fn apply_pending(conn: &mut sqlx::MySqlConnection) -> Result<MigrateReport
                         "statement for MariaDB only; nothing to do here"
                     );
                 }
-                Err(e) => return Err(e.into()),
+                Err(source) => {
+                    return Err(Error::Migration {
+                        name: m.name,
+                        source,
+                    });
+                }
             }
         }
         sqlx::query("INSERT INTO jobq_schema_migrations (version, name) VALUES (?, ?)")

@@ -29,13 +29,14 @@ pub(crate) async fn prune_counting(
 ) -> Result<u64> {
     let secs = retention.as_secs_f64();
     let mut total = prune_done(pool, secs, deleted).await?;
-    // Dead and cancelled rows are one range each of `rare_state (rare_state, finished_at)`.
+    // Dead and cancelled rows are one range each of `rare_state (rare_state, rare_at)`, rare_at being
+    // their finished_at (schema 42).
     for state in ["dead", "cancelled"] {
         loop {
             let n = retry_transient("prune", 5, || async {
                 sqlx::query(
                     "DELETE FROM job_queue WHERE rare_state = ? \
-                     AND finished_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?",
+                     AND rare_at < NOW(6) - INTERVAL ? MICROSECOND LIMIT ?",
                 )
                 .bind(state)
                 .bind((secs * 1e6) as i64)

@@ -265,9 +265,9 @@ async fn prune_walks_the_primary_key_as_far_as_rows_created_before_the_cutoff() 
 }
 
 /// The `rare_state` index (schema 39) holds the rows off a job's common path and only those: a job
-/// that succeeds never has an entry (the index costs the common path no write), a failed job waiting
-/// for its retry has one, and so do dead, cancelled and waiting jobs, where pruning, the dashboard and
-/// the dependency sweep find them.
+/// that succeeds keys (NULL, NULL) there throughout (its entry never moves: see the next test), a failed
+/// job waiting for its retry has a key of its own, and so do dead, cancelled and waiting jobs, where
+/// pruning, the dashboard and the dependency sweep find them.
 #[tokio::test]
 async fn only_rows_off_the_common_path_are_in_the_rare_state_index() {
     let db = TestDb::new().await;
@@ -302,6 +302,84 @@ async fn only_rows_off_the_common_path_are_in_the_rare_state_index() {
         db.states().await,
         "cancelled=1 dead=1 done=20 retry=1 waiting=1"
     );
+}
+
+/// A job that runs and succeeds moves entries in the claim indexes only (`claim_order` and `due_kinds`,
+/// which it leaves when claimed): in every other index of `job_queue` its key is the same queued,
+/// running and done, so neither its claim nor its finish writes an entry there. Schema 39's `rare_state
+/// (rare_state, finished_at)` broke this unseen (the done finish moved (NULL, NULL) to (NULL,
+/// finished_at) for every job: about a sixth of a drain's server CPU) until schema 42.
+#[tokio::test]
+async fn a_job_that_succeeds_moves_no_index_entry_but_the_claim_indexes() {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    let db = TestDb::new().await;
+    let indexes: Vec<(String, String)> = sqlx::query_as(
+        "SELECT CAST(INDEX_NAME AS CHAR), \
+         CAST(GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX) AS CHAR) \
+         FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() \
+         AND TABLE_NAME = 'job_queue' AND INDEX_NAME NOT IN ('PRIMARY', 'claim_order', 'due_kinds') \
+         GROUP BY INDEX_NAME ORDER BY INDEX_NAME",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert!(
+        indexes.iter().any(|(name, _)| name == "rare_state") && indexes.len() >= 6,
+        "{indexes:?}"
+    );
+    // Each index's key of one row, as text: `name=(HEX(col),…)`.
+    let key = indexes
+        .iter()
+        .map(|(name, cols)| {
+            let cols: Vec<String> = cols
+                .split(',')
+                .map(|c| format!("IFNULL(HEX({c}), 'NULL')"))
+                .collect();
+            format!("'{name}=(', CONCAT_WS(',', {}), ') '", cols.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let keys_sql = format!("SELECT id, CONCAT({key}) FROM job_queue");
+    let key_of_sql = format!("SELECT CONCAT({key}) FROM job_queue WHERE id = ?");
+    let keys = |pool: sqlx::MySqlPool, sql: String| async move {
+        sqlx::query_as::<_, (u64, String)>(&sql)
+            .fetch_all(&pool)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect::<HashMap<u64, String>>()
+    };
+    db.insert_jobs("ok", 20).await;
+    db.exec("INSERT INTO job_queue (kind, queue, priority, payload) VALUES ('ok', 'q2', 5, '{\"a\": 1}')")
+        .await;
+    let queued = keys(db.pool.clone(), keys_sql.clone()).await;
+    assert_eq!(queued.len(), 21);
+    // Each job reads its own row's keys while it runs (its claim committed before its handler starts).
+    let running = Arc::new(Mutex::new(HashMap::new()));
+    let (pool, seen) = (db.pool.clone(), running.clone());
+    let handlers = jobq::Handlers::new()
+        .register("ok", move |j: jobq::JobContext| {
+            let (pool, sql, seen) = (pool.clone(), key_of_sql.clone(), seen.clone());
+            async move {
+                let k: String = sqlx::query_scalar(&sql)
+                    .bind(j.id.0)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap();
+                seen.lock().unwrap().insert(j.id.0, k);
+                Ok(())
+            }
+        })
+        .unwrap();
+    db.worker(handlers).queues(&["default", "q2"]).drain().await;
+    assert_eq!(db.states().await, "done=21");
+    let done = keys(db.pool.clone(), keys_sql).await;
+    let running = running.lock().unwrap().clone();
+    for (id, k) in &queued {
+        assert_eq!(running.get(id), Some(k), "job {id}: queued, then running");
+        assert_eq!(done.get(id), Some(k), "job {id}: queued, then done");
+    }
 }
 
 /// How many migrations there are (the files of `migrations/`): the rows a migrated database has in

@@ -1,10 +1,10 @@
 //! The server's CPU per job of a drain, by table: one connection claims (jobq's pick-then-lock and
-//! `HOLDINGS_WRITE` and `CLAIM_STAMP`, 1,000 rows) and finishes (`FINISH_DONE_BATCH`) until nothing is due, on jobq's table,
-//! on copies of it with one part less or (the index of running and done rows schemas 34 to 40 had)
-//! one more, on jobq's table with a claim that does not write the claimant's holdings list (what the
-//! list costs, see [`Drain::Unlisted`]), and on the lean table ([`super::lean`]). Purge's work for
-//! the drained rows is counted: the meter stops once the server's history list is back to its length
-//! before the drain.
+//! `HOLDINGS_WRITE` and `CLAIM_STAMP`, 1,000 rows) and finishes (`FINISH_DONE_BATCH`) until nothing is
+//! due, on jobq's table, on copies of it with one part less or as an older schema had it (the index of
+//! running and done rows of schemas 34 to 40, the rare rows' index on finished_at of schemas 39 to 41),
+//! on jobq's table with a claim that does not write the claimant's holdings list (what the list costs,
+//! see [`Drain::Unlisted`]), and on the lean table ([`super::lean`]). Purge's work for the drained rows
+//! is counted: the meter stops once the server's history list is back to its length before the drain.
 //!
 //! The row costs ([`super::rowcost`]) time each statement from the client; this counts what the server
 //! spent per job in all, which is what bounds a drain on a machine whose cores the server shares, and
@@ -82,6 +82,11 @@ fn variants() -> Vec<Variant> {
         v(
             "with state_claim (schemas 34-40)",
             Some("ADD KEY state_claim (state, claim, finished_at)"),
+            Drain::Jobq,
+        ),
+        v(
+            "rare_state on finished_at (schemas 39-41)",
+            Some("DROP KEY rare_state, ADD KEY rare_state (rare_state, finished_at)"),
             Drain::Jobq,
         ),
         v("claim without the holdings list", None, Drain::Unlisted),

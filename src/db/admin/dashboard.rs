@@ -221,7 +221,7 @@ pub(crate) async fn history_length(pool: &MySqlPool) -> Option<i64> {
 
 /// Done and dead jobs per minute (minutes since the epoch, by the database clock) from minute `from` on,
 /// and the current minute. Done jobs from the counts the workers write (`jobq_done_minutes`), dead ones
-/// from their rows through the `rare_state` index.
+/// from their rows through the `rare_state` index (their finished_at is its rare_at).
 pub(crate) async fn finished_by_minute(
     pool: &MySqlPool,
     from: Option<i64>,
@@ -233,7 +233,7 @@ pub(crate) async fn finished_by_minute(
     let dead: Vec<(i64, i64)> = sqlx::query_as(
         "SELECT CAST(FLOOR(UNIX_TIMESTAMP(finished_at) / 60) AS SIGNED) AS m, COUNT(*) \
          FROM job_queue FORCE INDEX (rare_state) \
-         WHERE rare_state = 'dead' AND finished_at >= FROM_UNIXTIME(? * 60) GROUP BY m",
+         WHERE rare_state = 'dead' AND rare_at >= FROM_UNIXTIME(? * 60) GROUP BY m",
     )
     .bind(from)
     .fetch_all(pool)
