@@ -5,7 +5,8 @@
 -- (NULL, NULL) while queued and running, and its done finish, which sets finished_at, moved it to
 -- (NULL, finished_at): a delete-marked entry, a new one and purge's clean-up for every job that ran.
 -- Measured with scripts/drain-profile.sh (two worker processes, 100,000 no-op jobs, four alternating
--- pairs): 82-93 µs of server CPU per job against 98-109, 17,400-19,000 jobs/s against 14,600-16,800.
+-- pairs, purge included): 84-94 µs of server CPU per job against 100-110, 17,400-19,000 jobs/s against
+-- 14,600-16,800.
 --
 -- rare_at is finished_at in the states of rare_state and NULL in every other, so a row on the common
 -- path keys (NULL, NULL) from insert to deletion and its finish writes no entry. What read the index by
