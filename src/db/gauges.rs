@@ -14,11 +14,11 @@ pub(crate) const QUEUE_COUNT_CAP: i64 = 10_000;
 
 /// Where the rows of `state` are found through an index: the index (for `FORCE INDEX`), and the
 /// condition that makes them a range of it, to be followed by `= ` and the state's name. Waiting,
-/// retry, dead and cancelled rows through `rare_state` (schema 39; in rare_at order, their finished_at, since schema 42), queued rows
-/// through the claim index (whose entries are the queued and retry rows). None for running rows, which
-/// the claimants' holdings lists name (`statements::listed_running!`), and for done rows, which no index
-/// holds apart (a job's common path moves no index entry when it ends: schema 41); see
-/// [`done_window`].
+/// retry, dead and cancelled rows through `rare_state` (schema 39; in rare_at order, which is their
+/// finished_at, since schema 42), queued rows through the claim index (whose entries are the queued and
+/// retry rows). None for running rows, which the claimants' holdings lists name
+/// (`statements::listed_running!`), and for done rows, which no index holds apart (a job's common path
+/// moves no index entry when it ends: schema 41); see [`done_window`].
 pub(crate) fn by_state(state: State) -> Option<(&'static str, &'static str)> {
     match state {
         s if s.is_rare() => Some(("rare_state", "rare_state")),
