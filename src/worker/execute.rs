@@ -20,7 +20,7 @@ use crate::db::finish::{ByApplication, Finish, finish_bounded};
 use crate::error::Error;
 use crate::handler::{BoxFuture, Finished, JobContext, JobError, Reporter};
 use crate::job::AttemptKey;
-use crate::telemetry;
+use crate::telemetry::JobFigures;
 
 /// Why the handler stopped.
 enum Ended {
@@ -51,6 +51,7 @@ pub(super) async fn run_job(
     entry: Entry,
     older: Option<CancellationToken>,
     member: Member,
+    figures: Arc<JobFigures>,
 ) {
     // The task starts as soon as its claim is committed: what passes from here to the handler's start
     // (waiting for an earlier copy, a fence check) is part of the job's pickup delay.
@@ -75,9 +76,8 @@ pub(super) async fn run_job(
         Some(Finish::Release)
     } else {
         let _counted = shared.fence.enter();
-        telemetry::running(1.0);
         let waited = Duration::from_micros(job.waited_us.max(0) as u64) + claimed.elapsed();
-        telemetry::job_started(&job.queue, waited);
+        figures.started(waited);
         let started = Instant::now();
         let report = Reporter::new(shared.pool.clone(), job.key(), shared.token.clone());
         let handed = trace.insert(AttemptTrace::start(&job)).traceparent();
@@ -91,9 +91,8 @@ pub(super) async fn run_job(
         } else {
             ended
         };
-        telemetry::job_ran(&job.queue, &job.kind, started.elapsed());
+        figures.ran(started.elapsed());
         timed_out = matches!(ended, Ended::TimedOut(_));
-        telemetry::running(-1.0);
         entry.recording();
         decide(&shared, &job, ended, entry.cancel_request.is_cancelled())
     };
@@ -104,24 +103,32 @@ pub(super) async fn run_job(
         Some(Finish::Done) if Finished::of(&finished) != Finished::ByWorker => {
             drop(member);
             shared.counters.done.fetch_add(1, Ordering::Relaxed);
-            telemetry::job_finished(&job.queue, &job.kind, "done");
+            figures.finished("done");
             debug!(job_id = job.id.0, kind = %job.kind, attempt, "job done (finished in the handler's or the application's transaction)");
             "done"
         }
         Some(Finish::Done) => {
             give_back(&shared, &mut slot, claimed);
             let reply = done_patiently(&shared, shared.finisher.done(job.key(), member)).await;
-            record(&shared, &job, attempt, &Finish::Done, timed_out, reply)
+            record(
+                &shared,
+                &job,
+                &figures,
+                attempt,
+                &Finish::Done,
+                timed_out,
+                reply,
+            )
         }
         Some(outcome) => {
             drop(member);
             let reply = Box::pin(finish_patiently(&shared, &job, attempt, outcome)).await;
-            record(&shared, &job, attempt, outcome, timed_out, reply)
+            record(&shared, &job, &figures, attempt, outcome, timed_out, reply)
         }
         None => {
             drop(member);
             shared.counters.lost.fetch_add(1, Ordering::Relaxed);
-            telemetry::job_finished(&job.queue, &job.kind, "claim_lost");
+            figures.finished("claim_lost");
             "claim_lost"
         }
     };
@@ -174,7 +181,9 @@ async fn run_handler(
         .map(|s| Duration::from_secs(u64::from(s)))
         .or(registered.options.timeout)
         .unwrap_or(shared.cfg.default_timeout);
-    let cancel = shared.hard_stop.child_token();
+    // Not a child of `hard_stop`: the select below cancels it on a hard stop as on every other end,
+    // and a child token takes the parent's lock to join it and again to leave, for every job.
+    let cancel = CancellationToken::new();
     let now = chrono::Utc::now();
     let ctx = JobContext {
         id: job.id,
@@ -182,7 +191,7 @@ async fn run_handler(
         queue: job.queue.clone(),
         attempt: job.attempt(),
         max_attempts: max_attempts(shared, job),
-        claim: shared.token.to_string(),
+        claim: shared.token.as_str().to_owned(),
         payload: job.payload.clone(),
         cancel: cancel.clone(),
         deadline: chrono::Duration::from_std(timeout)
@@ -407,6 +416,7 @@ async fn done_patiently(shared: &Shared, done: impl Future<Output = Reply>) -> R
 fn record(
     shared: &Shared,
     job: &ClaimedJob,
+    figures: &JobFigures,
     attempt: u16,
     outcome: &Finish,
     timed_out: bool,
@@ -443,12 +453,12 @@ fn record(
             };
             counter.fetch_add(1, Ordering::Relaxed);
             let label = outcome_label(outcome, timed_out);
-            telemetry::job_finished(&job.queue, &job.kind, label);
+            figures.finished(label);
             label
         }
         Ok(false) => {
             c.lost.fetch_add(1, Ordering::Relaxed);
-            telemetry::job_finished(&job.queue, &job.kind, "claim_lost");
+            figures.finished("claim_lost");
             warn!(job_id = job.id.0, kind = %job.kind, attempt, claim = %shared.token,
                   "claim lost: the row no longer carries this worker's token and attempt; leaving it alone");
             "claim_lost"
@@ -507,5 +517,32 @@ mod tests {
         assert_eq!(outcome_label(&retry, false), "retry");
         assert_eq!(outcome_label(&dead, false), "dead");
         assert_eq!(outcome_label(&Finish::Done, false), "done");
+    }
+
+    #[test]
+    fn every_outcome_label_has_a_registered_counter() {
+        let finishes = [
+            Finish::Done,
+            Finish::Retry {
+                delay: Duration::from_secs(1),
+                error: "e".into(),
+            },
+            Finish::Dead { error: "e".into() },
+            Finish::Cancelled { reason: "r".into() },
+            Finish::Interrupted { reason: "r".into() },
+            Finish::Release,
+            Finish::Snooze {
+                delay: Duration::from_secs(1),
+            },
+        ];
+        for finish in &finishes {
+            for timed_out in [false, true] {
+                let label = outcome_label(finish, timed_out);
+                assert!(
+                    crate::telemetry::OUTCOMES.contains(&label),
+                    "{label:?} is not in telemetry::OUTCOMES"
+                );
+            }
+        }
     }
 }

@@ -21,6 +21,7 @@ use crate::db::dedicated::Dedicated;
 use crate::db::limits::LimitKey;
 use crate::error::Result;
 use crate::service::{sleep_or_stop, unless_stopped};
+use crate::telemetry::JobFigures;
 
 /// Claims while there is room and work; returns when drained or told to stop.
 pub(super) async fn fetch_loop(
@@ -280,8 +281,16 @@ impl Fetch<'_> {
             .claimed
             .fetch_add(jobs.len() as u64, Ordering::Relaxed);
         let cohort = shared.finisher.cohort(jobs.len());
+        // A claim's jobs are nearly always of one queue and kind: their figures are looked up once.
+        let mut figures: Option<Arc<JobFigures>> = None;
         for (job, permit) in jobs.into_iter().zip(permits) {
-            crate::telemetry::job_claimed(&job.queue, &job.kind);
+            let figures = match &figures {
+                Some(f) if f.are_for(&job.queue, &job.kind) => f.clone(),
+                _ => figures
+                    .insert(shared.figures.of(&job.queue, &job.kind))
+                    .clone(),
+            };
+            figures.claimed();
             let (entry, older) = shared.ledger.enter(job.key());
             let member = cohort.member();
             tracker.spawn(execute::run_job(
@@ -291,6 +300,7 @@ impl Fetch<'_> {
                 entry,
                 older,
                 member,
+                figures,
             ));
         }
     }

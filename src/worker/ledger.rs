@@ -13,15 +13,20 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use smallvec::SmallVec;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::finish::Finish;
 use crate::id::JobId;
 use crate::job::AttemptKey;
 
-/// The tokens one running attempt watches.
+/// The tokens one running attempt watches, shared by the ledger and the attempt's task: one
+/// allocation and one reference count for the four of them.
 #[derive(Debug, Clone)]
-pub(crate) struct Entry {
+pub(crate) struct Entry(Arc<Tokens>);
+
+#[derive(Debug)]
+pub(crate) struct Tokens {
     /// Tripped by an operator's cancel request.
     pub(crate) cancel_request: CancellationToken,
     /// Tripped when the row no longer carries this worker's token and attempt.
@@ -30,7 +35,15 @@ pub(crate) struct Entry {
     pub(crate) ended: CancellationToken,
     /// Set once the handler has returned and the outcome is being recorded: a row that stops carrying
     /// the token then was finished by this worker, not taken away.
-    recording: Arc<AtomicBool>,
+    recording: AtomicBool,
+}
+
+impl std::ops::Deref for Entry {
+    type Target = Tokens;
+
+    fn deref(&self) -> &Tokens {
+        &self.0
+    }
 }
 
 impl Entry {
@@ -40,13 +53,16 @@ impl Entry {
     }
 }
 
+/// The attempts of one job id running here: nearly always one, held without an allocation of its own.
+type Copies = SmallVec<[(u16, Entry); 1]>;
+
 /// See the module docs.
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     /// The attempts running here, by job id (nearly always one per id). Keyed by id so that entering a
     /// claimed job finds an older copy of it without a walk over every job the worker runs: with
     /// thousands running, that walk per job was a cost quadratic in the concurrency.
-    entries: Mutex<HashMap<JobId, Vec<(u16, Entry)>>>,
+    entries: Mutex<HashMap<JobId, Copies>>,
     /// Set when a claim may have committed without our seeing its rows.
     uncertain: AtomicBool,
     /// Jobs claimed and not yet recorded (the finisher lingers only while some are).
@@ -63,7 +79,7 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    fn lock(&self) -> MutexGuard<'_, HashMap<JobId, Vec<(u16, Entry)>>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<JobId, Copies>> {
         crate::sync::lock(&self.entries)
     }
 
@@ -71,12 +87,12 @@ impl Ledger {
     /// running here, that attempt's `ended` token (the new copy must wait for it).
     pub(crate) fn enter(&self, key: AttemptKey) -> (Entry, Option<CancellationToken>) {
         let AttemptKey { id, attempt } = key;
-        let entry = Entry {
+        let entry = Entry(Arc::new(Tokens {
             cancel_request: CancellationToken::new(),
             lost: CancellationToken::new(),
             ended: CancellationToken::new(),
-            recording: Arc::default(),
-        };
+            recording: AtomicBool::new(false),
+        }));
         let mut entries = self.lock();
         let copies = entries.entry(id).or_default();
         let older = copies

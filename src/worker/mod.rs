@@ -86,6 +86,8 @@ pub(crate) struct Shared {
     claim_gate: tokio::sync::Mutex<()>,
     /// Batches the done finishes.
     pub(crate) finisher: finisher::Finisher,
+    /// The jobs' figures for the metrics recorder, by queue and kind.
+    pub(crate) figures: crate::telemetry::FiguresByJob,
     /// Where an idle wait records the heartbeat it wrote (see [`Session::beat_recorder`]).
     beat_recorder: Arc<AtomicU64>,
     /// False once the server-side wait turned out to be unusable; idle polling then sleeps and probes.
@@ -215,6 +217,7 @@ impl Running {
             fence: registration.fence().clone(),
             claim_gate: tokio::sync::Mutex::new(()),
             finisher,
+            figures: crate::telemetry::FiguresByJob::default(),
             beat_recorder: registration.beat_recorder(),
             server_wait: AtomicBool::new(true),
             #[cfg(feature = "test-util")]
