@@ -11,17 +11,22 @@ use sqlx::mysql::MySqlRow;
 
 use crate::error::Error;
 
-/// A text column that must not be NULL.
-pub(crate) fn text(row: &MySqlRow, col: &str) -> Result<String, sqlx::Error> {
+/// A text column that must not be NULL, by name or by position.
+pub(crate) fn text<I: Column>(row: &MySqlRow, col: I) -> Result<String, sqlx::Error> {
     let bytes: Vec<u8> = row.try_get(col)?;
     utf8(col, bytes)
 }
 
-/// A text column that may be NULL.
-pub(crate) fn opt_text(row: &MySqlRow, col: &str) -> Result<Option<String>, sqlx::Error> {
+/// A text column that may be NULL, by name or by position.
+pub(crate) fn opt_text<I: Column>(row: &MySqlRow, col: I) -> Result<Option<String>, sqlx::Error> {
     let bytes: Option<Vec<u8>> = row.try_get(col)?;
     bytes.map(|b| utf8(col, b)).transpose()
 }
+
+/// A column's name or position, as [`text`] and [`opt_text`] take it.
+pub(crate) trait Column: sqlx::ColumnIndex<MySqlRow> + std::fmt::Display + Copy {}
+
+impl<I: sqlx::ColumnIndex<MySqlRow> + std::fmt::Display + Copy> Column for I {}
 
 /// A text column holding one of a type's stored values (a state, a policy).
 pub(crate) fn parsed<T: FromStr<Err = Error>>(row: &MySqlRow, col: &str) -> Result<T, sqlx::Error> {
@@ -43,7 +48,7 @@ fn parse<T: FromStr<Err = Error>>(col: &str, s: &str) -> Result<T, sqlx::Error> 
     })
 }
 
-fn utf8(col: &str, bytes: Vec<u8>) -> Result<String, sqlx::Error> {
+fn utf8(col: impl std::fmt::Display, bytes: Vec<u8>) -> Result<String, sqlx::Error> {
     String::from_utf8(bytes).map_err(|e| sqlx::Error::ColumnDecode {
         index: col.to_string(),
         source: Box::new(e),

@@ -293,7 +293,9 @@ impl Fetch<'_> {
             figures.claimed();
             let (entry, older) = shared.ledger.enter(job.key());
             let member = cohort.member();
-            tracker.spawn(execute::run_job(
+            // Boxed: the job's future is large, and tokio moves a task's future by value through each
+            // layer of its spawn and again at each change of the task's stage; a box moves as a pointer.
+            tracker.spawn(Box::pin(execute::run_job(
                 shared.clone(),
                 job,
                 permit,
@@ -301,7 +303,7 @@ impl Fetch<'_> {
                 older,
                 member,
                 figures,
-            ));
+            )));
         }
     }
 }
