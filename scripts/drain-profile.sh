@@ -8,14 +8,19 @@
 # With --perf it also records the server with `perf record -g` during the drain and prints the
 # statements' share of its samples (perf resolves the server's exported functions; InnoDB's own are
 # not exported and show as addresses under the handler calls).
+# With --callgrind the workers run under `valgrind --tool=callgrind` and it prints the instructions
+# they executed per job: unlike CPU time, the same for the same build and drain however busy the
+# machine is (within about 1 %), so it weighs a change to the worker's own code. The count includes
+# each process's start (about 10 million instructions: 250 per job at 40,000 jobs); use --workers 1,
+# whose claims fill whole batches, to compare builds.
 #
-#   scripts/drain-profile.sh [--jobs N] [--workers W] [--concurrency C] [--batch B] [--runs R] [--alter CLAUSES] [--perf]
+#   scripts/drain-profile.sh [--jobs N] [--workers W] [--concurrency C] [--batch B] [--runs R] [--alter CLAUSES] [--perf] [--callgrind]
 #
 # Needs a release build (cargo build --release) and a server at JOBQ_PROFILE_URL (default
 # mysql://root@127.0.0.1:3306), on which it creates and drops the database jobq_profile.
 set -euo pipefail
 
-JOBS=100000 WORKERS=2 CONC=2000 BATCH=1000 RUNS=1 PERF=0 ALTER=
+JOBS=100000 WORKERS=2 CONC=2000 BATCH=1000 RUNS=1 PERF=0 CALLGRIND=0 ALTER=
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs) JOBS=$2; shift 2 ;;
@@ -25,11 +30,14 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift 2 ;;
     --alter) ALTER=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --callgrind) CALLGRIND=1; shift ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "drain-profile: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
+[ "$CALLGRIND" = 0 ] || command -v valgrind >/dev/null ||
+  { echo "drain-profile: --callgrind needs valgrind (Debian: apt-get install valgrind)" >&2; exit 1; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 JOBQ=${JOBQ:-$ROOT/target/release/jobq}
 [ -x "$JOBQ" ] || { echo "drain-profile: no $JOBQ; run cargo build --release first" >&2; exit 1; }
@@ -63,8 +71,10 @@ for run in $(seq 1 "$RUNS"); do
   [ "$PERF" = 1 ] && { perf record -q -F 999 -g -p "$PID" -o /tmp/jobq-drain-profile.data 2>/dev/null & PERF_PID=$!; }
   c0=$(ticks); w0=$(child_ticks); t0=$(date +%s.%N)
   pids=()
+  under=()
+  [ "$CALLGRIND" = 1 ] && { rm -f /tmp/jobq-drain-profile.cg.*; under=(valgrind --tool=callgrind -q --callgrind-out-file=/tmp/jobq-drain-profile.cg.%p); }
   for _ in $(seq 1 "$WORKERS"); do
-    "$JOBQ" __bench-worker --concurrency "$CONC" --batch-size "$BATCH" --kind bench.noop 2>/dev/null &
+    "${under[@]}" "$JOBQ" __bench-worker --concurrency "$CONC" --batch-size "$BATCH" --kind bench.noop 2>/dev/null &
     pids+=($!)
   done
   wait "${pids[@]}"
@@ -78,6 +88,14 @@ for run in $(seq 1 "$RUNS"); do
     -v w="$WORKERS" -v cc="$CONC" -v b="$BATCH" -v r="$run" \
     'BEGIN { printf "run %d, W=%d c=%d b=%d: %d jobs (%d done once) in %.2f s, %.0f jobs/s, server %.1f (%.1f with purge), workers %.1f µs CPU per job\n", r, w, cc, b, n, d, t, n / t, c / hz * 1e6 / n, cp / hz * 1e6 / n, wc / hz * 1e6 / n }'
   [ "$done_jobs" = "$JOBS" ] || { echo "drain-profile: only $done_jobs of $JOBS jobs done once" >&2; exit 1; }
+  if [ "$CALLGRIND" = 1 ]; then
+    total=0
+    for f in /tmp/jobq-drain-profile.cg.*; do
+      n=$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+      total=$((total + n))
+    done
+    echo "run $run: the workers executed $total instructions, $((total / JOBS)) per job (callgrind)"
+  fi
 done
 
 if [ "$PERF" = 1 ]; then

@@ -240,14 +240,14 @@ pub(crate) struct Holding<'a> {
 impl Holding<'_> {
     /// The list as the statement takes it: a JSON array of `running` and `ids`.
     fn list_with(&self, ids: &[u64]) -> String {
-        use std::fmt::Write as _;
         let mut out = String::with_capacity((self.running.len() + ids.len()) * 8 + 2);
+        let mut digits = itoa::Buffer::new();
         out.push('[');
         for (i, id) in self.running.iter().chain(ids).enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            let _ = write!(out, "{id}");
+            out.push_str(digits.format(*id));
         }
         out.push(']');
         out
