@@ -208,7 +208,12 @@ async fn run_handler(
     // second task per job cost a tenth of a draining worker's CPU (`perf record` of `jobq bench`'s
     // worker process), and dropping the future stops the handler as aborting its task did.
     let mut task = CatchPanic(registered.handler.call(ctx));
+    // Biased, the handler first: a handler that is done at its first poll returns before the timeout
+    // is entered in the timer and the four signals register their waiters, work that every other job
+    // did for nothing. When the handler and a stop are ready in the same poll, the handler's outcome
+    // wins: the job did end, and its finish is fenced like any other.
     let ended = tokio::select! {
+        biased;
         r = &mut task => return Ended::Returned(r),
         () = tokio::time::sleep(timeout) => Ended::TimedOut(timeout),
         () = shared.hard_stop.cancelled() => Ended::HardStop,
