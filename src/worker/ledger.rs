@@ -67,9 +67,12 @@ pub(crate) struct Ledger {
     uncertain: AtomicBool,
     /// Jobs claimed and not yet recorded (the finisher lingers only while some are).
     pub(crate) in_flight: Arc<AtomicUsize>,
-    /// Jobs that have given their slot back, counted before they do: a done job when its handler has
-    /// returned (its finish is then only waiting for the finisher's batch), any other when its outcome
-    /// has been recorded. A claim that saw this move may have missed what such a job left behind.
+    /// Jobs that have given their slot back, counted before they do (a done job when its handler has
+    /// returned, its finish then only waiting for the finisher's batch; any other when its outcome has
+    /// been recorded), and again when they leave the ledger, their outcome recorded. A claim that saw
+    /// this move may have missed what such a job left behind: a done finish that released waiting jobs
+    /// (the next job of a key, a dependent) commits after its job gave its slot back, and a draining
+    /// worker whose claim ran across that commit must look again, not stop.
     pub(crate) ended: AtomicU64,
     /// How long jobs held their slot lately, in µs (a moving average, 0 before the first).
     held_us: AtomicU64,
@@ -123,6 +126,8 @@ impl Ledger {
             }
         }
         drop(entries);
+        // Counted before `in_flight` falls: a claim that sees no job in flight then also sees this.
+        self.ended.fetch_add(1, Ordering::SeqCst);
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 
@@ -309,6 +314,20 @@ mod tests {
         assert!(l.runs(JobId(7)));
         l.leave(key(7, 2));
         assert!(l.is_empty());
+    }
+
+    #[test]
+    fn a_job_leaving_counts_as_an_end_before_it_stops_being_in_flight() {
+        // A done job gives its slot back (one end) before its finish commits; the finish may release
+        // waiting jobs, so its leaving is an end too, seen by any claim that sees no job in flight.
+        let l = Ledger::default();
+        l.enter(key(1, 1));
+        l.slot_freed(Duration::from_millis(1));
+        let before = l.ended.load(Ordering::SeqCst);
+        assert_eq!(l.in_flight.load(Ordering::SeqCst), 1);
+        l.leave(key(1, 1));
+        assert_eq!(l.in_flight.load(Ordering::SeqCst), 0);
+        assert_ne!(l.ended.load(Ordering::SeqCst), before);
     }
 
     #[test]
