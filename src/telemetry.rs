@@ -363,7 +363,16 @@ impl JobFigures {
     /// An attempt ended with `outcome` (one of [`OUTCOMES`]).
     pub(crate) fn finished(&self, outcome: &'static str) {
         let Some(at) = OUTCOMES.iter().position(|o| *o == outcome) else {
+            // An outcome missing from OUTCOMES (the unit test in `worker::execute` guards the list)
+            // is still counted, registered at this call.
             debug_assert!(false, "outcome {outcome:?} is not in OUTCOMES");
+            counter!(
+                "jobq_jobs_finished_total",
+                "queue" => self.queue.clone(),
+                "kind" => self.kind_label.clone(),
+                "outcome" => outcome
+            )
+            .increment(1);
             return;
         };
         self.finished[at]
