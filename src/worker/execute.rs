@@ -41,15 +41,15 @@ enum Ended {
 /// come (its handler's writes are committed; a done finish makes nothing claimable). Any other job
 /// gives it back once its row has been finished, so a draining worker's next claim sees what it left
 /// (a retry that is due at once, a job handed back). The ledger keeps the attempt until its outcome is
-/// recorded either way. `older` is the `ended` token of an earlier copy of the same job still running
-/// here: this copy starts only after it. `member` is the job's place among the jobs of its claim, which
+/// recorded either way. `older` is the entry of an earlier copy of the same job still running here:
+/// this copy starts only after it has ended. `member` is the job's place among the jobs of its claim, which
 /// the finisher waits for to finish them together: the job leaves it as soon as its outcome is decided.
 pub(super) async fn run_job(
     shared: Arc<Shared>,
-    job: ClaimedJob,
+    mut job: ClaimedJob,
     permit: OwnedSemaphorePermit,
     entry: Entry,
-    older: Option<CancellationToken>,
+    older: Option<Entry>,
     member: Member,
     figures: Arc<JobFigures>,
 ) {
@@ -63,7 +63,7 @@ pub(super) async fn run_job(
             attempt, "claimed again while an earlier copy still stops here; waiting for it"
         );
         tokio::select! {
-            () = older.cancelled() => {}
+            () = older.ended.raised() => {}
             () = shared.hard_stop.cancelled() => {}
         }
     }
@@ -81,7 +81,12 @@ pub(super) async fn run_job(
         let started = Instant::now();
         let report = Reporter::new(shared.pool.clone(), job.key(), shared.token.clone());
         let handed = trace.insert(AttemptTrace::start(&job)).traceparent();
-        let ended = run_handler(&shared, &job, &entry, &fence, &finished, &report, handed).await;
+        // Moved to the handler, not copied: nothing after reads it.
+        let payload = std::mem::take(&mut job.payload);
+        let ended = run_handler(
+            &shared, &job, payload, &entry, &fence, &finished, &report, handed,
+        )
+        .await;
         // A progress report the once-a-second limit held back is written before the outcome.
         report.flush().await;
         // Boxed, as other rare paths below: the task of every job holds this future, and the size of
@@ -94,7 +99,7 @@ pub(super) async fn run_job(
         figures.ran(started.elapsed());
         timed_out = matches!(ended, Ended::TimedOut(_));
         entry.recording();
-        decide(&shared, &job, ended, entry.cancel_request.is_cancelled())
+        decide(&shared, &job, ended, entry.cancel_request.is_raised())
     };
     let mut slot = Some(permit);
     let label = match &outcome {
@@ -159,9 +164,11 @@ fn give_back(shared: &Shared, slot: &mut Option<OwnedSemaphorePermit>, claimed: 
     }
 }
 
+#[allow(clippy::too_many_arguments)] // one caller; a struct for them would be built once per job
 async fn run_handler(
     shared: &Shared,
     job: &ClaimedJob,
+    payload: String,
     entry: &Entry,
     fence: &CancellationToken,
     finished: &Arc<AtomicU8>,
@@ -192,7 +199,7 @@ async fn run_handler(
         attempt: job.attempt(),
         max_attempts: max_attempts(shared, job),
         claim: shared.token.as_str().to_owned(),
-        payload: job.payload.clone(),
+        payload,
         cancel: cancel.clone(),
         deadline: chrono::Duration::from_std(timeout)
             .ok()
@@ -217,9 +224,9 @@ async fn run_handler(
         r = &mut task => return Ended::Returned(r),
         () = tokio::time::sleep(timeout) => Ended::TimedOut(timeout),
         () = shared.hard_stop.cancelled() => Ended::HardStop,
-        () = entry.cancel_request.cancelled() => Ended::CancelRequested,
+        () = entry.cancel_request.raised() => Ended::CancelRequested,
         () = fence.cancelled() => Ended::Fenced,
-        () = entry.lost.cancelled() => Ended::Lost,
+        () = entry.lost.raised() => Ended::Lost,
     };
     cancel.cancel();
     // A fenced or lost copy must be gone before a reaper may hand the job on (or already has): it gets

@@ -5,34 +5,34 @@
 //! entries, and the new one starts only when the old one has ended. Together with self-fencing this is
 //! what keeps a job from running twice at once inside one worker.
 //!
-//! Every entry carries three tokens: an operator's cancel request, the claim being lost (the row no
+//! Every entry carries three signals: an operator's cancel request, the claim being lost (the row no
 //! longer carries this worker's token and attempt), and the copy having ended.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, hash_map};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use smallvec::SmallVec;
-use tokio_util::sync::CancellationToken;
+use tokio::sync::SetOnce;
 
 use crate::db::finish::Finish;
 use crate::id::JobId;
 use crate::job::AttemptKey;
 
-/// The tokens one running attempt watches, shared by the ledger and the attempt's task: one
+/// The signals one running attempt watches, shared by the ledger and the attempt's task: one
 /// allocation and one reference count for the four of them.
 #[derive(Debug, Clone)]
 pub(crate) struct Entry(Arc<Tokens>);
 
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Tokens {
-    /// Tripped by an operator's cancel request.
-    pub(crate) cancel_request: CancellationToken,
-    /// Tripped when the row no longer carries this worker's token and attempt.
-    pub(crate) lost: CancellationToken,
-    /// Cancelled when this attempt's task has ended.
-    pub(crate) ended: CancellationToken,
+    /// Raised by an operator's cancel request.
+    pub(crate) cancel_request: Signal,
+    /// Raised when the row no longer carries this worker's token and attempt.
+    pub(crate) lost: Signal,
+    /// Raised when this attempt's task has ended.
+    pub(crate) ended: Signal,
     /// Set once the handler has returned and the outcome is being recorded: a row that stops carrying
     /// the token then was finished by this worker, not taken away.
     recording: AtomicBool,
@@ -46,6 +46,31 @@ impl std::ops::Deref for Entry {
     }
 }
 
+/// A flag raised once, which tasks can wait for: what a `CancellationToken` does for an attempt,
+/// held inside the attempt's entry. Three tokens per job were three allocations, and their tree's
+/// lock and reference counts were a twentieth of a draining worker's instructions (`valgrind
+/// --tool=callgrind`); an attempt's signals have no parent and no children, so a `SetOnce` is all
+/// they need.
+#[derive(Debug, Default)]
+pub(crate) struct Signal(SetOnce<()>);
+
+impl Signal {
+    /// Raises the signal (again: nothing happens) and wakes its waiters.
+    pub(crate) fn raise(&self) {
+        let _already = self.0.set(());
+    }
+
+    /// Whether the signal was raised.
+    pub(crate) fn is_raised(&self) -> bool {
+        self.0.initialized()
+    }
+
+    /// Returns once the signal is raised (at once if it was). Cancel safe.
+    pub(crate) async fn raised(&self) {
+        self.0.wait().await;
+    }
+}
+
 impl Entry {
     /// Marks the handler as returned: from now on the row may change under our own finish.
     pub(crate) fn recording(&self) {
@@ -56,13 +81,18 @@ impl Entry {
 /// The attempts of one job id running here: nearly always one, held without an allocation of its own.
 type Copies = SmallVec<[(u16, Entry); 1]>;
 
+/// The running attempts by job id, hashed by foldhash: SipHash's resistance to chosen keys buys nothing
+/// for row ids the database hands out, and its three hashes per job (one to enter, two to leave) were a
+/// thirtieth of a draining worker's instructions.
+type ById = HashMap<JobId, Copies, foldhash::fast::RandomState>;
+
 /// See the module docs.
 #[derive(Debug, Default)]
 pub(crate) struct Ledger {
     /// The attempts running here, by job id (nearly always one per id). Keyed by id so that entering a
     /// claimed job finds an older copy of it without a walk over every job the worker runs: with
     /// thousands running, that walk per job was a cost quadratic in the concurrency.
-    entries: Mutex<HashMap<JobId, Copies>>,
+    entries: Mutex<ById>,
     /// Set when a claim may have committed without our seeing its rows.
     uncertain: AtomicBool,
     /// Jobs claimed and not yet recorded (the finisher lingers only while some are).
@@ -82,20 +112,15 @@ pub(crate) struct Ledger {
 }
 
 impl Ledger {
-    fn lock(&self) -> MutexGuard<'_, HashMap<JobId, Copies>> {
+    fn lock(&self) -> MutexGuard<'_, ById> {
         crate::sync::lock(&self.entries)
     }
 
     /// Enters a claimed attempt. Returns its entry and, when an older attempt of the same job is still
-    /// running here, that attempt's `ended` token (the new copy must wait for it).
-    pub(crate) fn enter(&self, key: AttemptKey) -> (Entry, Option<CancellationToken>) {
+    /// running here, that attempt's entry (the new copy must wait for its `ended`).
+    pub(crate) fn enter(&self, key: AttemptKey) -> (Entry, Option<Entry>) {
         let AttemptKey { id, attempt } = key;
-        let entry = Entry(Arc::new(Tokens {
-            cancel_request: CancellationToken::new(),
-            lost: CancellationToken::new(),
-            ended: CancellationToken::new(),
-            recording: AtomicBool::new(false),
-        }));
+        let entry = Entry(Arc::default());
         let mut entries = self.lock();
         let copies = entries.entry(id).or_default();
         let older = copies
@@ -103,8 +128,8 @@ impl Ledger {
             .filter(|(a, _)| *a != attempt)
             .map(|(_, e)| {
                 // A newer claim of the same row proves the older one is lost.
-                e.lost.cancel();
-                e.ended.clone()
+                e.lost.raise();
+                e.clone()
             })
             .next();
         copies.retain(|(a, _)| *a != attempt);
@@ -117,12 +142,12 @@ impl Ledger {
     pub(crate) fn leave(&self, key: AttemptKey) {
         let AttemptKey { id, attempt } = key;
         let mut entries = self.lock();
-        if let Some(copies) = entries.get_mut(&id) {
-            if let Some(at) = copies.iter().position(|(a, _)| *a == attempt) {
-                copies.swap_remove(at).1.ended.cancel();
+        if let hash_map::Entry::Occupied(mut copies) = entries.entry(id) {
+            if let Some(at) = copies.get().iter().position(|(a, _)| *a == attempt) {
+                copies.get_mut().swap_remove(at).1.ended.raise();
             }
-            if copies.is_empty() {
-                entries.remove(&id);
+            if copies.get().is_empty() {
+                copies.remove();
             }
         }
         drop(entries);
@@ -192,8 +217,8 @@ impl Ledger {
         let mut told = Vec::new();
         for id in ids {
             for (_, e) in entries.get(id).into_iter().flatten() {
-                if !e.cancel_request.is_cancelled() {
-                    e.cancel_request.cancel();
+                if !e.cancel_request.is_raised() {
+                    e.cancel_request.raise();
                     told.push(*id);
                 }
             }
@@ -209,8 +234,8 @@ impl Ledger {
             .get(&id)
             .and_then(|copies| copies.iter().find(|(a, _)| *a == attempt));
         match copy {
-            Some((_, e)) if !e.recording.load(Ordering::SeqCst) && !e.lost.is_cancelled() => {
-                e.lost.cancel();
+            Some((_, e)) if !e.recording.load(Ordering::SeqCst) && !e.lost.is_raised() => {
+                e.lost.raise();
                 true
             }
             _ => false,
@@ -306,11 +331,11 @@ mod tests {
         let (first, older) = l.enter(key(7, 1));
         assert!(older.is_none());
         let (_second, older) = l.enter(key(7, 2));
-        assert!(first.lost.is_cancelled());
+        assert!(first.lost.is_raised());
         let older = older.expect("the first copy is still running");
-        assert!(!older.is_cancelled());
+        assert!(!older.ended.is_raised());
         l.leave(key(7, 1));
-        assert!(older.is_cancelled());
+        assert!(older.ended.is_raised());
         assert!(l.runs(JobId(7)));
         l.leave(key(7, 2));
         assert!(l.is_empty());
@@ -347,7 +372,7 @@ mod tests {
         let l = Ledger::default();
         let (a, _) = l.enter(key(3, 1));
         assert_eq!(l.request_cancel(&[JobId(3), JobId(4)]), vec![JobId(3)]);
-        assert!(a.cancel_request.is_cancelled());
+        assert!(a.cancel_request.is_raised());
         assert!(l.request_cancel(&[JobId(3)]).is_empty());
     }
 }
