@@ -357,6 +357,7 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
         raw_same: Vec::new(),
         lean: Vec::new(),
         procs: Vec::new(),
+        procs_at_lean_w: Vec::new(),
         ok: true,
     };
     for round in 1..=ctx.cfg.rounds.max(1) {
@@ -388,18 +389,31 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
         )
         .await?;
         let p = super::procs::drain(ctx, best, jobs).await?;
+        // The same processes at the lean loop's W too, when the sweep's winner has another.
+        let p_lean_w = if limit.workers == best.workers {
+            None
+        } else {
+            let s = Settings {
+                workers: limit.workers,
+                ..best
+            };
+            super::procs::drain(ctx, s, jobs).await?
+        };
+        let rate = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.0}"));
         ctx.progress(format!(
-            "head to head round {round}: lean {:.0} jobs/s, raw {:.0}, raw at jobq's W and B {r_same:.0}, jobq {:.0}, jobq processes {}",
+            "head to head round {round}: lean {:.0} jobs/s, raw {:.0}, raw at jobq's W and B {r_same:.0}, jobq {:.0}, jobq processes {}, at lean's W {}",
             l.jobs_per_sec,
             r.jobs_per_sec,
             j.jobs_per_sec,
-            p.map_or("-".to_string(), |p| format!("{p:.0}"))
+            rate(p),
+            rate(p_lean_w)
         ));
         h.ok &= r.ok && j.ok;
         h.raw.push(r.jobs_per_sec);
         h.jobq.push(j.jobs_per_sec);
         h.raw_same.push(r_same);
         h.procs.extend(p);
+        h.procs_at_lean_w.extend(p_lean_w);
     }
     Ok(h)
 }

@@ -100,6 +100,11 @@ pub struct HeadToHead {
     pub lean: Vec<f64>,
     /// jobq's settings as separate worker processes, one per round (empty without a jobq binary).
     pub procs: Vec<f64>,
+    /// jobq's concurrency and batch size as as many worker processes as the lean loop has
+    /// connections, one per round (empty when that is `settings.workers`, or without a jobq binary):
+    /// the sweep picks its W on short in-process drains, and how many processes a user starts is
+    /// theirs to choose like the lean cell's W.
+    pub procs_at_lean_w: Vec<f64>,
     /// Every run of every round passed its checks.
     pub ok: bool,
 }
@@ -138,6 +143,35 @@ impl HeadToHead {
     /// Median of the worker-process runs.
     pub fn procs_median(&self) -> f64 {
         median(&self.procs)
+    }
+
+    /// Median of the worker-process runs at the lean loop's W.
+    pub fn procs_at_lean_w_median(&self) -> f64 {
+        median(&self.procs_at_lean_w)
+    }
+
+    /// The worker processes' settings as run at the lean loop's W.
+    pub fn procs_at_lean_w_settings(&self) -> Settings {
+        Settings {
+            workers: self.raw_workers,
+            ..self.settings
+        }
+    }
+
+    /// The faster of the worker-process medians, at jobq's settings or at the lean loop's W, with the
+    /// settings it ran with (`None` without process runs).
+    pub fn procs_best(&self) -> Option<(Settings, f64)> {
+        let at_winner = (!self.procs.is_empty()).then(|| (self.settings, self.procs_median()));
+        let at_lean_w = (!self.procs_at_lean_w.is_empty()).then(|| {
+            (
+                self.procs_at_lean_w_settings(),
+                self.procs_at_lean_w_median(),
+            )
+        });
+        match (at_winner, at_lean_w) {
+            (Some(a), Some(b)) => Some(if b.1 > a.1 { b } else { a }),
+            (a, b) => a.or(b),
+        }
     }
 }
 

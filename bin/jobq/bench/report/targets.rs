@@ -288,17 +288,17 @@ impl BenchReport {
                 ),
                 h.ratio() >= 0.9,
             );
-            if !h.procs.is_empty() && !h.lean.is_empty() {
-                let share = h.procs_median() / h.lean_median();
+            if let Some((procs_settings, procs)) = h.procs_best().filter(|_| !h.lean.is_empty()) {
+                // The faster of jobq's settings and the same at lean's W, as a user picks how many
+                // processes to start (both are printed in the drain section).
+                let share = procs / h.lean_median();
                 add(
                     t,
                     "jobq as worker processes vs the lean schema's loop",
                     ">= 85%",
                     format!(
-                        "{:.0}% (medians: processes {} {:.0} vs lean W={} B={} {:.0} jobs/s)",
+                        "{:.0}% (medians: processes {procs_settings} {procs:.0} vs lean W={} B={} {:.0} jobs/s)",
                         share * 100.0,
-                        h.settings,
-                        h.procs_median(),
                         h.raw_workers,
                         h.raw_batch,
                         h.lean_median(),
@@ -316,7 +316,7 @@ impl BenchReport {
                         share * 100.0,
                         share / graphile_share,
                         graphile_share * 100.0,
-                        h.procs_median(),
+                        procs,
                     ),
                     share >= 2.0 * graphile_share,
                 );

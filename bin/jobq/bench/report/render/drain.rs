@@ -116,6 +116,18 @@ fn head_to_head(o: &mut String, h: &HeadToHead) {
             h.settings.workers,
             procs
         );
+        if !h.procs_at_lean_w.is_empty() {
+            let at = h.procs_at_lean_w_median();
+            let _ = writeln!(
+                o,
+                "   jobq as {} worker processes (lean's W, {}): median {:.0} ({}): {:.0}% of lean",
+                h.raw_workers,
+                h.procs_at_lean_w_settings(),
+                at,
+                runs(&h.procs_at_lean_w),
+                at / lean * 100.0
+            );
+        }
     }
 }
 
