@@ -42,8 +42,9 @@ enum Ended {
 /// gives it back once its row has been finished, so a draining worker's next claim sees what it left
 /// (a retry that is due at once, a job handed back). The ledger keeps the attempt until its outcome is
 /// recorded either way. `older` is the entry of an earlier copy of the same job still running here:
-/// this copy starts only after it has ended. `member` is the job's place among the jobs of its claim, which
-/// the finisher waits for to finish them together: the job leaves it as soon as its outcome is decided.
+/// this copy starts only after it has ended. `member` is the job's place among the jobs of its claim,
+/// which the finisher waits for to finish them together: the job leaves it as soon as its outcome is
+/// decided.
 pub(super) async fn run_job(
     shared: Arc<Shared>,
     mut job: ClaimedJob,
