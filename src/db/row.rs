@@ -48,6 +48,14 @@ fn parse<T: FromStr<Err = Error>>(col: &str, s: &str) -> Result<T, sqlx::Error> 
     })
 }
 
+/// `bytes` of column `col` as text, borrowed.
+pub(crate) fn utf8_str(col: impl std::fmt::Display, bytes: &[u8]) -> Result<&str, sqlx::Error> {
+    std::str::from_utf8(bytes).map_err(|e| sqlx::Error::ColumnDecode {
+        index: col.to_string(),
+        source: Box::new(e),
+    })
+}
+
 fn utf8(col: impl std::fmt::Display, bytes: Vec<u8>) -> Result<String, sqlx::Error> {
     String::from_utf8(bytes).map_err(|e| sqlx::Error::ColumnDecode {
         index: col.to_string(),

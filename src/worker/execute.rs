@@ -195,8 +195,8 @@ async fn run_handler(
     let now = chrono::Utc::now();
     let ctx = JobContext {
         id: job.id,
-        kind: job.kind.clone(),
-        queue: job.queue.clone(),
+        kind: job.kind.to_string(),
+        queue: job.queue.to_string(),
         attempt: job.attempt(),
         max_attempts: max_attempts(shared, job),
         claim: shared.token.as_str().to_owned(),

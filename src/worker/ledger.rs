@@ -48,7 +48,7 @@ impl std::ops::Deref for Entry {
 
 /// A flag raised once, which tasks can wait for: what a `CancellationToken` does for an attempt,
 /// held inside the attempt's entry. Three tokens per job were three allocations, and their tree's
-/// lock and reference counts were a twentieth of a draining worker's instructions (`valgrind
+/// lock and reference counts were a fifteenth of a draining worker's instructions (`valgrind
 /// --tool=callgrind`); an attempt's signals have no parent and no children, so a `SetOnce` is all
 /// they need.
 #[derive(Debug, Default)]
@@ -83,7 +83,7 @@ type Copies = SmallVec<[(u16, Entry); 1]>;
 
 /// The running attempts by job id, hashed by foldhash: SipHash's resistance to chosen keys buys nothing
 /// for row ids the database hands out, and its three hashes per job (one to enter, two to leave) were a
-/// thirtieth of a draining worker's instructions.
+/// fiftieth of a draining worker's instructions.
 type ById = HashMap<JobId, Copies, foldhash::fast::RandomState>;
 
 /// See the module docs.

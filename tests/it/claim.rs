@@ -192,7 +192,7 @@ async fn the_claim_reads_only_the_rows_it_takes_even_with_a_big_history() {
     let got = claim_batch(&db.pool, "t", "default", &["k".to_string()], 10)
         .await
         .unwrap();
-    assert!(got.iter().all(|j| j.kind == "k") && got.len() == 10);
+    assert!(got.iter().all(|j| &*j.kind == "k") && got.len() == 10);
 }
 
 /// A queue deep in due jobs of kinds this claimer does not run, with its own kind's jobs not yet due:
@@ -230,7 +230,7 @@ async fn a_queue_with_nothing_of_the_claims_kinds_due_is_passed_without_reading_
         .await
         .unwrap();
     assert_eq!(got.len(), 10);
-    assert!(got.iter().all(|j| j.kind == "k"));
+    assert!(got.iter().all(|j| &*j.kind == "k"));
 }
 
 /// Index entries the session read so far, counting those that index condition pushdown looked at and
@@ -353,7 +353,7 @@ async fn a_kind_with_a_trailing_space_is_never_claimed_by_the_kind_without_it() 
         .await
         .unwrap();
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].kind, "quick");
+    assert_eq!(&*got[0].kind, "quick");
 
     // A drain worker for `quick` finishes what is due and leaves the padded rows queued, untouched.
     db.exec("INSERT INTO job_queue (kind) VALUES ('quick')")

@@ -85,7 +85,7 @@ async fn run_at_is_an_instant_whatever_the_inserting_sessions_time_zone() {
     )
     .await
     .unwrap();
-    let kinds: Vec<&str> = due.iter().map(|j| j.kind.as_str()).collect();
+    let kinds: Vec<&str> = due.iter().map(|j| &*j.kind).collect();
     assert_eq!(
         kinds,
         vec!["now", "now"],

@@ -193,7 +193,7 @@ fn admit(
     let mut taken = Vec::new();
     let mut refused: Vec<String> = Vec::new();
     for job in picked {
-        if refused.contains(&job.kind) {
+        if refused.iter().any(|k| **k == *job.kind) {
             continue;
         }
         let counts: Vec<usize> = applying
@@ -201,7 +201,7 @@ fn admit(
             .filter_map(|key| rooms.iter().position(|r| &r.key == key))
             .collect();
         if counts.iter().any(|&i| rooms[i].left == 0) {
-            refused.push(job.kind);
+            refused.push(job.kind.to_string());
             continue;
         }
         for i in counts {

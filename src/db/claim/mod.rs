@@ -38,6 +38,7 @@
 //! where UPDATE LIMIT needs a second query to read back what it stamped. So: SKIP LOCKED.
 //! SKIP LOCKED needs MariaDB 10.6+ or MySQL 8.0.1+.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -83,10 +84,10 @@ pub(super) use begin_carrying;
 pub struct ClaimedJob {
     /// Row id.
     pub id: JobId,
-    /// Queue it came from.
-    pub queue: String,
-    /// Kind, which picks the handler.
-    pub kind: String,
+    /// Queue it came from (shared by the jobs of a claim that came from it).
+    pub queue: Arc<str>,
+    /// Kind, which picks the handler (shared by the jobs of a claim of that kind).
+    pub kind: Arc<str>,
     /// JSON payload text.
     pub payload: String,
     /// Attempts before this claim; this attempt is `attempts + 1` (see [`ClaimedJob::attempt`]).
@@ -108,8 +109,8 @@ impl<'r> sqlx::FromRow<'r, MySqlRow> for ClaimedJob {
     fn from_row(row: &'r MySqlRow) -> Result<Self, sqlx::Error> {
         Ok(Self {
             id: row.try_get("id")?,
-            queue: text(row, "queue")?,
-            kind: text(row, "kind")?,
+            queue: text(row, "queue")?.into(),
+            kind: text(row, "kind")?.into(),
             payload: text(row, "payload")?,
             attempts: row.try_get("attempts")?,
             max_attempts: row.try_get("max_attempts")?,
@@ -130,12 +131,13 @@ impl ClaimedJob {
     /// [`CLAIM_SELECT_PAST_LOCKED`](crate::statements::CLAIM_SELECT_PAST_LOCKED), read by position:
     /// looking each of a thousand rows' nine columns up by name was a twentieth of a draining worker's
     /// instructions (`valgrind --tool=callgrind`). The test
-    /// `the_claim_selects_name_the_columns_in_the_order_they_are_read` holds the order.
-    fn from_claim_row(row: &MySqlRow) -> Result<Self, sqlx::Error> {
+    /// `the_claim_selects_name_the_columns_in_the_order_they_are_read` holds the order. `names` keeps
+    /// the queue and kind of the rows read before: a claim's rows nearly always share them.
+    fn from_claim_row(row: &MySqlRow, names: &mut Names) -> Result<Self, sqlx::Error> {
         Ok(Self {
             id: row.try_get(0)?,
-            queue: text(row, 1)?,
-            kind: text(row, 2)?,
+            queue: names.queue.read(row, 1)?,
+            kind: names.kind.read(row, 2)?,
             payload: text(row, 3)?,
             attempts: row.try_get(4)?,
             max_attempts: row.try_get(5)?,
@@ -157,6 +159,33 @@ impl ClaimedJob {
         AttemptKey {
             id: self.id,
             attempt: self.attempt(),
+        }
+    }
+}
+
+/// The queue and kind of the rows a claim has read so far, which the next row's are compared with:
+/// each job of a claim then shares its claim's strings instead of two allocations of its own, and the
+/// bytes are checked to be UTF-8 once per claim, not once per row.
+#[derive(Default)]
+struct Names {
+    queue: Last,
+    kind: Last,
+}
+
+/// The last value read from one text column.
+#[derive(Default)]
+struct Last(Option<Arc<str>>);
+
+impl Last {
+    /// Column `col` of `row`: the last value again when the bytes are the same.
+    fn read(&mut self, row: &MySqlRow, col: usize) -> Result<Arc<str>, sqlx::Error> {
+        let bytes: &[u8] = row.try_get(col)?;
+        match &self.0 {
+            Some(last) if last.as_bytes() == bytes => Ok(last.clone()),
+            _ => {
+                let value: Arc<str> = crate::db::row::utf8_str(col, bytes)?.into();
+                Ok(self.0.insert(value).clone())
+            }
         }
     }
 }
@@ -594,9 +623,10 @@ async fn lock_due(
         Reach::Picked => claim_select(queue, kinds, slice, limit, ahead),
         Reach::PastHeld => claim_select_past_locked(queue, kinds, limit),
     };
+    let mut names = Names::default();
     let picked: Vec<ClaimedJob> = select
         .build()
-        .try_map(|row: MySqlRow| ClaimedJob::from_claim_row(&row))
+        .try_map(|row: MySqlRow| ClaimedJob::from_claim_row(&row, &mut names))
         .fetch_all(&mut *tx)
         .await?;
     let locked = picked.len();
