@@ -5,8 +5,8 @@
 //! these tests spread jobq's processes over the nodes and check that every job runs exactly once, that
 //! claims lost to another node's certification are retried quietly, and that a reaper on one node
 //! leaves alone the rows of a live worker connected to another. The tests that kill or isolate a node
-//! take the cluster for themselves (the others run side by side) and leave it whole again, even when
-//! they fail.
+//! take the cluster for themselves (the others run side by side) and leave it whole again, made anew,
+//! even when they fail.
 //!
 //! What the jobs' copies did is checked as one history (`history::check`): SQL jobs record each copy
 //! that committed as a row of `effects` (`history::copy_statement`), command jobs their copies in a
@@ -437,8 +437,12 @@ fn galera(args: &[&str]) {
     );
 }
 
-/// Brings the cluster back to three nodes when dropped, so a failing test does not leave it broken for
-/// the next one.
+/// Leaves the cluster whole when dropped, so a failing test does not leave it broken for the next one:
+/// made anew, three fresh nodes. A node that has just rejoined by a state transfer has twice grown
+/// to its memory limit (4 GB) within a minute under the next test's drain and been killed mid-test
+/// (the Galera side's cause is not known; see scripts/galera.sh), so no test after one of these meets
+/// such a node. Dropped before the test's turn (declared after its `ClusterDb`): no other cluster test
+/// runs meanwhile, and each test's database is its own. 15 s on this machine.
 struct Mend;
 
 impl Drop for Mend {
@@ -447,6 +451,7 @@ impl Drop for Mend {
             std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/galera.sh"))
                 .args(["isolate", "3", "off"])
                 .output();
+        galera(&["destroy"]);
         galera(&["start"]);
     }
 }
