@@ -366,25 +366,22 @@ impl JobFigures {
             // An outcome missing from OUTCOMES (the unit test in `worker::execute` guards the list)
             // is still counted, registered at this call.
             debug_assert!(false, "outcome {outcome:?} is not in OUTCOMES");
-            counter!(
-                "jobq_jobs_finished_total",
-                "queue" => self.queue.clone(),
-                "kind" => self.kind_label.clone(),
-                "outcome" => outcome
-            )
-            .increment(1);
+            self.finished_counter(outcome).increment(1);
             return;
         };
         self.finished[at]
-            .get_or_init(|| {
-                counter!(
-                    "jobq_jobs_finished_total",
-                    "queue" => self.queue.clone(),
-                    "kind" => self.kind_label.clone(),
-                    "outcome" => outcome
-                )
-            })
+            .get_or_init(|| self.finished_counter(outcome))
             .increment(1);
+    }
+
+    /// Registers the counter of attempts of this queue and kind that ended with `outcome`.
+    fn finished_counter(&self, outcome: &'static str) -> Counter {
+        counter!(
+            "jobq_jobs_finished_total",
+            "queue" => self.queue.clone(),
+            "kind" => self.kind_label.clone(),
+            "outcome" => outcome
+        )
     }
 }
 

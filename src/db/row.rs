@@ -50,15 +50,20 @@ fn parse<T: FromStr<Err = Error>>(col: &str, s: &str) -> Result<T, sqlx::Error> 
 
 /// `bytes` of column `col` as text, borrowed.
 pub(crate) fn utf8_str(col: impl std::fmt::Display, bytes: &[u8]) -> Result<&str, sqlx::Error> {
-    std::str::from_utf8(bytes).map_err(|e| sqlx::Error::ColumnDecode {
-        index: col.to_string(),
-        source: Box::new(e),
-    })
+    std::str::from_utf8(bytes).map_err(|e| not_text(col, e))
 }
 
 fn utf8(col: impl std::fmt::Display, bytes: Vec<u8>) -> Result<String, sqlx::Error> {
-    String::from_utf8(bytes).map_err(|e| sqlx::Error::ColumnDecode {
+    String::from_utf8(bytes).map_err(|e| not_text(col, e))
+}
+
+/// The error of column `col` whose bytes are not UTF-8.
+fn not_text(
+    col: impl std::fmt::Display,
+    e: impl std::error::Error + Send + Sync + 'static,
+) -> sqlx::Error {
+    sqlx::Error::ColumnDecode {
         index: col.to_string(),
         source: Box::new(e),
-    })
+    }
 }

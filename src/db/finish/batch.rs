@@ -147,17 +147,16 @@ async fn finish_fenced(
     ids: &[u64],
     items: &[AttemptKey],
 ) -> Result<Option<Vec<AttemptKey>>, sqlx::Error> {
-    let pairs = items;
-    let mut u = done_batch(token, pairs);
+    let mut u = done_batch(token, items);
     let changed = u.build().execute(&mut *conn).await?.rows_affected();
     // Matched rows (CLIENT_FOUND_ROWS): never more than the distinct pairs.
-    if changed == pairs.len() as u64 {
+    if changed == items.len() as u64 {
         return Ok(None);
     }
     // Fewer: a claim was lost, or some of the jobs have dependents. Those are finished now, with their
     // dependents settled, in one transaction.
     let mut tx = conn.begin().await?;
-    let parents = done_batch_text(token, pairs, HAS_DEPENDENTS)
+    let parents = done_batch_text(token, items, HAS_DEPENDENTS)
         .build()
         .execute(&mut *tx)
         .await?
