@@ -88,7 +88,7 @@ pub use report::{
     BenchReport, BigReport, Check, DrainReport, DrainRun, EnqueueReport, FootprintReport,
     IdleReport, RatePoint, RawCell, RawReport, ServerInfo, SteadyReport, render_text,
 };
-pub(crate) use rows::{insert_plain, run_at_us, statement_counts};
+pub(crate) use rows::{insert_plain, run_and_claim_us, statement_counts};
 pub(crate) use scratch::database_url;
 use scratch::{drop_scratch, is_local, server_info};
 

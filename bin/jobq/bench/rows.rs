@@ -35,13 +35,18 @@ pub(crate) async fn insert_plain(pool: &MySqlPool, kind: &str, n: u64) -> BResul
     Ok(())
 }
 
-/// run_at of the given job ids, in microseconds since the epoch (server clock).
-pub(crate) async fn run_at_us(pool: &MySqlPool, kind: &str) -> BResult<BTreeMap<u64, i64>> {
-    let rows: Vec<(u64, i64)> = sqlx::query_as(
-        "SELECT id, CAST(UNIX_TIMESTAMP(run_at) * 1000000 AS SIGNED) FROM job_queue WHERE kind = ?",
+/// run_at and the last claim's `claimed_at` (the stamp's NOW(6); 0 where never claimed) of the jobs of
+/// `kind`, in microseconds since the epoch (server clock).
+pub(crate) async fn run_and_claim_us(
+    pool: &MySqlPool,
+    kind: &str,
+) -> BResult<BTreeMap<u64, (i64, i64)>> {
+    let rows: Vec<(u64, i64, i64)> = sqlx::query_as(
+        "SELECT id, CAST(UNIX_TIMESTAMP(run_at) * 1000000 AS SIGNED), \
+         CAST(COALESCE(UNIX_TIMESTAMP(claimed_at), 0) * 1000000 AS SIGNED) FROM job_queue WHERE kind = ?",
     )
     .bind(kind)
     .fetch_all(pool)
     .await?;
-    Ok(rows.into_iter().collect())
+    Ok(rows.into_iter().map(|(id, r, c)| (id, (r, c))).collect())
 }

@@ -138,23 +138,25 @@ pub(crate) async fn produce(
 }
 
 /// The pickup latencies (µs, sorted) of the jobs due from `counted_from` on: each job's start by the
-/// bench's clock against its `run_at` by the server's.
+/// bench's clock against its `run_at` by the server's; and beside them the part from `run_at` to the
+/// claim's stamp, both by the server's clock (µs, sorted).
 async fn latencies(
     ctx: &Ctx,
     starts: &Mutex<Vec<(u64, i64)>>,
     counted_from: i64,
-) -> BResult<Vec<i64>> {
-    let run_at = super::run_at_us(&ctx.pool, KIND).await?;
+) -> BResult<(Vec<i64>, Vec<i64>)> {
+    let rows = super::run_and_claim_us(&ctx.pool, KIND).await?;
     let starts = starts.lock().unwrap_or_else(|e| e.into_inner());
-    let mut lat: Vec<i64> = starts
+    let (mut lat, mut to_stamp): (Vec<i64>, Vec<i64>) = starts
         .iter()
         .filter_map(|(id, t)| {
-            let due = *run_at.get(id)?;
-            (due >= counted_from).then_some(t + ctx.clock_offset_us - due)
+            let &(due, claimed) = rows.get(id)?;
+            (due >= counted_from).then_some((t + ctx.clock_offset_us - due, claimed - due))
         })
-        .collect();
+        .unzip();
     lat.sort_unstable();
-    Ok(lat)
+    to_stamp.sort_unstable();
+    Ok((lat, to_stamp))
 }
 
 /// One rate under forever-mode workers with settings `s`: pickup latencies of the jobs due after the
@@ -196,10 +198,11 @@ async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult
     shutdown.cancel();
     let (_, err) = running.join().await;
 
-    let lat = latencies(ctx, &starts, counted_from).await?;
+    let (lat, to_stamp) = latencies(ctx, &starts, counted_from).await?;
     let ms = |q: f64| quantile(&lat, q) as f64 / 1e3;
     let achieved = inserted as f64 / produced_secs;
     let p99 = ms(0.99);
+    let due_to_stamp_p50_ms = quantile(&to_stamp, 0.5) as f64 / 1e3;
     let what = format!("steady {rate:.0}/s");
     if left == 0 {
         ctx.verify_once(
@@ -220,8 +223,9 @@ async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult
         );
     }
     ctx.progress(format!(
-        "steady {rate:.0}/s: p50 {:.1} ms, p99 {p99:.1} ms, {left} left over",
-        ms(0.5)
+        "steady {rate:.0}/s: p50 {:.1} ms (due to stamp {:.1} ms), p99 {p99:.1} ms, {left} left over",
+        ms(0.5),
+        due_to_stamp_p50_ms
     ));
     Ok(RatePoint {
         rate,
@@ -229,6 +233,7 @@ async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult
         insert_rate: achieved,
         measured: lat.len() as u64,
         p50_ms: ms(0.5),
+        due_to_stamp_p50_ms,
         p95_ms: ms(0.95),
         p99_ms: p99,
         max_ms: lat.last().map_or(0.0, |&v| v as f64 / 1e3),

@@ -219,6 +219,9 @@ pub struct RatePoint {
     pub measured: u64,
     /// Pickup latency quantiles, ms.
     pub p50_ms: f64,
+    /// The first part of the pickup, by the server's clock alone: p50 of run_at to the claim's stamp
+    /// (its UPDATE's NOW(6)), ms. The rest is the stamp, the COMMIT and the worker starting the job.
+    pub due_to_stamp_p50_ms: f64,
     /// p95, ms.
     pub p95_ms: f64,
     /// p99, ms.

@@ -14,22 +14,28 @@ pub(super) fn steady_section(o: &mut String, s: &SteadyReport) {
     );
     let _ = writeln!(
         o,
-        "   {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6}",
-        "rate/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "left", "held"
+        "   {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>14}",
+        "rate/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "left", "held", "to stamp p50"
     );
     for p in s.points.iter().chain(s.at_half.iter()) {
         let _ = writeln!(
             o,
-            "   {:>8.0} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8} {:>6}",
+            "   {:>8.0} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8} {:>6} {:>14.1}",
             p.rate,
             p.p50_ms,
             p.p95_ms,
             p.p99_ms,
             p.max_ms,
             p.left_over,
-            if p.sustained { "yes" } else { "no" }
+            if p.sustained { "yes" } else { "no" },
+            p.due_to_stamp_p50_ms
         );
     }
+    let _ = writeln!(
+        o,
+        "   to stamp: run_at to the claim's stamp (its UPDATE's NOW(6)), by the server's clock; the rest of the \
+         pickup is the stamp, the COMMIT and the worker starting the job"
+    );
     if s.fixed_rates {
         return;
     }
