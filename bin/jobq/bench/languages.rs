@@ -160,8 +160,9 @@ async fn measure(ctx: &Ctx, s: Settings, label: &str, h: &HandlerKind) -> BResul
         .await?;
 
     ctx.truncate().await?;
-    let (inserted, _) =
-        super::steady::produce(ctx, KIND, LATENCY_RATE, Duration::from_secs(2)).await?;
+    let inserted = super::steady::produce(ctx, KIND, LATENCY_RATE, Duration::from_secs(2))
+        .await?
+        .inserted;
     let kept_up = wait_done(ctx, inserted, Duration::from_secs(60)).await?;
     shutdown.cancel();
     let (_, err) = running.join().await;

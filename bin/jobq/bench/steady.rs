@@ -110,16 +110,22 @@ fn keeps_up(p: &RatePoint) -> bool {
     p.left_over == 0 && p.insert_rate >= 0.95 * p.rate && p.p99_ms < 1000.0
 }
 
-/// Inserts jobs of `kind` at `rate` for `span`, a few at a time every 10 ms. Returns how many, and over
-/// how long.
-pub(crate) async fn produce(
-    ctx: &Ctx,
-    kind: &str,
-    rate: f64,
-    span: Duration,
-) -> BResult<(u64, f64)> {
+/// What [`produce`] did.
+pub(crate) struct Produced {
+    /// Jobs inserted.
+    pub(crate) inserted: u64,
+    /// Over how long, s.
+    pub(crate) secs: f64,
+    /// Each INSERT's time from its start to its answer, µs, sorted: its rows' `run_at` is its start,
+    /// so this much of every pickup passes before a worker can see the rows.
+    pub(crate) insert_us: Vec<i64>,
+}
+
+/// Inserts jobs of `kind` at `rate` for `span`, a few at a time every 10 ms.
+pub(crate) async fn produce(ctx: &Ctx, kind: &str, rate: f64, span: Duration) -> BResult<Produced> {
     let t0 = Instant::now();
     let mut inserted = 0u64;
+    let mut insert_us = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -130,11 +136,18 @@ pub(crate) async fn produce(
         }
         let due = (rate * elapsed.as_secs_f64()) as u64;
         if due > inserted {
+            let sent = Instant::now();
             insert_plain(&ctx.pool, kind, due - inserted).await?;
+            insert_us.push(sent.elapsed().as_micros() as i64);
             inserted = due;
         }
     }
-    Ok((inserted, t0.elapsed().as_secs_f64()))
+    insert_us.sort_unstable();
+    Ok(Produced {
+        inserted,
+        secs: t0.elapsed().as_secs_f64(),
+        insert_us,
+    })
 }
 
 /// The pickup latencies (µs, sorted) of the jobs due from `counted_from` on: each job's start by the
@@ -189,7 +202,11 @@ async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult
     .await?;
 
     let counted_from = now_us() + WARMUP.as_micros() as i64 + ctx.clock_offset_us;
-    let (inserted, produced_secs) = produce(ctx, KIND, rate, WARMUP + window).await?;
+    let Produced {
+        inserted,
+        secs: produced_secs,
+        insert_us,
+    } = produce(ctx, KIND, rate, WARMUP + window).await?;
     let settle_by = Instant::now() + SETTLE;
     while calls.load(Ordering::Relaxed) < inserted && Instant::now() < settle_by {
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -203,6 +220,7 @@ async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult
     let achieved = inserted as f64 / produced_secs;
     let p99 = ms(0.99);
     let due_to_stamp_p50_ms = quantile(&to_stamp, 0.5) as f64 / 1e3;
+    let insert_p50_ms = quantile(&insert_us, 0.5) as f64 / 1e3;
     let what = format!("steady {rate:.0}/s");
     if left == 0 {
         ctx.verify_once(
@@ -223,9 +241,9 @@ async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult
         );
     }
     ctx.progress(format!(
-        "steady {rate:.0}/s: p50 {:.1} ms (due to stamp {:.1} ms), p99 {p99:.1} ms, {left} left over",
-        ms(0.5),
-        due_to_stamp_p50_ms
+        "steady {rate:.0}/s: p50 {:.1} ms (the INSERT {insert_p50_ms:.1} ms, due to stamp {due_to_stamp_p50_ms:.1} ms), \
+         p99 {p99:.1} ms, {left} left over",
+        ms(0.5)
     ));
     Ok(RatePoint {
         rate,
@@ -234,6 +252,7 @@ async fn at_rate(ctx: &Ctx, s: Settings, rate: f64, window: Duration) -> BResult
         measured: lat.len() as u64,
         p50_ms: ms(0.5),
         due_to_stamp_p50_ms,
+        insert_p50_ms,
         p95_ms: ms(0.95),
         p99_ms: p99,
         max_ms: lat.last().map_or(0.0, |&v| v as f64 / 1e3),

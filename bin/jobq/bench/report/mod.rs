@@ -222,6 +222,9 @@ pub struct RatePoint {
     /// The first part of the pickup, by the server's clock alone: p50 of run_at to the claim's stamp
     /// (its UPDATE's NOW(6)), ms. The rest is the stamp, the COMMIT and the worker starting the job.
     pub due_to_stamp_p50_ms: f64,
+    /// p50 of the producer's INSERTs, start to answer, ms (by the bench's clock): the part of the
+    /// pickup that passes before the rows are there to see (their `run_at` is the INSERT's start).
+    pub insert_p50_ms: f64,
     /// p95, ms.
     pub p95_ms: f64,
     /// p99, ms.

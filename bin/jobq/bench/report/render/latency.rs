@@ -14,13 +14,21 @@ pub(super) fn steady_section(o: &mut String, s: &SteadyReport) {
     );
     let _ = writeln!(
         o,
-        "   {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>14}",
-        "rate/s", "p50 ms", "p95 ms", "p99 ms", "max ms", "left", "held", "to stamp p50"
+        "   {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>6} {:>11} {:>13}",
+        "rate/s",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+        "max ms",
+        "left",
+        "held",
+        "INSERT p50",
+        "to stamp p50"
     );
     for p in s.points.iter().chain(s.at_half.iter()) {
         let _ = writeln!(
             o,
-            "   {:>8.0} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8} {:>6} {:>14.1}",
+            "   {:>8.0} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>8} {:>6} {:>11.1} {:>13.1}",
             p.rate,
             p.p50_ms,
             p.p95_ms,
@@ -28,13 +36,15 @@ pub(super) fn steady_section(o: &mut String, s: &SteadyReport) {
             p.max_ms,
             p.left_over,
             if p.sustained { "yes" } else { "no" },
+            p.insert_p50_ms,
             p.due_to_stamp_p50_ms
         );
     }
     let _ = writeln!(
         o,
-        "   to stamp: run_at to the claim's stamp (its UPDATE's NOW(6)), by the server's clock; the rest of the \
-         pickup is the stamp, the COMMIT and the worker starting the job"
+        "   INSERT: the producer's multi-row INSERT, start to answer (its rows' run_at is its start: no worker can \
+         see them sooner);\n   to stamp: run_at to the claim's stamp (its UPDATE's NOW(6)), by the server's clock, \
+         the INSERT included; the rest of the pickup is the stamp, the COMMIT and the worker starting the job"
     );
     if s.fixed_rates {
         return;
