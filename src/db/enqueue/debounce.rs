@@ -61,10 +61,10 @@ pub(super) async fn enqueue_many(
     conn: &mut sqlx::MySqlConnection,
     jobs: &[&NewJob],
 ) -> Result<u64> {
-    let mut by_max: BTreeMap<Duration, Vec<NewJob>> = BTreeMap::new();
-    for job in jobs {
+    let mut by_max: BTreeMap<Duration, Vec<&NewJob>> = BTreeMap::new();
+    for &job in jobs {
         if let Some(d) = job.debounced() {
-            by_max.entry(d.max).or_default().push((*job).clone());
+            by_max.entry(d.max).or_default().push(job);
         }
     }
     let mut inserted = 0;

@@ -187,7 +187,7 @@ pub async fn enqueue_many(conn: &mut sqlx::MySqlConnection, jobs: &[NewJob]) -> 
             {
                 continue;
             }
-            rows.push((*job).clone());
+            rows.push(*job);
         }
         if rows.is_empty() {
             continue;
