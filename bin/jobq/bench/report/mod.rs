@@ -331,6 +331,8 @@ pub struct EnqueueReport {
     pub single_rows: u64,
     /// Rows per multi-row measurement.
     pub multi_rows: u64,
+    /// Rounds, each a pass of every way (the rates are medians over them).
+    pub rounds: u32,
     /// `jobq::enqueue`, one row per statement.
     pub library_single: f64,
     /// Plain `INSERT … VALUES (?, ?)`.
@@ -339,6 +341,10 @@ pub struct EnqueueReport {
     pub library_multi: f64,
     /// Plain 1,000-row INSERT.
     pub sql_multi: f64,
+    /// Median over the rounds of `jobq::enqueue`'s rate over plain SQL's in the same round.
+    pub single_ratio: f64,
+    /// The same for `jobq::enqueue_many` and the plain 1,000-row INSERT.
+    pub multi_ratio: f64,
 }
 
 /// Drains with one worker on each of 1, 2, 3 nodes of a Galera cluster.

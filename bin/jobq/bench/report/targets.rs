@@ -444,14 +444,15 @@ impl BenchReport {
             );
         }
         if let Some(e) = &self.enqueue {
-            let r = e.library_multi / e.sql_multi;
+            let r = e.multi_ratio;
             add(
                 t,
                 "enqueue_many vs plain multi-row SQL",
                 ">= 90%",
                 format!(
-                    "{:.0}% ({:.0} vs {:.0} rows/s)",
+                    "{:.0}% (median of {} paired rounds; medians {:.0} vs {:.0} rows/s)",
                     r * 100.0,
+                    e.rounds,
                     e.library_multi,
                     e.sql_multi
                 ),
