@@ -427,7 +427,7 @@ async fn schedulers_on_three_nodes_make_exactly_one_job_per_planned_time() {
 
 /// The test's turn, once every node answers. A node found down (seen: a node killed at its memory
 /// limit seconds after it joined, see scripts/galera.sh) would fail every later test that touches it
-/// as well as the one it died in; the cluster is made anew first (as [`Mend`] does), with no other
+/// as well as the one it died in; the cluster is made anew first ([`make_cluster_anew`], as [`Mend`] does), with no other
 /// cluster test running, and the test goes on in the turn it asked for.
 async fn mended_if_down(turn: Turn, bases: &[&str]) -> Turn {
     if all_answer(bases).await {
@@ -445,7 +445,7 @@ async fn mended_if_down(turn: Turn, bases: &[&str]) -> Turn {
             "a Galera node does not answer (the kernel log says whether it was killed at its memory \
              limit); making the cluster anew"
         );
-        drop(Mend);
+        make_cluster_anew();
     }
     if shared {
         Turn::Shared(write.downgrade())
@@ -495,13 +495,17 @@ struct Mend;
 
 impl Drop for Mend {
     fn drop(&mut self) {
-        let _ =
-            std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/galera.sh"))
-                .args(["isolate", "3", "off"])
-                .output();
-        galera(&["destroy"]);
-        galera(&["start"]);
+        make_cluster_anew();
     }
+}
+
+/// Three fresh nodes: node 3 let back in if a test isolated it, then `destroy` and `start` (15 s).
+fn make_cluster_anew() {
+    let _ = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/galera.sh"))
+        .args(["isolate", "3", "off"])
+        .output();
+    galera(&["destroy"]);
+    galera(&["start"]);
 }
 
 /// The config of a `nap` command job whose copies record themselves in `dir/effects` and hold
