@@ -366,22 +366,31 @@ pub enum CancelOutcome {
 /// through its worker if it is running. The jobs waiting for one cancelled at once are settled with
 /// it (cancelled, or a batch's callback released).
 pub(crate) async fn cancel_job(pool: &MySqlPool, id: JobId) -> Result<CancelOutcome> {
-    let mut tx = pool.begin().await?;
-    let done = sqlx::query(
-        "UPDATE job_queue SET state = 'cancelled', finished_at = NOW(6), claim = NULL, \
-         last_error = COALESCE(last_error, 'cancelled by operator') \
-         WHERE id = ? AND state IN ('queued', 'retry', 'waiting')",
-    )
-    .bind(id)
-    .execute(&mut *tx)
-    .await?;
-    if done.rows_affected() == 1 {
+    // The cancel settles the job's dependents in its transaction, which can deadlock with a worker or a
+    // sweeper settling the same rows: the transaction is rolled back whole and tried again.
+    let cancelled = crate::db::retry_transient("cancel", 8, || async {
+        let mut tx = pool.begin().await?;
+        let done = sqlx::query(
+            "UPDATE job_queue SET state = 'cancelled', finished_at = NOW(6), claim = NULL, \
+             last_error = COALESCE(last_error, 'cancelled by operator') \
+             WHERE id = ? AND state IN ('queued', 'retry', 'waiting')",
+        )
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() != 1 {
+            tx.rollback().await?;
+            return Ok(false);
+        }
         deps::forget(&mut tx, &[id.0]).await?;
         deps::settle_dependents_of(&mut tx, &[id.0]).await?;
         tx.commit().await?;
+        Ok(true)
+    })
+    .await?;
+    if cancelled {
         return Ok(CancelOutcome::Cancelled);
     }
-    tx.rollback().await?;
     let requested = sqlx::query(
         "UPDATE job_queue SET cancel_requested_at = COALESCE(cancel_requested_at, NOW(6)) \
          WHERE id = ? AND state = 'running'",
