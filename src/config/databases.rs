@@ -4,8 +4,8 @@
 //! settings) laid over the file's top level, which holds what the databases share. The merge is done on
 //! the TOML tables, before the typed config is built, so a section is checked exactly as a file of its
 //! own would be:
-//! * a settings table (`[worker]`, `[retry]`, `[prune]`, `[reaper]`, `[scheduler]`) merges key by key,
-//!   the section's keys winning;
+//! * a settings table (`[worker]`, `[retry]`, `[prune]`, `[reaper]`, `[scheduler]`, `[supervisor]`) merges
+//!   key by key, the section's keys winning;
 //! * `[handlers.KIND]` merges by kind: a section's handler replaces the top level's of that kind whole
 //!   (merging the keys of two handlers could leave one with both `command` and `sql`);
 //! * every other key (`workers`, the TLS and password-file keys) is the section's if it sets one, else
@@ -22,7 +22,14 @@ use serde::Deserialize;
 use super::Config;
 
 /// The top-level tables that merge key by key.
-const MERGED_BY_KEY: &[&str] = &["worker", "retry", "prune", "reaper", "scheduler"];
+const MERGED_BY_KEY: &[&str] = &[
+    "worker",
+    "retry",
+    "prune",
+    "reaper",
+    "scheduler",
+    "supervisor",
+];
 /// The longest section name: it labels logs and metrics, so it is kept short and plain.
 const MAX_NAME_LEN: usize = 64;
 

@@ -35,6 +35,11 @@
 //! interval = "1s"                # time between ticks
 //! max_jobs_per_tick = 100        # most jobs one tick creates
 //!
+//! [supervisor]
+//! restart_delay = "1s"           # wait before restarting a worker that died young; doubles
+//! max_restart_delay = "30s"      # up to this while it keeps dying
+//! stable_after = "10s"           # a worker that lived this long is restarted at once
+//!
 //! [handlers.resize]              # a command: payload on stdin, exit 0 = done
 //! command = ["/usr/local/bin/resize", "--fast"]
 //! timeout = "5m"
@@ -95,7 +100,9 @@ mod sections;
 
 pub use crate::duration::HumanDuration;
 pub use handler::HandlerConfig;
-pub use sections::{PruneSection, ReaperSection, RetrySection, SchedulerSection, WorkerSection};
+pub use sections::{
+    PruneSection, ReaperSection, RetrySection, SchedulerSection, SupervisorSection, WorkerSection,
+};
 
 /// The parsed file.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -130,6 +137,9 @@ pub struct Config {
     /// The scheduler.
     #[serde(default)]
     pub scheduler: SchedulerSection,
+    /// How `jobq supervise` restarts its workers.
+    #[serde(default)]
+    pub supervisor: SupervisorSection,
     /// Handlers by job kind.
     #[serde(default)]
     pub handlers: BTreeMap<String, HandlerConfig>,
@@ -261,6 +271,8 @@ impl Config {
         if self.scheduler.max_jobs_per_tick == Some(0) {
             return Err("scheduler.max_jobs_per_tick must be at least 1".into());
         }
+        self.supervisor
+            .apply(crate::SupervisorConfig::new(1, PathBuf::new()))?;
         let global = self.retry_policy()?;
         for (kind, h) in &self.handlers {
             Name::Kind

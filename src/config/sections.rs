@@ -1,5 +1,5 @@
-//! The settings tables of `jobq.toml`: `[worker]`, `[retry]`, `[prune]`, `[reaper]` and `[scheduler]`, each
-//! key optional (the built-in default stands in for a key not set).
+//! The settings tables of `jobq.toml`: `[worker]`, `[retry]`, `[prune]`, `[reaper]`, `[scheduler]` and
+//! `[supervisor]`, each key optional (the built-in default stands in for a key not set).
 
 use serde::Deserialize;
 
@@ -72,4 +72,52 @@ pub struct SchedulerSection {
     pub interval: Option<HumanDuration>,
     /// Most jobs one tick creates (default 100).
     pub max_jobs_per_tick: Option<u32>,
+}
+
+/// `[supervisor]`: how `jobq supervise` restarts a worker process that exits.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SupervisorSection {
+    /// The wait before restarting a child that died young; it doubles at each death in a row up to
+    /// `max_restart_delay` (default 1 s).
+    pub restart_delay: Option<HumanDuration>,
+    /// The longest wait before restarting a child that keeps dying (default 30 s).
+    pub max_restart_delay: Option<HumanDuration>,
+    /// A child that lived this long was working: it is restarted at once, and the delays start over
+    /// (default 10 s).
+    pub stable_after: Option<HumanDuration>,
+}
+
+impl SupervisorSection {
+    /// `cfg` with this section's keys applied over its timings.
+    ///
+    /// # Errors
+    /// Naming the key: a zero `stable_after` (every death would count as a healthy child's, restarted at
+    /// once, so a worker that cannot start would spin), or `max_restart_delay` below `restart_delay`.
+    pub fn apply(
+        &self,
+        mut cfg: crate::SupervisorConfig,
+    ) -> std::result::Result<crate::SupervisorConfig, String> {
+        if let Some(d) = self.restart_delay {
+            cfg.min_backoff = d.0;
+        }
+        if let Some(d) = self.max_restart_delay {
+            cfg.max_backoff = d.0;
+        }
+        if let Some(d) = self.stable_after {
+            cfg.stable_after = d.0;
+        }
+        if cfg.stable_after.is_zero() {
+            return Err("supervisor.stable_after must be above zero".into());
+        }
+        if cfg.max_backoff < cfg.min_backoff {
+            return Err(format!(
+                "supervisor.max_restart_delay ({}) is below supervisor.restart_delay ({}): a child that \
+                 keeps dying could never wait its own first delay",
+                humantime::format_duration(cfg.max_backoff),
+                humantime::format_duration(cfg.min_backoff),
+            ));
+        }
+        Ok(cfg)
+    }
 }

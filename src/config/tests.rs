@@ -136,6 +136,15 @@ fn zero_intervals_huge_concurrency_and_a_cap_below_base_are_named() {
             "retry.cap (5s) is below retry.base (10s)",
         ),
         ("[retry]\nbase = \"2h\"\n", "set retry.cap too"),
+        (
+            "[supervisor]\nrestart_delay = \"1m\"\n",
+            "supervisor.max_restart_delay (30s) is below supervisor.restart_delay (1m)",
+        ),
+        (
+            "[supervisor]\nstable_after = \"0s\"\n",
+            "supervisor.stable_after must be above zero",
+        ),
+        ("[supervisor]\nrestart_dely = \"1s\"\n", "restart_dely"),
     ] {
         let e = parse(text).unwrap_err();
         assert!(e.contains(needle), "{text:?}: {e}");
@@ -313,4 +322,28 @@ fn bad_database_sections_are_refused_by_name() {
         let e = parse(text).unwrap_err();
         assert!(e.contains(want), "{text:?}: {e}");
     }
+}
+
+#[test]
+fn the_supervisor_section_sets_the_restart_timings_and_defaults_stand_for_the_rest() {
+    let c = parse("[supervisor]\nrestart_delay = \"250ms\"\nstable_after = \"1m\"\n").unwrap();
+    let cfg = c
+        .supervisor
+        .apply(crate::SupervisorConfig::new(3, PathBuf::from("jobq")))
+        .unwrap();
+    assert_eq!(cfg.workers, 3);
+    assert_eq!(cfg.min_backoff, Duration::from_millis(250));
+    assert_eq!(
+        cfg.max_backoff,
+        crate::SupervisorConfig::DEFAULT_MAX_BACKOFF
+    );
+    assert_eq!(cfg.stable_after, Duration::from_secs(60));
+    let none = parse("")
+        .unwrap()
+        .supervisor
+        .apply(crate::SupervisorConfig::new(1, PathBuf::new()));
+    assert_eq!(
+        none.unwrap().min_backoff,
+        crate::SupervisorConfig::DEFAULT_MIN_BACKOFF
+    );
 }

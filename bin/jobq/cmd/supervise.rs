@@ -138,7 +138,11 @@ fn supervisor_config(env: &Env, args: &SuperviseArgs) -> Result<SupervisorConfig
         .workers
         .or(env.config.workers)
         .unwrap_or(SupervisorConfig::DEFAULT_WORKERS);
-    let mut cfg = SupervisorConfig::new(workers, program);
+    let mut cfg = env
+        .config
+        .supervisor
+        .apply(SupervisorConfig::new(workers, program))
+        .map_err(|e| anyhow::anyhow!(e))?;
     cfg.args = child_args(&args.opts);
     if let Some(path) = &env.config_path {
         let abs = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
