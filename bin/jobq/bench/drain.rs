@@ -357,7 +357,7 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
         raw_same: Vec::new(),
         lean: Vec::new(),
         procs: Vec::new(),
-        procs_at_lean_w: Vec::new(),
+        procs_at_lean: Vec::new(),
         ok: true,
     };
     for round in 1..=ctx.cfg.rounds.max(1) {
@@ -389,31 +389,28 @@ async fn head_to_head(ctx: &Ctx, limit: &RawCell, best: Settings) -> BResult<Hea
         )
         .await?;
         let p = super::procs::drain(ctx, best, jobs).await?;
-        // The same processes at the lean loop's W too, when the sweep's winner has another.
-        let p_lean_w = if limit.workers == best.workers {
+        // Processes at the lean loop's own W and B too, when the sweep's winner has others.
+        let at_lean = HeadToHead::procs_at_lean_settings_for(limit.workers, limit.batch);
+        let p_lean = if at_lean == best {
             None
         } else {
-            let s = Settings {
-                workers: limit.workers,
-                ..best
-            };
-            super::procs::drain(ctx, s, jobs).await?
+            super::procs::drain(ctx, at_lean, jobs).await?
         };
         let rate = |p: Option<f64>| p.map_or("-".to_string(), |p| format!("{p:.0}"));
         ctx.progress(format!(
-            "head to head round {round}: lean {:.0} jobs/s, raw {:.0}, raw at jobq's W and B {r_same:.0}, jobq {:.0}, jobq processes {}, at lean's W {}",
+            "head to head round {round}: lean {:.0} jobs/s, raw {:.0}, raw at jobq's W and B {r_same:.0}, jobq {:.0}, jobq processes {}, at lean's W and B {}",
             l.jobs_per_sec,
             r.jobs_per_sec,
             j.jobs_per_sec,
             rate(p),
-            rate(p_lean_w)
+            rate(p_lean)
         ));
         h.ok &= r.ok && j.ok;
         h.raw.push(r.jobs_per_sec);
         h.jobq.push(j.jobs_per_sec);
         h.raw_same.push(r_same);
         h.procs.extend(p);
-        h.procs_at_lean_w.extend(p_lean_w);
+        h.procs_at_lean.extend(p_lean);
     }
     Ok(h)
 }

@@ -100,11 +100,12 @@ pub struct HeadToHead {
     pub lean: Vec<f64>,
     /// jobq's settings as separate worker processes, one per round (empty without a jobq binary).
     pub procs: Vec<f64>,
-    /// jobq's concurrency and batch size as as many worker processes as the lean loop has
-    /// connections, one per round (empty when that is `settings.workers`, or without a jobq binary):
-    /// the sweep picks its W on short in-process drains, and how many processes a user starts is
-    /// theirs to choose like the lean cell's W.
-    pub procs_at_lean_w: Vec<f64>,
+    /// jobq as worker processes at the lean loop's own W and B ([`Self::procs_at_lean_settings`]),
+    /// one per round (empty when those are `settings`, or without a jobq binary): the sweep picks its
+    /// settings on single short in-process drains, where one process against two, or 500 rows a claim
+    /// against 1,000, moved the share by several points between runs; how many processes a user
+    /// starts, and how many rows a claim takes, are theirs to choose as the lean cell's are.
+    pub procs_at_lean: Vec<f64>,
     /// Every run of every round passed its checks.
     pub ok: bool,
 }
@@ -145,30 +146,36 @@ impl HeadToHead {
         median(&self.procs)
     }
 
-    /// Median of the worker-process runs at the lean loop's W.
-    pub fn procs_at_lean_w_median(&self) -> f64 {
-        median(&self.procs_at_lean_w)
+    /// Median of the worker-process runs at the lean loop's W and B.
+    pub fn procs_at_lean_median(&self) -> f64 {
+        median(&self.procs_at_lean)
     }
 
-    /// The worker processes' settings as run at the lean loop's W.
-    pub fn procs_at_lean_w_settings(&self) -> Settings {
+    /// The worker processes' settings as run at the lean loop's W and B.
+    pub fn procs_at_lean_settings(&self) -> Settings {
+        Self::procs_at_lean_settings_for(self.raw_workers, self.raw_batch)
+    }
+
+    /// `workers` processes of `batch` rows a claim, running twice that many jobs at once (as the
+    /// sweep's larger settings do, so that a worker claims its next batch while the last one's
+    /// finishes are recorded).
+    pub fn procs_at_lean_settings_for(workers: u32, batch: u32) -> Settings {
         Settings {
-            workers: self.raw_workers,
-            ..self.settings
+            workers,
+            concurrency: batch
+                .saturating_mul(2)
+                .min(jobq::WorkerConfig::MAX_CONCURRENCY),
+            batch_size: batch,
         }
     }
 
-    /// The faster of the worker-process medians, at jobq's settings or at the lean loop's W, with the
+    /// The faster of the worker-process medians, at jobq's settings or at the lean loop's W and B, with the
     /// settings it ran with (`None` without process runs).
     pub fn procs_best(&self) -> Option<(Settings, f64)> {
         let at_winner = (!self.procs.is_empty()).then(|| (self.settings, self.procs_median()));
-        let at_lean_w = (!self.procs_at_lean_w.is_empty()).then(|| {
-            (
-                self.procs_at_lean_w_settings(),
-                self.procs_at_lean_w_median(),
-            )
-        });
-        match (at_winner, at_lean_w) {
+        let at_lean = (!self.procs_at_lean.is_empty())
+            .then(|| (self.procs_at_lean_settings(), self.procs_at_lean_median()));
+        match (at_winner, at_lean) {
             (Some(a), Some(b)) => Some(if b.1 > a.1 { b } else { a }),
             (a, b) => a.or(b),
         }

@@ -289,8 +289,9 @@ impl BenchReport {
                 h.ratio() >= 0.9,
             );
             if let Some((procs_settings, procs)) = h.procs_best().filter(|_| !h.lean.is_empty()) {
-                // The faster of jobq's settings and the same at lean's W, as a user picks how many
-                // processes to start (both are printed in the drain section).
+                // The faster of jobq's settings and lean's own W and B, as a user picks how many
+                // processes to start and how many rows a claim takes (both are printed in the drain
+                // section).
                 let share = procs / h.lean_median();
                 add(
                     t,

@@ -116,15 +116,15 @@ fn head_to_head(o: &mut String, h: &HeadToHead) {
             h.settings.workers,
             procs
         );
-        if !h.procs_at_lean_w.is_empty() {
-            let at = h.procs_at_lean_w_median();
+        if !h.procs_at_lean.is_empty() {
+            let at = h.procs_at_lean_median();
             let _ = writeln!(
                 o,
-                "   jobq as {} worker processes (lean's W, {}): median {:.0} ({}): {:.0}% of lean",
+                "   jobq as {} worker processes (lean's W and B, {}): median {:.0} ({}): {:.0}% of lean",
                 h.raw_workers,
-                h.procs_at_lean_w_settings(),
+                h.procs_at_lean_settings(),
                 at,
-                runs(&h.procs_at_lean_w),
+                runs(&h.procs_at_lean),
                 at / lean * 100.0
             );
         }
