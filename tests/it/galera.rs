@@ -881,16 +881,11 @@ async fn a_reaper_on_another_node_rescues_a_dead_workers_job_after_its_fence() {
     .await;
     // Let the reaper make a few passes over the live worker first.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let heartbeat_age_ms = db
-        .scalar(
-            "SELECT TIMESTAMPDIFF(MICROSECOND, heartbeat_at, NOW(6)) DIV 1000 FROM jobq_processes \
-             WHERE role = 'worker'",
-        )
-        .await;
     let killed_claimant = history::sole_worker_token(&db.pool).await;
     worker.kill().unwrap();
     let killed = Instant::now();
     worker.wait().unwrap();
+    let last_beat = history::last_heartbeat_us(&db.pool, &killed_claimant).await;
     wait_for_count(
         &db.pool,
         "SELECT COUNT(*) FROM job_queue WHERE state = 'queued'",
@@ -899,7 +894,9 @@ async fn a_reaper_on_another_node_rescues_a_dead_workers_job_after_its_fence() {
     )
     .await;
     let rescued = killed.elapsed();
-    let since_beat = rescued + Duration::from_millis(heartbeat_age_ms.max(0) as u64);
+    // Both ends by the server's clock (see the same test in partial_failure.rs).
+    let released = history::released_us(&db.pool, &killed_claimant).await;
+    let since_beat = Duration::from_micros((released - last_beat).max(0) as u64);
     eprintln!("cross-node rescue after {rescued:?} ({since_beat:?} after the last heartbeat)");
     sigterm(&reaper);
     wait_output(reaper.take(), Duration::from_secs(30));

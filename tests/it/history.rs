@@ -31,7 +31,10 @@ pub use sql::{
     CopyRow, SqlEffectRow, copies_table, copy_statement, effects_table,
     effects_table_kept_on_rollback, recorded_procedure,
 };
-pub use victims::{children_of, lock_held, sole_worker_token, worker_token_of, worker_tokens};
+pub use victims::{
+    children_of, last_heartbeat_us, lock_held, released_us, sole_worker_token, worker_token_of,
+    worker_tokens,
+};
 
 /// A job id as the rows hold it.
 pub type JobId = u64;

@@ -73,3 +73,31 @@ pub fn lock_held(lock: &Path) -> bool {
         .unwrap()
         .success()
 }
+
+/// The last heartbeat of the killed worker `token`, µs since the epoch by the server's clock: read after
+/// its process is dead (a heartbeat still in flight at the kill lands within milliseconds; one that
+/// landed after this read would only make the gap to its release look longer) and before a reaper
+/// releases its rows and removes its registry row.
+pub async fn last_heartbeat_us(pool: &sqlx::MySqlPool, token: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT CAST(UNIX_TIMESTAMP(heartbeat_at) * 1000000 AS SIGNED) FROM jobq_processes \
+         WHERE token = ?",
+    )
+    .bind(token)
+    .fetch_one(pool)
+    .await
+    .unwrap_or_else(|e| panic!("the registry row of {token}: {e}"))
+}
+
+/// When a reaper released the rows of `claim`, µs since the epoch by the server's clock: the
+/// `released` attempts it recorded in the same transaction as the reset.
+pub async fn released_us(pool: &sqlx::MySqlPool, claim: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT CAST(UNIX_TIMESTAMP(MIN(ended_at)) * 1000000 AS SIGNED) FROM jobq_attempts \
+         WHERE outcome = 'released' AND claim = ?",
+    )
+    .bind(claim)
+    .fetch_one(pool)
+    .await
+    .unwrap_or_else(|e| panic!("the released attempts of {claim}: {e}"))
+}
