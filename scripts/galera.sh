@@ -14,6 +14,9 @@
 #   scripts/galera.sh isolate N on|off
 #                               cut node N off from the other two (gmcast.isolate; it leaves the Primary
 #                               component and refuses statements with error 1047), or let it rejoin
+#   scripts/galera.sh watch [S] every S seconds (default 2), a line per node: its memory cgroup's usage and
+#                               anonymous memory (rss), and its wsrep state, receive and send queues and
+#                               last committed seqno; until interrupted (to catch a node's growth, below)
 #
 # Environment:
 #   JOBQ_GALERA_DIR    where the nodes live (default: /tmp/jobq-galera)
@@ -44,7 +47,8 @@
 # Watched from the nodes' memory cgroups (memory.stat every 2 s through two test runs and a full bench),
 # the growth is anonymous memory (rss), not the write-set cache's mapped pages: node 2 of a cluster made
 # anew, 8 s after it joined by an IST of the configuration changes, went from 126 MB to 2,624 MB in
-# 25 s during a cluster test and stayed there, while nodes 1 and 3 held 130-150 MB.
+# 25 s during a cluster test and stayed there, while nodes 1 and 3 held 130-150 MB. `watch` prints each
+# node's memory beside its wsrep state and queues, to tell the next such growth from a queue that backs up.
 set -euo pipefail
 
 DIR="${JOBQ_GALERA_DIR:-/tmp/jobq-galera}"
@@ -290,6 +294,40 @@ cmd_status() {
     done
 }
 
+# The memory cgroup directory of node $1 (see memory_cgroup), if there is one.
+cgroup_dir() {
+    local name="jobq-galera-node$1"
+    if [[ -f "/sys/fs/cgroup/$name/memory.current" ]]; then
+        echo "/sys/fs/cgroup/$name"
+    elif [[ -f "/sys/fs/cgroup/memory/$name/memory.usage_in_bytes" ]]; then
+        echo "/sys/fs/cgroup/memory/$name"
+    fi
+}
+
+cmd_watch() {
+    local every=${1:-2} n dir mem wsrep
+    [[ "$every" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "expected seconds between lines, got '$every'"
+    while true; do
+        for n in "${NODES[@]}"; do
+            dir=$(cgroup_dir "$n")
+            mem="memory -"
+            if [[ -n "$dir" ]]; then
+                # cgroup v2 names the usage memory.current and the anonymous memory "anon"; v1
+                # memory.usage_in_bytes and "rss".
+                if [[ -f "$dir/memory.current" ]]; then mem=$(<"$dir/memory.current"); else
+                    mem=$(<"$dir/memory.usage_in_bytes"); fi
+                mem="memory $((mem / 1048576))M anon $(awk '$1 == "anon" || $1 == "rss" {
+                    printf "%dM", $2 / 1048576; exit }' "$dir/memory.stat")"
+            fi
+            wsrep=$(client "$n" "SHOW STATUS WHERE Variable_name IN ('wsrep_local_state_comment',
+                'wsrep_local_recv_queue', 'wsrep_local_send_queue', 'wsrep_last_committed')" |
+                awk '{ printf " %s=%s", substr($1, 7), $2 }') || true
+            echo "$(date +%T) node$n $mem${wsrep:- (no answer)}"
+        done
+        sleep "$every"
+    done
+}
+
 check_node() { [[ "${1:-}" =~ ^[123]$ ]] || die "expected a node number 1, 2 or 3, got '${1:-}'"; }
 
 cmd_kill() {
@@ -332,5 +370,6 @@ destroy) cmd_destroy ;;
 status) cmd_status ;;
 kill) cmd_kill "${2:-}" ;;
 isolate) cmd_isolate "${2:-}" "${3:-}" ;;
-*) die "usage: scripts/galera.sh start|urls|stop|destroy|status|running|kill N|isolate N on|off" ;;
+watch) cmd_watch "${2:-}" ;;
+*) die "usage: scripts/galera.sh start|urls|stop|destroy|status|running|kill N|isolate N on|off|watch [S]" ;;
 esac
