@@ -199,14 +199,12 @@ bootstrap_node_1() {
     done
 }
 
-# Stops node $1 (SIGTERM, a clean shutdown that writes its position to grastate.dat) and waits.
-stop_node() {
-    local pid i=0
-    pid=$(pid_of "$1")
-    [[ -n "$pid" ]] && kill "$pid" 2>/dev/null || return 0
-    while kill -0 "$pid" 2>/dev/null && ((i < 150)); do sleep 0.2; i=$((i + 1)); done
-    kill -0 "$pid" 2>/dev/null && die "node $1 did not stop within 30 s; see $(node_dir "$1")/error.log"
-    return 0
+# Waits for node $1 to exit after a SIGTERM (a clean shutdown, which writes its position to
+# grastate.dat), and SIGKILLs it after 20 s.
+await_exit() {
+    local i=0
+    while alive "$1" && ((i < 100)); do sleep 0.2; i=$((i + 1)); done
+    alive "$1" && kill -9 "$(pid_of "$1")" 2>/dev/null || true
 }
 
 # With every node stopped: nodes 2 and 3 become copies of node 1's data, stopped cleanly. Node 1
@@ -222,7 +220,8 @@ seed_from_node_1() {
     d1="$(node_dir 1)/data"
     if ! grep -Eq '^seqno:[[:space:]]*[0-9]+' "$d1/grastate.dat" 2>/dev/null; then
         bootstrap_node_1
-        stop_node 1
+        kill "$(pid_of 1)" 2>/dev/null || true
+        await_exit 1
     fi
     for n in "${NODES[@]:1}"; do
         dn="$(node_dir "$n")/data"
@@ -272,11 +271,7 @@ cmd_stop() {
         pid=$(pid_of "$n")
         [[ -n "$pid" ]] && kill "$pid" 2>/dev/null || true
     done
-    for n in "${NODES[@]}"; do
-        local i=0
-        while alive "$n" && ((i < 100)); do sleep 0.2; i=$((i + 1)); done
-        alive "$n" && kill -9 "$(pid_of "$n")" 2>/dev/null || true
-    done
+    for n in "${NODES[@]}"; do await_exit "$n"; done
     log "stopped"
 }
 

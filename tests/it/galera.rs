@@ -427,8 +427,8 @@ async fn schedulers_on_three_nodes_make_exactly_one_job_per_planned_time() {
 
 /// The test's turn, once every node answers. A node found down (seen: a node killed at its memory
 /// limit seconds after it joined, see scripts/galera.sh) would fail every later test that touches it
-/// as well as the one it died in; the cluster is made anew first ([`make_cluster_anew`], as [`Mend`] does), with no other
-/// cluster test running, and the test goes on in the turn it asked for.
+/// as well as the one it died in; the cluster is made anew first ([`make_cluster_anew`], as [`Mend`]
+/// does), with no other cluster test running, and the test goes on in the turn it asked for.
 async fn mended_if_down(turn: Turn, bases: &[&str]) -> Turn {
     if all_answer(bases).await {
         return turn;
