@@ -173,17 +173,19 @@ start_node() {
         mariadbd --defaults-file="$d/my.cnf" "${extra[@]}" </dev/null >>"$d/stdout.log" 2>&1 &)
 }
 
-# Waits until node $1 is in a Primary component of 3 and ready; 1 (with a message) when it is not within
-# the timeout.
+# Waits until node $1 is in a Primary component of 3, ready and Synced; 1 (with a message) when it is not
+# within the timeout. A node that rejoins after a state transfer is ready (it takes statements) while it
+# is still Joined, applying the write-sets queued during the transfer; Synced says it has caught up.
 wait_ready() {
-    local n=$1 deadline=$((SECONDS + TIMEOUT)) size ready
+    local n=$1 deadline=$((SECONDS + TIMEOUT)) size ready state
     while ((SECONDS < deadline)); do
         size=$(client "$n" "SHOW STATUS LIKE 'wsrep_cluster_size'" | awk '{print $2}') || true
         ready=$(client "$n" "SHOW STATUS LIKE 'wsrep_ready'" | awk '{print $2}') || true
-        [[ "$size" == 3 && "$ready" == ON ]] && return 0
+        state=$(client "$n" "SHOW STATUS LIKE 'wsrep_local_state_comment'" | awk '{print $2}') || true
+        [[ "$size" == 3 && "$ready" == ON && "$state" == Synced ]] && return 0
         sleep 0.5
     done
-    log "node $n did not join a cluster of 3 within ${TIMEOUT}s (size=${size:-?}, ready=${ready:-?}); see $(node_dir "$n")/error.log"
+    log "node $n did not join a cluster of 3 within ${TIMEOUT}s (size=${size:-?}, ready=${ready:-?}, state=${state:-?}); see $(node_dir "$n")/error.log"
     return 1
 }
 

@@ -755,14 +755,27 @@ async fn a_node_killed_mid_drain_loses_no_job_and_its_workers_move() {
     // or one that committed as its node died and whose attempt its worker then recorded as failed.
     let summary = check_drain(&db, jobs, &expect).await;
     assert!(summary.copies - summary.jobs <= 4, "{summary:?}");
-    // Node 3 caught up with everything it missed.
+    // Node 3 caught up with everything it missed. A node applies write-sets after it certifies them,
+    // and one that has just rejoined may still be applying its backlog when it is Synced, so the read
+    // is causal (`wsrep_sync_wait`): it waits until node 3 has applied all the cluster committed
+    // before it, which is what catching up means.
     let node3 = jobq::connect(&ConnectConfig::new(&db.urls[2]).unwrap().max_connections(1))
         .await
         .unwrap();
-    let on3: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
-        .fetch_one(&node3)
+    let mut on_node3 = node3.acquire().await.unwrap();
+    let seen: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
+        .fetch_one(&mut *on_node3)
         .await
         .unwrap();
+    sqlx::query("SET SESSION wsrep_sync_wait = 1")
+        .execute(&mut *on_node3)
+        .await
+        .unwrap();
+    let on3: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM job_queue WHERE state = 'done'")
+        .fetch_one(&mut *on_node3)
+        .await
+        .unwrap();
+    eprintln!("node 3 held {seen} done jobs before a causal read, {on3} at it");
     assert_eq!(on3, i64::from(jobs));
 }
 
