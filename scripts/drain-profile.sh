@@ -13,14 +13,18 @@
 # machine is (within about 1 %), so it weighs a change to the worker's own code. The count includes
 # each process's start (about 10 million instructions: 250 per job at 40,000 jobs); use --workers 1,
 # whose claims fill whole batches, to compare builds.
+# With --wire it captures the workers' traffic with tcpdump (the server must listen on this machine's
+# loopback) and prints, with scripts/wire-gaps.py, the server's time and the client's time before each
+# kind of statement on the busiest connections: with --workers 1 the claim connection shows how long
+# the worker takes between a claim's statements and between one claim and the next.
 #
-#   scripts/drain-profile.sh [--jobs N] [--workers W] [--concurrency C] [--batch B] [--runs R] [--alter CLAUSES] [--perf] [--callgrind]
+#   scripts/drain-profile.sh [--jobs N] [--workers W] [--concurrency C] [--batch B] [--runs R] [--alter CLAUSES] [--perf] [--callgrind] [--wire]
 #
 # Needs a release build (cargo build --release) and a server at JOBQ_PROFILE_URL (default
 # mysql://root@127.0.0.1:3306), on which it creates and drops the database jobq_profile.
 set -euo pipefail
 
-JOBS=100000 WORKERS=2 CONC=2000 BATCH=1000 RUNS=1 PERF=0 CALLGRIND=0 ALTER=
+JOBS=100000 WORKERS=2 CONC=2000 BATCH=1000 RUNS=1 PERF=0 CALLGRIND=0 WIRE=0 ALTER=
 while [ $# -gt 0 ]; do
   case "$1" in
     --jobs) JOBS=$2; shift 2 ;;
@@ -30,14 +34,17 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift 2 ;;
     --alter) ALTER=$2; shift 2 ;;
     --perf) PERF=1; shift ;;
+    --wire) WIRE=1; shift ;;
     --callgrind) CALLGRIND=1; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "drain-profile: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
 [ "$CALLGRIND" = 0 ] || command -v valgrind >/dev/null ||
   { echo "drain-profile: --callgrind needs valgrind (Debian: apt-get install valgrind)" >&2; exit 1; }
+[ "$WIRE" = 0 ] || { command -v tcpdump >/dev/null && command -v python3 >/dev/null; } ||
+  { echo "drain-profile: --wire needs tcpdump and python3 (Debian: apt-get install tcpdump python3)" >&2; exit 1; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 JOBQ=${JOBQ:-$ROOT/target/release/jobq}
 [ -x "$JOBQ" ] || { echo "drain-profile: no $JOBQ; run cargo build --release first" >&2; exit 1; }
@@ -69,6 +76,10 @@ for run in $(seq 1 "$RUNS"); do
   sleep 2
   h0=$(unpurged)
   [ "$PERF" = 1 ] && { perf record -q -F 999 -g -p "$PID" -o /tmp/jobq-drain-profile.data 2>/dev/null & PERF_PID=$!; }
+  if [ "$WIRE" = 1 ]; then
+    tcpdump -i lo -nn -s 0 -w /tmp/jobq-drain-profile.pcap "tcp port $port" 2>/dev/null & WIRE_PID=$!
+    sleep 1 # tcpdump listens before the first worker connects
+  fi
   c0=$(ticks); w0=$(child_ticks); t0=$(date +%s.%N)
   pids=()
   under=()
@@ -83,6 +94,10 @@ for run in $(seq 1 "$RUNS"); do
   for _ in $(seq 1 100); do [ "$(unpurged)" -le $((h0 + 10)) ] && break; sleep 0.2; done
   c2=$(ticks)
   [ "$PERF" = 1 ] && { kill -INT "$PERF_PID"; wait "$PERF_PID" 2>/dev/null || true; }
+  if [ "$WIRE" = 1 ]; then
+    kill -INT "$WIRE_PID"; wait "$WIRE_PID" 2>/dev/null || true
+    "$ROOT/scripts/wire-gaps.py" /tmp/jobq-drain-profile.pcap "$port"
+  fi
   done_jobs=$(sql -N jobq_profile -e "SELECT COUNT(*) FROM job_queue WHERE state = 'done' AND attempts = 1")
   awk -v n="$JOBS" -v d="$done_jobs" -v t="$(echo "$t1 - $t0" | bc)" -v c="$((c1 - c0))" -v wc="$((w1 - w0))" -v cp="$((c2 - c0))" -v hz="$HZ" \
     -v w="$WORKERS" -v cc="$CONC" -v b="$BATCH" -v r="$run" \
