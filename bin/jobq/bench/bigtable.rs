@@ -13,7 +13,7 @@ use std::time::Instant;
 use sqlx::Executor;
 
 use super::drain::{HandlerKind, drain_with};
-use super::report::median;
+use super::median::median;
 use super::{BResult, BigReport, Ctx, DrainRun, Section, Settings, insert_plain};
 
 const KIND: &str = "bench.big";

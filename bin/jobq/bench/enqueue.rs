@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use sqlx::MySqlConnection;
 
-use super::report::median;
+use super::median::median;
 use super::{BResult, Ctx, EnqueueReport, Section};
 use jobq::NewJob;
 

@@ -57,6 +57,7 @@ mod footprint;
 mod idle;
 mod languages;
 mod lean;
+mod median;
 mod procs;
 mod raw;
 mod report;
@@ -303,12 +304,5 @@ mod tests {
                 "{e}"
             );
         }
-    }
-
-    #[test]
-    fn medians() {
-        assert_eq!(report::median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(report::median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!(report::median(&[]).is_nan());
     }
 }

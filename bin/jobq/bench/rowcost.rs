@@ -17,7 +17,7 @@ use sqlx::{ConnectOptions, Connection, Executor};
 
 use jobq::statements::{CLAIM_PICK_AHEAD, CLAIM_STAMP, FINISH_DONE_BATCH, HOLDINGS_WRITE};
 
-use super::report::median;
+use super::median::median;
 use super::{BResult, BenchError, Ctx};
 
 /// Rows per statement: about what a claim of the throughput settings carries at half the sustainable

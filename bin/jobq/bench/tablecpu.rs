@@ -19,7 +19,7 @@ use sqlx::{ConnectOptions, Connection, Executor};
 use jobq::statements::CLAIM_PICK_AHEAD;
 
 use super::cpu::CpuMeter;
-use super::report::median;
+use super::median::median;
 use super::rowcost::{finish_sql, list_sql, pick_sql, stamp_sql};
 use super::{BResult, BenchError, Ctx};
 

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::{RawCell, RawReport};
 use crate::bench::cpu::CpuUse;
+use crate::bench::median::median;
 use crate::bench::wire::Commands;
 use crate::bench::{FinishMode, Settings};
 
@@ -188,16 +189,6 @@ pub(crate) fn rates(runs: &[DrainRun]) -> String {
         .map(|r| format!("{:.0}", r.jobs_per_sec))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-pub(crate) fn median(v: &[f64]) -> f64 {
-    let mut v = v.to_vec();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
 }
 
 /// Library drain results.

@@ -17,8 +17,8 @@ use super::wire::Commands;
 use super::{BenchConfig, FinishMode, Section, Settings};
 
 pub use backlog::{BacklogReport, ClaimCost, UrgentPickup};
+pub(crate) use drain::rates;
 pub use drain::{DrainReport, DrainRun, HandlerCost, HeadToHead, WireProfile};
-pub(crate) use drain::{median, rates};
 pub use languages::{COMMAND, HTTP, LanguageRow, LanguagesReport, PROCESS, RUST};
 pub use render::render_text;
 
