@@ -33,6 +33,17 @@ slow=(--skip galera:: --skip hosts:: --skip tls:: --skip restart:: --skip browse
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# After a failed test run: each failing test's name and what it panicked with, a few lines each, as the
+# last thing printed. The backtraces above can run to hundreds of lines, and a reader of the log's
+# tail (a CI page) should not have to dig for the cause.
+failure_digest() {
+    step "what failed"
+    awk '/^---- .* stdout ----$/ { name = $2; left = 0; next }
+         /^thread .* panicked at / && name != "" { print name ": " $0; left = 8; next }
+         left > 0 && /^(stack backtrace:|note: run with|---- |failures:$)/ { left = 0 }
+         left > 0 { print "    " $0; left-- }' "$1"
+}
+
 # A fresh rustup install has rustfmt and clippy (default profile), but a
 # "minimal" profile does not: add them rather than fail with a cryptic error.
 for component in rustfmt clippy; do
@@ -121,7 +132,12 @@ results=$(mktemp)
 trap 'rm -f "$results"; stop_galera' EXIT
 
 step "cargo test --all-targets -- --test-threads=${JOBQ_TEST_THREADS:-4}${skip[*]:+ ${skip[*]}}${*:+ $*}"
-cargo test --all-targets -- --test-threads="${JOBQ_TEST_THREADS:-4}" "${skip[@]}" "$@" 2>&1 | tee -a "$results"
+status=0
+cargo test --all-targets -- --test-threads="${JOBQ_TEST_THREADS:-4}" "${skip[@]}" "$@" 2>&1 | tee -a "$results" || status=$?
+if ((status != 0)); then
+    failure_digest "$results"
+    exit "$status"
+fi
 
 step "cargo test --doc"
 cargo test --doc 2>&1 | tee -a "$results"
@@ -132,7 +148,12 @@ if [[ -z "$quick" && $# -eq 0 ]]; then
     # counts as passed or failed instead of skipped. A run for a filter leaves it out.
     step "scripts/chaos.sh --quick"
     chaos=$(mktemp)
-    scripts/chaos.sh --quick 2>&1 | tee "$chaos"
+    status=0
+    scripts/chaos.sh --quick 2>&1 | tee "$chaos" || status=$?
+    if ((status != 0)); then
+        failure_digest "$chaos"
+        exit "$status"
+    fi
     awk '/^test result:/ { printf "chaos result: %d passed, %d failed\n", $4, $6 }' "$chaos" >> "$results"
     rm -f "$chaos"
 fi
